@@ -1,0 +1,20 @@
+"""Test configuration: strict JAX promotion rules (silent broadcasting fails loudly) and x64.
+
+float64 is enabled so gradient checks against finite differences are meaningful; tests of the
+float32 path create float32 arrays explicitly.
+"""
+
+import os
+import pathlib
+
+os.environ.setdefault("XPRC_CACHE_DIR", str(pathlib.Path(__file__).parent / ".xprc_cache"))
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+GARDEN = SHARED / "data" / "garden" / "test_garden.npz"
