@@ -1,0 +1,6 @@
+"""The shared, method-agnostic rendering pipeline: project -> bin -> sort -> composite."""
+
+from .config import MODES, RenderConfig
+from .render import RenderOutput, render, warn_if_dropped
+
+__all__ = ["MODES", "RenderConfig", "RenderOutput", "render", "warn_if_dropped"]
