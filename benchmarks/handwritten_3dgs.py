@@ -41,10 +41,22 @@ PARAMS = (
 
 C0 = 0.28209479177387814
 C1 = 0.4886025119029199
-C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792,
-      0.5462742152960396)
-C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
-      -0.4570457994644658, 1.445305721320277, -0.5900435899266435)
+C2 = (
+    1.0925484305920792,
+    -1.0925484305920792,
+    0.31539156525252005,
+    -1.0925484305920792,
+    0.5462742152960396,
+)
+C3 = (
+    -0.5900435899266435,
+    2.890611442640554,
+    -0.4570457994644658,
+    0.3731763325901154,
+    -0.4570457994644658,
+    1.445305721320277,
+    -0.5900435899266435,
+)
 
 
 def activate(raw):
@@ -73,11 +85,21 @@ def _eval_sh(sh, d):  # sh [N, 16, 3], d [N, 3] unit
     xx, yy, zz = x * x, y * y, z * z
     basis = [
         C0 + 0 * x,
-        -C1 * y, C1 * z, -C1 * x,
-        C2[0] * x * y, C2[1] * y * z, C2[2] * (2 * zz - xx - yy), C2[3] * x * z, C2[4] * (xx - yy),
-        C3[0] * y * (3 * xx - yy), C3[1] * x * y * z, C3[2] * y * (4 * zz - xx - yy),
-        C3[3] * z * (2 * zz - 3 * xx - 3 * yy), C3[4] * x * (4 * zz - xx - yy),
-        C3[5] * z * (xx - yy), C3[6] * x * (xx - 3 * yy),
+        -C1 * y,
+        C1 * z,
+        -C1 * x,
+        C2[0] * x * y,
+        C2[1] * y * z,
+        C2[2] * (2 * zz - xx - yy),
+        C2[3] * x * z,
+        C2[4] * (xx - yy),
+        C3[0] * y * (3 * xx - yy),
+        C3[1] * x * y * z,
+        C3[2] * y * (4 * zz - xx - yy),
+        C3[3] * z * (2 * zz - 3 * xx - 3 * yy),
+        C3[4] * x * (4 * zz - xx - yy),
+        C3[5] * z * (xx - yy),
+        C3[6] * x * (xx - 3 * yy),
     ]
     k = sh.shape[1]
     b = jnp.concatenate(basis[:k], -1)  # [N, k]
@@ -99,8 +121,13 @@ def project(raw, camera):
     tx = jnp.clip(x / zs, lim_x0, lim_x1)
     ty = jnp.clip(y / zs, lim_y0, lim_y1)
     zero = jnp.zeros_like(zs)
-    J = jnp.stack([jnp.stack([fx / zs, zero, -fx * tx / zs], -1),
-                   jnp.stack([zero, fy / zs, -fy * ty / zs], -1)], -2)  # [N, 2, 3]
+    J = jnp.stack(
+        [
+            jnp.stack([fx / zs, zero, -fx * tx / zs], -1),
+            jnp.stack([zero, fy / zs, -fy * ty / zs], -1),
+        ],
+        -2,
+    )  # [N, 2, 3]
     M = jnp.einsum("ij,njk->nik", R, _rotmat(p["quats"]) * s[:, None, :])
     T = jnp.einsum("nij,njk->nik", J, M)
     cov = jnp.einsum("nik,njk->nij", T, T)

@@ -32,7 +32,7 @@ def _segmented_mul(a, b):
 def tile_pixels(tiles: jax.Array, grid: TileGrid, dtype) -> jax.Array:
     """Pixel centres [..., P, 2] (x, y) of the given tile ids [...]."""
     t = grid.tile
-    p = jnp.arange(t * t, dtype=jnp.int32)
+    p = jnp.arange(t * t, dtype=jnp.int32).reshape((1,) * tiles.ndim + (t * t,))
     tx = (tiles % grid.tiles_x)[..., None] * t + p % t
     ty = (tiles // grid.tiles_x)[..., None] * t + p // t
     return jnp.stack([tx, ty], -1).astype(dtype) + 0.5
@@ -62,7 +62,7 @@ def composite(
     safe_tile = jnp.minimum(item_tile, num_tiles - 1)
     j = item - (chunk_end[safe_tile] - chunks[safe_tile])
     lane = jnp.arange(b, dtype=jnp.int32)
-    pos = j[:, None] * b + lane  # position inside the tile's list
+    pos = j[:, None] * b + lane[None, :]  # position inside the tile's list
     ok = (item_tile < num_tiles)[:, None] & (pos < counts[safe_tile][:, None])
     entry = jnp.where(ok, bins.tile_start[safe_tile][:, None] + pos, 0)
     prim = jnp.where(ok, bins.prim[entry], 0)

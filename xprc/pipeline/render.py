@@ -68,15 +68,11 @@ def prepare_params(method, params: dict) -> dict:
         arr = jnp.asarray(params[name])
         want = tuple(spec.shape)
         if arr.ndim != len(want) + 1:
-            raise XprError(
-                f"parameter '{name}' has shape {tuple(arr.shape)}, expected [N, {want}]"
-            )
+            raise XprError(f"parameter '{name}' has shape {tuple(arr.shape)}, expected [N, {want}]")
         if n is None:
             n = arr.shape[0]
         elif arr.shape[0] != n:
-            raise XprError(
-                f"parameter '{name}' has {arr.shape[0]} primitives, others have {n}"
-            )
+            raise XprError(f"parameter '{name}' has {arr.shape[0]} primitives, others have {n}")
         got = tuple(arr.shape[1:])
         if got != want:
             if spec.kind == "sh" and got[1:] == want[1:] and got[0] < want[0]:
@@ -114,7 +110,7 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
     weight = img[..., -1:]
     color = img[..., :channels]
     if background is not None:
-        color = color + (1.0 - weight) * jnp.asarray(background, dtype)
+        color = color + (1.0 - weight) * jnp.asarray(background, dtype)[None, None, :]
     depth_img = None
     if mode.endswith("ED"):
         depth_img = img[..., channels : channels + 1] / jnp.maximum(weight, 1e-10)
@@ -157,7 +153,7 @@ def render(
         raise XprError(f"unknown render mode '{mode}' (expected one of {', '.join(MODES)})")
     config = config or RenderConfig()
     params = prepare_params(method, params)
-    batched = camera.viewmat.ndim == 3
+    batched = len(camera.batch_shape) > 0
     return _compiled(method, mode, config, batched)(params, camera, background)
 
 

@@ -1,0 +1,205 @@
+"""The shared pipeline against the independent float64 NumPy twin (tests/reference_3dgs.py).
+
+Each test runs for the hand-written baseline module and for the module compiled from
+specs/3dgs.xpr, so pipeline and compiler are both held to the reference.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import reference_3dgs as ref
+from conftest import GARDEN, ROOT
+
+from xprc.camera import Camera
+from xprc.errors import XprError
+from xprc.pipeline import RenderConfig, render
+from xprc.pipeline.render import TRACE_COUNT
+from xprc.scenes import garden_workload, random_scene
+
+
+def _handwritten():
+    spec = importlib.util.spec_from_file_location(
+        "handwritten_3dgs", ROOT / "benchmarks" / "handwritten_3dgs.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _compiled():
+    from xprc.compiler.driver import load
+
+    return load(ROOT / "specs" / "3dgs.xpr")
+
+
+METHODS = {"handwritten": _handwritten, "spec": _compiled}
+
+
+@pytest.fixture(scope="module", params=sorted(METHODS))
+def method(request):
+    return METHODS[request.param]()
+
+
+def identity_camera(width=70, height=50, f=60.0, dtype=np.float32):
+    K = np.array([[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]], dtype)
+    return Camera(viewmat=np.eye(4, dtype=dtype), K=K, width=width, height=height)
+
+
+def as_np(x):
+    return np.asarray(x, np.float64)
+
+
+@pytest.mark.parametrize("sh_degree", [0, 3])
+@pytest.mark.parametrize("background", [None, (0.1, 0.2, 0.3)])
+def test_random_scene_matches_reference(method, sh_degree, background):
+    params = random_scene(300, seed=1, sh_degree=sh_degree)
+    cam = identity_camera()
+    bg = None if background is None else jnp.asarray(background, jnp.float32)
+    out = render(method, params, cam, background=bg, mode="RGB+ED")
+    colour, alpha, dsum = ref.render(params, np.eye(4), cam.K, 70, 50, background=background)
+    assert out.image.dtype == jnp.float32
+    np.testing.assert_allclose(as_np(out.image), colour, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(as_np(out.alpha)[..., 0], alpha, atol=1e-4, rtol=0)
+    expected_depth = dsum / np.maximum(alpha, 1e-10)
+    np.testing.assert_allclose(as_np(out.depth)[..., 0], expected_depth, atol=1e-4, rtol=1e-5)
+
+
+def test_depth_modes(method):
+    params = random_scene(200, seed=2, sh_degree=1)
+    cam = identity_camera()
+    _, alpha, dsum = ref.render(params, np.eye(4), cam.K, 70, 50)
+    d = render(method, params, cam, mode="D")
+    assert d.image is None
+    np.testing.assert_allclose(as_np(d.depth)[..., 0], dsum, atol=1e-4 * 8, rtol=1e-5)
+    ed = render(method, params, cam, mode="ED")
+    np.testing.assert_allclose(as_np(ed.depth)[..., 0] * alpha, dsum, atol=1e-4 * 8, rtol=1e-5)
+    rgb = render(method, params, cam, mode="RGB")
+    assert rgb.depth is None and rgb.image.shape == (50, 70, 3)
+
+
+@pytest.mark.skipif(not GARDEN.exists(), reason="shared garden data not present")
+@pytest.mark.parametrize("cam_index", [0, 2])
+def test_garden_subset_matches_reference(method, cam_index):
+    params, cams = garden_workload(GARDEN, num=5000, scale=0.25)
+    cam = cams[cam_index]
+    out = render(method, params, cam, mode="RGB+D")
+    colour, alpha, dsum = ref.render(params, cam.viewmat, cam.K, cam.width, cam.height)
+    assert int(out.stats["dropped"]) == 0
+    np.testing.assert_allclose(as_np(out.image), colour, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(as_np(out.alpha)[..., 0], alpha, atol=1e-4, rtol=0)
+    # Depth sums scale with the scene depth (up to ~6 units): compare relative to it.
+    np.testing.assert_allclose(as_np(out.depth)[..., 0], dsum, atol=1e-4 * 10, rtol=1e-5)
+
+
+def test_renders_trace_once_across_new_values(method):
+    cam = identity_camera()
+    render(method, random_scene(64, seed=3), cam)
+    before = TRACE_COUNT["render"]
+    for seed in (4, 5, 6):
+        out = render(method, random_scene(64, seed=seed), identity_camera(f=50.0 + seed))
+        out.image.block_until_ready()
+    assert TRACE_COUNT["render"] == before
+
+
+def test_overflow_is_counted_exactly(method):
+    # 40 primitives spread over the image: every entry count is known from the footprints.
+    params = random_scene(40, seed=7)
+    cam = identity_camera()
+    full = render(method, params, cam, config=RenderConfig(max_entries=4096))
+    needed = int(full.stats["entries_needed"])
+    assert int(full.stats["dropped"]) == 0 and needed > 20
+    demand = np.asarray(full.stats["entries_per_tile"])
+    assert demand.sum() == needed
+    cap = needed - 17
+    small = render(method, params, cam, config=RenderConfig(max_entries=cap))
+    assert int(small.stats["dropped"]) == 17
+    per_tile = np.asarray(small.stats["dropped_per_tile"])
+    assert per_tile.sum() == 17 and per_tile.min() >= 0
+    np.testing.assert_array_equal(np.asarray(small.stats["entries_per_tile"]) + per_tile, demand)
+    # Nothing dropped: the tiled render equals the unbounded reference.
+    colour, _, _ = ref.render(params, np.eye(4), cam.K, 70, 50)
+    np.testing.assert_allclose(as_np(full.image), colour, atol=1e-4, rtol=0)
+
+
+def test_batched_cameras_equal_single_renders(method):
+    params = random_scene(150, seed=8)
+    cams = [identity_camera(f=f) for f in (50.0, 60.0, 75.0)]
+    batch = render(method, params, Camera.stack(cams), mode="RGB+D")
+    assert batch.image.shape == (3, 50, 70, 3)
+    for i, cam in enumerate(cams):
+        single = render(method, params, cam, mode="RGB+D")
+        np.testing.assert_allclose(as_np(batch.image[i]), as_np(single.image), atol=1e-6)
+        np.testing.assert_allclose(as_np(batch.depth[i]), as_np(single.depth), atol=1e-5)
+
+
+def _f64(params):
+    return {k: jnp.asarray(v, jnp.float64) for k, v in params.items()}
+
+
+def test_gradients_match_finite_differences(method):
+    # A small, smooth scene: few primitives, moderate opacity, nothing near a threshold.
+    params = _f64(random_scene(6, seed=9, sh_degree=1, spread=0.4, depth=3.0))
+    params["opacities"] = jnp.clip(params["opacities"], -1.0, 1.0)
+    cam = identity_camera(width=24, height=20, f=20.0, dtype=np.float64)
+    weights = jnp.asarray(np.random.default_rng(0).uniform(size=(20, 24, 3)))
+    bg = jnp.asarray([0.2, 0.3, 0.4], jnp.float64)
+
+    def loss(p):
+        out = render(method, p, cam, background=bg, mode="RGB+ED")
+        return jnp.sum(out.image * weights) + 0.1 * jnp.sum(out.depth)
+
+    grads = jax.grad(loss)(params)
+    rng = np.random.default_rng(1)
+    eps = 1e-6
+    for name, value in params.items():
+        flat = np.asarray(value).ravel()
+        for idx in rng.choice(flat.size, size=min(6, flat.size), replace=False):
+            bump = np.zeros_like(flat)
+            bump[idx] = eps
+            plus = dict(params, **{name: jnp.asarray((flat + bump).reshape(value.shape))})
+            minus = dict(params, **{name: jnp.asarray((flat - bump).reshape(value.shape))})
+            fd = (float(loss(plus)) - float(loss(minus))) / (2 * eps)
+            got = float(np.asarray(grads[name]).ravel()[idx])
+            assert got == pytest.approx(fd, rel=1e-4, abs=1e-6), (name, idx)
+
+
+def test_gradients_finite_for_degenerate_primitives(method):
+    params = _f64(random_scene(8, seed=10, sh_degree=1))
+    means = np.asarray(params["means"]).copy()
+    means[0] = [0.0, 0.0, 0.0]  # exactly at the camera centre
+    means[1] = [0.1, 0.0, -1.0]  # behind the camera
+    means[2] = [0.0, 0.0, 0.01]  # at the near plane
+    scales = np.asarray(params["scales"]).copy()
+    scales[3] = -80.0  # zero scale
+    scales[4] = 40.0  # huge scale
+    quats = np.asarray(params["quats"]).copy()
+    quats[5] = 0.0  # zero quaternion
+    params.update(means=jnp.asarray(means), scales=jnp.asarray(scales), quats=jnp.asarray(quats))
+    cam = identity_camera(width=24, height=20, f=20.0, dtype=np.float64)
+
+    def loss(p):
+        return jnp.sum(render(method, p, cam, mode="RGB+ED").image)
+
+    value, grads = jax.value_and_grad(loss)(params)
+    assert np.isfinite(float(value))
+    for name, g in grads.items():
+        assert np.all(np.isfinite(np.asarray(g))), name
+
+
+def test_bad_inputs_raise_xpr_errors(method):
+    params = random_scene(10, seed=11)
+    cam = identity_camera()
+    with pytest.raises(XprError, match="unknown render mode 'RGBD'"):
+        render(method, params, cam, mode="RGBD")
+    broken = dict(params)
+    del broken["scales"]
+    with pytest.raises(XprError, match="parameters missing .*: scales"):
+        render(method, broken, cam)
+    bad = dict(params, means=params["means"][:, :2])
+    with pytest.raises(XprError, match="parameter 'means' has shape"):
+        render(method, bad, cam)

@@ -1,0 +1,102 @@
+"""Standard workloads: the garden test scene of ../shared/data/garden and small random scenes.
+
+The garden recipe is the one gsplat's tests use (shared/data/garden/README.md), so figures can be
+compared with other renderers on the same work.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .camera import Camera
+from .errors import DataError
+
+SH_C0 = 0.28209479177387814
+
+
+def gaussian_params(means, scales, quats, opacities, colors, sh_degree: int = 3, dtype=np.float32):
+    """Raw 3DGS parameters from linear scales, (w, x, y, z) quats, linear opacities, RGB colours."""
+    n = len(means)
+    sh = np.zeros((n, (sh_degree + 1) ** 2, 3))
+    sh[:, 0] = (np.asarray(colors, np.float64) - 0.5) / SH_C0
+    o = np.clip(np.asarray(opacities, np.float64), 1e-6, 1 - 1e-6)
+    return {
+        "means": np.asarray(means, dtype),
+        "quats": np.asarray(quats, dtype),
+        "scales": np.log(np.asarray(scales, np.float64)).astype(dtype),
+        "opacities": np.log(o / (1 - o)).astype(dtype),
+        "sh": sh.astype(dtype),
+    }
+
+
+def default_garden_path() -> Path:
+    """Where the shared garden asset lives, overridable with XPRC_GARDEN."""
+    env = os.environ.get("XPRC_GARDEN")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent.parent
+    return here.parent / "shared" / "data" / "garden" / "test_garden.npz"
+
+
+def garden_workload(
+    path=None, num: int | None = None, scale: float = 1.0, sh_degree: int = 3, dtype=np.float32
+):
+    """The garden workload: (raw 3DGS params, list of 3 Cameras).
+
+    num:   keep an evenly strided subset of this many primitives (None: all 111,785);
+    scale: image resolution factor (K is scaled with it).
+    """
+    path = Path(path) if path is not None else default_garden_path()
+    if not path.exists():
+        raise DataError(path, "garden workload not found (set XPRC_GARDEN to test_garden.npz)")
+    try:
+        data = np.load(path)
+        means = data["means3d"]
+        colors = data["colors"]
+        viewmats, ks = data["viewmats"], data["Ks"]
+        width, height = int(data["width"]), int(data["height"])
+    except (KeyError, ValueError, OSError) as err:
+        raise DataError(path, f"not a garden workload file ({err})") from None
+    keep = np.all((means >= -2) & (means <= 2), axis=1)
+    means, colors = means[keep], colors[keep] / 255.0
+    n = len(means)
+    rng = np.random.default_rng(0)
+    scales = rng.uniform(1e-4, 0.02, (n, 3))
+    quats = rng.standard_normal((n, 4))
+    quats /= np.linalg.norm(quats, axis=1, keepdims=True)
+    opacities = rng.uniform(0, 1, n)
+    if num is not None and num < n:
+        idx = np.linspace(0, n - 1, num).astype(np.int64)
+        means, colors, scales, quats, opacities = (
+            a[idx] for a in (means, colors, scales, quats, opacities)
+        )
+    params = gaussian_params(means, scales, quats, opacities, colors, sh_degree, dtype)
+    w, h = round(width * scale), round(height * scale)
+    cams = []
+    for viewmat, k in zip(viewmats, ks):
+        k = np.array(k, np.float64)
+        k[0] *= w / width
+        k[1] *= h / height
+        cams.append(
+            Camera(viewmat=np.asarray(viewmat, dtype), K=k.astype(dtype), width=w, height=h)
+        )
+    return params, cams
+
+
+def random_scene(
+    n: int, seed: int = 0, sh_degree: int = 3, dtype=np.float32, spread=1.0, depth=4.0
+):
+    """Random Gaussians in front of an identity camera (for tests and demos)."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(0, spread, (n, 3)) + np.array([0, 0, depth])
+    params = {
+        "means": means.astype(dtype),
+        "quats": rng.normal(size=(n, 4)).astype(dtype),
+        "scales": np.log(rng.uniform(0.02, 0.3, (n, 3))).astype(dtype),
+        "opacities": rng.normal(0, 2, n).astype(dtype),
+        "sh": rng.normal(0, 0.3, (n, (sh_degree + 1) ** 2, 3)).astype(dtype),
+    }
+    return params
