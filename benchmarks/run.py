@@ -1,0 +1,250 @@
+"""Benchmarks: compile time, forward and forward+backward time, memory, tile statistics.
+
+    python benchmarks/run.py            # full run on the garden workload (~10 minutes, 2 cores)
+    python benchmarks/run.py --quick    # a smoke run on small sizes (used by the tests)
+
+Prints markdown tables and writes benchmarks/results/latest.json. Every ratio is against the
+hand-written JAX 3DGS module (benchmarks/handwritten_3dgs.py) measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from xprc.camera import Camera  # noqa: E402
+from xprc.pipeline import RenderConfig  # noqa: E402
+from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
+from xprc.scenes import default_garden_path, garden_workload, random_scene  # noqa: E402
+
+SPECS = {
+    "3dgs": "specs/3dgs.xpr",
+    "3dgut": "specs/3dgut.xpr",
+    "linprim_octahedron": "specs/linprim_octahedron.xpr",
+    "linprim_tetrahedron": "specs/linprim_tetrahedron.xpr",
+}
+
+
+def load_handwritten():
+    spec = importlib.util.spec_from_file_location(
+        "handwritten_3dgs", ROOT / "benchmarks" / "handwritten_3dgs.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load_methods(names):
+    """name -> (module, spec compile seconds or None); missing specs are reported and skipped."""
+    methods = {}
+    if "handwritten" in names:
+        methods["handwritten"] = (load_handwritten(), None)
+    for name in names:
+        if name == "handwritten":
+            continue
+        from xprc.compiler.driver import compile_file, load
+
+        path = ROOT / SPECS[name]
+        if not path.exists():
+            print(f"[skip] {name}: {path} not found", file=sys.stderr)
+            continue
+        out = ROOT / "benchmarks" / "results" / f"_{name}_module.py"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        compile_file(path, out=out)
+        compile_s = time.perf_counter() - start
+        methods[name] = (load(path), compile_s)
+    return methods
+
+
+def adapt_params(method, params):
+    """The 3DGS-layout workload for any method: parameters are matched by name; a parameter whose
+    activation is `abs` gets linear sizes (3 sigma) instead of log scales."""
+    out = {}
+    for p in method.PARAMS:
+        value = params[p.name]
+        if p.activation == "abs" and p.name == "scales":
+            value = (3.0 * np.exp(value)).astype(value.dtype)
+        out[p.name] = value
+    return out
+
+
+def timed(fn, *args, repeat=3):
+    jax.block_until_ready(fn(*args))  # warm
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(method, params, cams, config, repeat):
+    """Forward and forward+backward seconds per camera, XLA compile time and memory."""
+    params = prepare_params(method, {k: jnp.asarray(v) for k, v in params.items()})
+    fwd = _compiled(method, "RGB", config, False)
+
+    def loss(p, cam):
+        return jnp.sum(fwd(p, cam, None).image)
+
+    grad = jax.jit(jax.grad(loss))
+    t0 = time.perf_counter()
+    fwd_c = fwd.lower(params, cams[0], None).compile()
+    t1 = time.perf_counter()
+    grad_c = grad.lower(params, cams[0]).compile()
+    t2 = time.perf_counter()
+
+    def peak(compiled):
+        m = compiled.memory_analysis()
+        return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes) / 2**20
+
+    fwd_times, bwd_times, stats = [], [], []
+    for cam in cams:
+        fwd_times.append(timed(fwd_c, params, cam, None, repeat=repeat))
+        bwd_times.append(timed(grad_c, params, cam, repeat=repeat))
+        out = fwd_c(params, cam, None)
+        stats.append({k: np.asarray(v) for k, v in out.stats.items()})
+    per_tile = np.concatenate([s["entries_per_tile"] for s in stats])
+    return {
+        "primitives": int(params[method.PARAMS[0].name].shape[0]),
+        "width": cams[0].width,
+        "height": cams[0].height,
+        "xla_compile_fwd_s": t1 - t0,
+        "xla_compile_grad_s": t2 - t1,
+        "forward_s": float(np.mean(fwd_times)),
+        "forward_backward_s": float(np.mean(bwd_times)),
+        "forward_per_camera_s": [float(t) for t in fwd_times],
+        "forward_backward_per_camera_s": [float(t) for t in bwd_times],
+        "peak_forward_mib": peak(fwd_c),
+        "peak_forward_backward_mib": peak(grad_c),
+        "entries_per_tile_mean": float(per_tile.mean()),
+        "entries_per_tile_max": int(per_tile.max()),
+        "dropped": int(sum(int(s["dropped"]) for s in stats)),
+    }
+
+
+def workload(num, scale, quick):
+    if quick or not default_garden_path().exists():
+        params = random_scene(num or 2000, seed=0, spread=1.5, depth=5.0)
+        f = 120.0 * scale * 4
+        w, h = round(160 * scale * 4), round(104 * scale * 4)
+        K = np.array([[f, 0, w / 2], [0, f, h / 2], [0, 0, 1]], np.float32)
+        cams = [Camera(viewmat=np.eye(4, dtype=np.float32), K=K, width=w, height=h)]
+        return params, cams, "random"
+    params, cams = garden_workload(num=num, scale=scale)
+    return params, cams, "garden"
+
+
+def fmt_table(rows, columns):
+    head = "| " + " | ".join(c for c, _ in columns) + " |"
+    sep = "|" + "|".join("---" for _ in columns) + "|"
+    lines = [head, sep]
+    for r in rows:
+        lines.append("| " + " | ".join(f(r) for _, f in columns) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, for smoke tests")
+    ap.add_argument("--methods", default="handwritten,3dgs,3dgut,linprim_octahedron,"
+                    "linprim_tetrahedron")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latest.json"))
+    ap.add_argument("--no-scaling", action="store_true")
+    args = ap.parse_args(argv)
+
+    names = [n for n in args.methods.split(",") if n]
+    methods = load_methods(names)
+    config = RenderConfig()
+    repeat = 1 if args.quick else args.repeat
+    main_num, main_scale = (1500, 0.25) if args.quick else (None, 1.0)
+    params, cams, source = workload(main_num, main_scale, args.quick)
+
+    results = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
+                           "cpus": jax.local_device_count() and __import__("os").cpu_count(),
+                           "jax": jax.__version__, "backend": jax.default_backend(),
+                           "device": str(jax.devices()[0])},
+               "workload": source, "methods": {}, "scaling": []}
+    for name, (method, compile_s) in methods.items():
+        r = measure(method, adapt_params(method, params), cams, config, repeat)
+        r["spec_compile_s"] = compile_s
+        results["methods"][name] = r
+        print(f"[done] {name}: forward {r['forward_s']:.3f} s, fwd+bwd "
+              f"{r['forward_backward_s']:.3f} s", file=sys.stderr)
+    base = results["methods"].get("handwritten")
+    rows = []
+    for name, r in results["methods"].items():
+        r["forward_vs_handwritten"] = r["forward_s"] / base["forward_s"] if base else None
+        r["fwdbwd_vs_handwritten"] = (
+            r["forward_backward_s"] / base["forward_backward_s"] if base else None
+        )
+        rows.append(dict(r, name=name))
+
+    def opt(x, f):
+        return "-" if x is None else f.format(x)
+
+    table = fmt_table(rows, [
+        ("method", lambda r: r["name"]),
+        ("N", lambda r: f"{r['primitives']:,}"),
+        ("image", lambda r: f"{r['width']}x{r['height']}"),
+        ("spec compile s", lambda r: opt(r["spec_compile_s"], "{:.2f}")),
+        ("XLA compile s (fwd/grad)",
+         lambda r: f"{r['xla_compile_fwd_s']:.1f}/{r['xla_compile_grad_s']:.1f}"),
+        ("forward s/cam", lambda r: f"{r['forward_s']:.3f}"),
+        ("fwd+bwd s/cam", lambda r: f"{r['forward_backward_s']:.3f}"),
+        ("vs hand-written (fwd/fwd+bwd)", lambda r: opt(r["forward_vs_handwritten"], "{:.2f}x")
+         + " / " + opt(r["fwdbwd_vs_handwritten"], "{:.2f}x")),
+        ("XLA peak MiB (fwd/fwd+bwd)",
+         lambda r: f"{r['peak_forward_mib']:.0f}/{r['peak_forward_backward_mib']:.0f}"),
+        ("entries/tile mean (max)",
+         lambda r: f"{r['entries_per_tile_mean']:.0f} ({r['entries_per_tile_max']})"),
+        ("dropped", lambda r: str(r["dropped"])),
+    ])
+    print(f"\n## Methods on the {source} workload ({len(cams)} camera(s))\n")
+    print(table)
+
+    if not args.no_scaling and "3dgs" in methods:
+        nums = (500, 1500) if args.quick else (10_000, 30_000, 100_000)
+        scales = (0.125, 0.25) if args.quick else (0.5, 1.0)
+        method = methods["3dgs"][0]
+        for num in nums:
+            for scale in scales:
+                p, c, _ = workload(num, scale, args.quick)
+                r = measure(method, p, c[:1], config, repeat)
+                results["scaling"].append(r)
+        print("\n## Scaling (specs/3dgs.xpr, first camera)\n")
+        print(fmt_table(results["scaling"], [
+            ("N", lambda r: f"{r['primitives']:,}"),
+            ("image", lambda r: f"{r['width']}x{r['height']}"),
+            ("forward s", lambda r: f"{r['forward_s']:.3f}"),
+            ("fwd+bwd s", lambda r: f"{r['forward_backward_s']:.3f}"),
+            ("XLA peak MiB (fwd/fwd+bwd)",
+             lambda r: f"{r['peak_forward_mib']:.0f}/{r['peak_forward_backward_mib']:.0f}"),
+            ("entries/tile mean", lambda r: f"{r['entries_per_tile_mean']:.0f}"),
+            ("dropped", lambda r: str(r["dropped"])),
+        ]))
+    results["process_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"\nprocess peak RSS {results['process_peak_rss_mib']:.0f} MiB; wrote {out}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
