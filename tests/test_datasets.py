@@ -1,0 +1,586 @@
+"""xprc.datasets: Blender and COLMAP loaders on small fixtures written here, malformed inputs."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from xprc.datasets import (
+    Dataset,
+    View,
+    load_blender,
+    load_colmap,
+    load_scene,
+    read_colmap_model,
+    split_every,
+)
+from xprc.errors import DataError
+from xprc.io import save_points_ply
+
+# --------------------------------------------------------------------------- Blender fixtures
+
+W8 = 8
+
+
+def rgba_image(path, size=(W8, W8), seed=0):
+    rng = np.random.default_rng(seed)
+    arr = rng.integers(0, 256, size=(size[1], size[0], 4), dtype=np.uint8)
+    arr[0, 0, 3] = 0  # one fully transparent and one opaque pixel, for the composite check
+    arr[0, 1, 3] = 255
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(arr, "RGBA").save(path)
+    return arr
+
+
+def c2w_gl(position, target=(0.0, 0.0, 0.0)):
+    """OpenGL camera-to-world (looking down -z, +y up) at `position` looking at `target`."""
+    position = np.asarray(position, float)
+    back = position - np.asarray(target, float)
+    back /= np.linalg.norm(back)
+    up0 = np.array([0.0, 0.0, 1.0]) if abs(back[2]) < 0.99 else np.array([0.0, 1.0, 0.0])
+    right = np.cross(up0, back)
+    right /= np.linalg.norm(right)
+    up = np.cross(back, right)
+    m = np.eye(4)
+    m[:3, 0], m[:3, 1], m[:3, 2], m[:3, 3] = right, up, back, position
+    return m
+
+
+def blender_scene(root, n=3, split="train", angle=0.9):
+    frames = []
+    for i in range(n):
+        rgba_image(root / split / f"r_{i}.png", seed=i)
+        pos = [4 * math.cos(i), 4 * math.sin(i), 1.5]
+        frames.append({"file_path": f"./{split}/r_{i}", "transform_matrix": c2w_gl(pos).tolist()})
+    meta = {"camera_angle_x": angle, "frames": frames}
+    (root / f"transforms_{split}.json").write_text(json.dumps(meta))
+    return meta
+
+
+def project(view: View, p):
+    pc = view.viewmat[:3, :3].astype(np.float64) @ p + view.viewmat[:3, 3]
+    uv = view.K.astype(np.float64) @ (pc / pc[2])
+    return uv[:2], pc[2]
+
+
+# --------------------------------------------------------------------------- Blender
+
+
+def test_blender_loads_views_and_composites(tmp_path):
+    meta = blender_scene(tmp_path)
+    ds = load_blender(tmp_path, "train", background=(0.25, 0.5, 0.75))
+    assert len(ds) == 3 and ds.points is None
+    v = ds[1]
+    assert v.name == "./train/r_1"
+    assert (v.width, v.height, v.model) == (8, 8, "pinhole")
+    assert v.image.shape == (8, 8, 3) and v.image.dtype == np.float32
+    assert v.alpha.shape == (8, 8)
+    src = np.asarray(Image.open(tmp_path / "train/r_1.png"), np.float32) / 255
+    np.testing.assert_allclose(v.image[0, 0], [0.25, 0.5, 0.75])  # alpha 0: background
+    np.testing.assert_allclose(v.image[0, 1], src[0, 1, :3])  # alpha 1: the colour
+    a = src[..., 3:]
+    np.testing.assert_allclose(v.image, src[..., :3] * a + (1 - a) * [0.25, 0.5, 0.75], atol=1e-6)
+    fx = 0.5 * 8 / math.tan(0.45)
+    np.testing.assert_allclose(v.K, [[fx, 0, 4], [0, fx, 4], [0, 0, 1]], rtol=1e-6)
+    # The camera-to-world in OpenGL axes becomes a world-to-camera in OpenCV axes.
+    c2w = np.asarray(meta["frames"][1]["transform_matrix"])
+    np.testing.assert_allclose(v.position, c2w[:3, 3], atol=1e-5)
+    np.testing.assert_allclose(
+        np.linalg.inv(v.viewmat.astype(np.float64)), c2w @ np.diag([1, -1, -1, 1]), atol=1e-6
+    )
+
+
+def test_blender_axes_convention(tmp_path):
+    # A camera at +z looking at the origin with OpenGL up = +y (identity rotation).
+    c2w = np.eye(4)
+    c2w[2, 3] = 4.0
+    rgba_image(tmp_path / "a.png")
+    frames = [{"file_path": "a.png", "transform_matrix": c2w.tolist()}]
+    (tmp_path / "transforms_train.json").write_text(
+        json.dumps({"camera_angle_x": 1.0, "frames": frames})
+    )
+    v = load_blender(tmp_path)[0]
+    expected = np.diag([1.0, -1.0, -1.0, 1.0])
+    expected[2, 3] = 4.0  # t = -R c with the centre c = (0, 0, 4)
+    np.testing.assert_allclose(v.viewmat, expected, atol=1e-6)
+    uv, z = project(v, np.zeros(3))
+    np.testing.assert_allclose(uv, [4.0, 4.0])
+    assert z == pytest.approx(4.0)
+    uv_right, _ = project(v, np.array([0.5, 0, 0]))
+    uv_up, _ = project(v, np.array([0, 0.5, 0]))
+    assert uv_right[0] > 4.0  # world +x is image right
+    assert uv_up[1] < 4.0  # OpenGL up is image up (smaller row)
+
+
+def test_blender_view_camera_matches_numpy_projection(tmp_path):
+    blender_scene(tmp_path)
+    v = load_blender(tmp_path)[2]
+    cam = v.camera()
+    assert (cam.width, cam.height, cam.model) == (8, 8, "pinhole")
+    p = np.array([0.3, -0.2, 0.1])
+    pc = np.asarray(cam.world_to_camera(p.astype(np.float32)), np.float64)
+    u, w = cam.project(*pc.astype(np.float32))
+    uv, _ = project(v, p)
+    np.testing.assert_allclose([float(u), float(w)], uv, rtol=1e-4)
+    batch = load_blender(tmp_path).cameras()
+    assert batch.viewmat.shape == (3, 4, 4)
+
+
+def test_blender_downscale(tmp_path):
+    blender_scene(tmp_path)
+    full = load_blender(tmp_path)[0]
+    half = load_blender(tmp_path, downscale=2)[0]
+    assert half.image.shape == (4, 4, 3) and (half.width, half.height) == (4, 4)
+    np.testing.assert_allclose(half.K[:2], full.K[:2] / 2, rtol=1e-6)
+    np.testing.assert_array_equal(half.viewmat, full.viewmat)
+    with pytest.raises(ValueError, match="downscale must be a number >= 1"):
+        load_blender(tmp_path, downscale=0.5)
+
+
+def test_blender_instant_ngp_intrinsics_and_points(tmp_path):
+    rgba_image(tmp_path / "img.png", size=(8, 6))
+    meta = {
+        "fl_x": 10.0,
+        "fl_y": 11.0,
+        "cx": 3.5,
+        "cy": 2.5,
+        "w": 8,
+        "h": 6,
+        "frames": [{"file_path": "img.png", "transform_matrix": c2w_gl([0, 3, 1]).tolist()}],
+    }
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    save_points_ply(tmp_path / "points3d.ply", np.ones((5, 3)), np.full((5, 3), 0.2))
+    ds = load_blender(tmp_path)
+    np.testing.assert_allclose(ds[0].K, [[10, 0, 3.5], [0, 11, 2.5], [0, 0, 1]])
+    assert ds.points.shape == (5, 3)
+    np.testing.assert_allclose(ds.colors, round(0.2 * 255) / 255, rtol=1e-6)
+
+
+def test_blender_rgb_and_grey_images(tmp_path):
+    blender_scene(tmp_path, n=2)
+    Image.fromarray(np.full((8, 8, 3), 200, np.uint8)).save(tmp_path / "train/r_0.png")
+    Image.fromarray(np.full((8, 8), 100, np.uint8)).save(tmp_path / "train/r_1.png")
+    ds = load_blender(tmp_path)
+    np.testing.assert_allclose(ds[0].image, 200 / 255, rtol=1e-6)
+    np.testing.assert_allclose(ds[1].image, 100 / 255, rtol=1e-6)
+    assert ds[0].alpha is None
+
+
+# --------------------------------------------------------------------------- Blender errors
+
+
+def expect(root_file, problem, fn, *args, **kw):
+    with pytest.raises(DataError) as e:
+        fn(*args, **kw)
+    assert str(e.value) == f"{root_file}: error: {problem}"
+
+
+def test_blender_missing_transforms(tmp_path):
+    expect(tmp_path / "transforms_val.json", "file not found", load_blender, tmp_path, "val")
+
+
+def test_blender_bad_json(tmp_path):
+    (tmp_path / "transforms_train.json").write_text('{"camera_angle_x": 0.5,\n "frames": [}')
+    expect(
+        tmp_path / "transforms_train.json",
+        "invalid JSON: Expecting value (line 2, column 13)",
+        load_blender,
+        tmp_path,
+    )
+
+
+def test_blender_missing_keys(tmp_path):
+    path = tmp_path / "transforms_train.json"
+    path.write_text(json.dumps({"camera_angle_x": 0.5}))
+    expect(path, "missing 'frames' list", load_blender, tmp_path)
+    path.write_text(json.dumps({"camera_angle_x": 0.5, "frames": []}))
+    expect(path, "'frames' is empty", load_blender, tmp_path)
+    meta = blender_scene(tmp_path)
+    del meta["camera_angle_x"]
+    path.write_text(json.dumps(meta))
+    expect(path, "missing 'camera_angle_x' (or 'fl_x')", load_blender, tmp_path)
+    meta = blender_scene(tmp_path)
+    del meta["frames"][2]["transform_matrix"]
+    path.write_text(json.dumps(meta))
+    expect(path, "frame 2: missing 'transform_matrix'", load_blender, tmp_path)
+    meta = blender_scene(tmp_path)
+    meta["frames"][1]["transform_matrix"] = [[1, 0, 0], [0, 1, 0]]
+    path.write_text(json.dumps(meta))
+    expect(
+        path, "frame 1: 'transform_matrix' must be a 4x4 matrix of numbers", load_blender, tmp_path
+    )
+    meta = blender_scene(tmp_path)
+    del meta["frames"][0]["file_path"]
+    path.write_text(json.dumps(meta))
+    expect(path, "frame 0: missing 'file_path'", load_blender, tmp_path)
+    meta = blender_scene(tmp_path)
+    meta["camera_angle_x"] = "wide"
+    path.write_text(json.dumps(meta))
+    expect(
+        path,
+        "frame 0: 'camera_angle_x' must be a finite number, got 'wide'",
+        load_blender,
+        tmp_path,
+    )
+
+
+def test_blender_missing_image(tmp_path):
+    blender_scene(tmp_path)
+    (tmp_path / "train/r_1.png").unlink()
+    expect(
+        tmp_path / "train/r_1.png",
+        "image file not found (referenced by transforms_train.json frame 1)",
+        load_blender,
+        tmp_path,
+    )
+
+
+def test_blender_unreadable_image(tmp_path):
+    blender_scene(tmp_path)
+    (tmp_path / "train/r_2.png").write_bytes(b"not an image")
+    with pytest.raises(DataError) as e:
+        load_blender(tmp_path)
+    assert str(e.value).startswith(f"{tmp_path / 'train/r_2.png'}: error: unreadable image (")
+
+
+def test_blender_image_size_mismatch(tmp_path):
+    blender_scene(tmp_path)
+    rgba_image(tmp_path / "train/r_2.png", size=(8, 6))
+    expect(
+        tmp_path / "train/r_2.png",
+        "image is 8x6, but r_0.png is 8x8; all images of a split must have one size",
+        load_blender,
+        tmp_path,
+    )
+    meta = blender_scene(tmp_path) | {"w": 16, "h": 16}
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    expect(
+        tmp_path / "train/r_0.png",
+        "image is 8x8, but transforms_train.json says 16x16",
+        load_blender,
+        tmp_path,
+    )
+
+
+# --------------------------------------------------------------------------- COLMAP fixtures
+
+MODEL_IDS = {
+    "SIMPLE_PINHOLE": 0,
+    "PINHOLE": 1,
+    "SIMPLE_RADIAL": 2,
+    "RADIAL": 3,
+    "OPENCV": 4,
+    "OPENCV_FISHEYE": 5,
+    "FULL_OPENCV": 6,
+    "FOV": 7,
+}
+
+# (id, model, width, height, params)
+CAMERAS = [
+    (1, "PINHOLE", 16, 12, [20.0, 21.0, 8.0, 6.0]),
+    (2, "OPENCV", 16, 12, [18.0, 19.0, 7.5, 6.5, 0.1, -0.02, 0.001, 0.002]),
+    (3, "OPENCV_FISHEYE", 16, 12, [15.0, 15.0, 8.0, 6.0, 0.01, 0.02, 0.03, 0.04]),
+    (4, "SIMPLE_RADIAL", 16, 12, [17.0, 8.0, 6.0, 0.0]),
+]
+# (id, qvec wxyz, tvec, camera id, name); ids and names are deliberately not in the same order.
+S = math.sqrt(0.5)
+IMAGES = [
+    (5, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 4.0], 1, "c.png"),
+    (2, [S, 0.0, 0.0, S], [0.1, 0.2, 3.0], 2, "a.png"),
+    (9, [S, S, 0.0, 0.0], [0.0, -0.5, 5.0], 3, "b.png"),
+    (3, [0.5, 0.5, 0.5, 0.5], [1.0, 0.0, 4.0], 4, "sub dir/d.png"),
+]
+POINTS = [
+    (1, [0.0, 0.1, 0.2], [255, 0, 10], 0.5, [(5, 0), (2, 1)]),
+    (7, [1, 2, 3], [1, 2, 3], 1, []),
+]
+
+
+def write_colmap_bin(sparse, cameras=CAMERAS, images=IMAGES, points=POINTS):
+    sparse.mkdir(parents=True, exist_ok=True)
+    b = struct.pack("<Q", len(cameras))
+    for cid, model, w, h, params in cameras:
+        b += struct.pack("<iiQQ", cid, MODEL_IDS[model], w, h)
+        b += struct.pack(f"<{len(params)}d", *params)
+    (sparse / "cameras.bin").write_bytes(b)
+    b = struct.pack("<Q", len(images))
+    for k, (iid, q, t, cid, name) in enumerate(images):
+        b += struct.pack("<i4d3di", iid, *q, *t, cid) + name.encode() + b"\0"
+        b += struct.pack("<Q", k) + b"".join(struct.pack("<ddq", 1.0, 2.0, -1) for _ in range(k))
+    (sparse / "images.bin").write_bytes(b)
+    b = struct.pack("<Q", len(points))
+    for pid, xyz, rgb, err, track in points:
+        b += struct.pack("<Q3d3BdQ", pid, *xyz, *rgb, err, len(track))
+        b += b"".join(struct.pack("<ii", *obs) for obs in track)
+    (sparse / "points3D.bin").write_bytes(b)
+
+
+def write_colmap_txt(sparse, cameras=CAMERAS, images=IMAGES, points=POINTS):
+    sparse.mkdir(parents=True, exist_ok=True)
+    lines = ["# Camera list with one line of data per camera:", "#   CAMERA_ID, MODEL, ..."]
+    lines += [f"{c} {m} {w} {h} " + " ".join(map(repr, p)) for c, m, w, h, p in cameras]
+    (sparse / "cameras.txt").write_text("\n".join(lines) + "\n")
+    lines = ["# Image list with two lines of data per image:", ""]
+    for k, (iid, q, t, cid, name) in enumerate(images):
+        lines.append(" ".join(map(repr, [iid, *q, *t, cid])) + " " + name)
+        lines.append(" ".join("1.0 2.0 -1" for _ in range(k)))  # the first one stays empty
+    (sparse / "images.txt").write_text("\n".join(lines) + "\n")
+    lines = ["# 3D point list"]
+    for pid, xyz, rgb, err, track in points:
+        tr = " ".join(f"{a} {b}" for a, b in track)
+        lines.append(" ".join(map(str, [pid, *xyz, *rgb, err])) + " " + tr)
+    (sparse / "points3D.txt").write_text("\n".join(lines) + "\n")
+
+
+def colmap_scene(root, fmt="bin", images_dir="images"):
+    (write_colmap_bin if fmt == "bin" else write_colmap_txt)(root / "sparse" / "0")
+    for k, (_, _, _, _, name) in enumerate(IMAGES):
+        path = root / images_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(k)
+        Image.fromarray(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)).save(path)
+
+
+def rotmat(q):
+    w, x, y, z = q
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+# --------------------------------------------------------------------------- COLMAP
+
+
+@pytest.mark.parametrize("fmt", ["bin", "txt"])
+def test_colmap_loads(tmp_path, fmt):
+    colmap_scene(tmp_path, fmt)
+    ds = load_colmap(tmp_path)
+    assert [v.name for v in ds] == ["a.png", "b.png", "c.png", "sub dir/d.png"]
+    by_name = {v.name: v for v in ds}
+    for _, q, t, _, name in IMAGES:
+        v = by_name[name]
+        np.testing.assert_allclose(v.viewmat[:3, :3], rotmat(q), atol=1e-6)
+        np.testing.assert_allclose(v.viewmat[:3, 3], t, atol=1e-6)
+        np.testing.assert_array_equal(v.viewmat[3], [0, 0, 0, 1])
+        assert v.image.shape == (12, 16, 3) and (v.width, v.height) == (16, 12)
+        src = np.asarray(Image.open(tmp_path / "images" / name), np.float32) / 255
+        np.testing.assert_array_equal(v.image, src)
+    a, b, c, d = (by_name[n] for n in ("a.png", "b.png", "c.png", "sub dir/d.png"))
+    assert c.model == "pinhole"
+    np.testing.assert_allclose(c.K, [[20, 0, 8], [0, 21, 6], [0, 0, 1]])
+    np.testing.assert_array_equal(c.dist, 0)
+    assert a.model == "opencv"  # k1 k2 p1 p2 land in slots 0, 1, 6, 7
+    np.testing.assert_allclose(a.dist, [0.1, -0.02, 0, 0, 0, 0, 0.001, 0.002, 0, 0, 0, 0])
+    assert b.model == "fisheye"
+    np.testing.assert_allclose(b.dist[:4], [0.01, 0.02, 0.03, 0.04])
+    np.testing.assert_array_equal(b.dist[4:], 0)
+    assert d.model == "pinhole"  # SIMPLE_RADIAL with k = 0 needs no distortion
+    np.testing.assert_allclose(d.K, [[17, 0, 8], [0, 17, 6], [0, 0, 1]])
+    np.testing.assert_allclose(ds.points, [[0, 0.1, 0.2], [1, 2, 3]])
+    np.testing.assert_allclose(ds.colors, np.array([[255, 0, 10], [1, 2, 3]]) / 255, rtol=1e-6)
+    assert ds.points.dtype == ds.colors.dtype == np.float32
+    assert a.camera().model == "opencv" and b.camera().model == "fisheye"
+
+
+def test_colmap_bin_and_txt_agree(tmp_path):
+    write_colmap_bin(tmp_path / "b")
+    write_colmap_txt(tmp_path / "t")
+    cb, ib, pb, rb = read_colmap_model(tmp_path / "b")
+    ct, it, pt, rt = read_colmap_model(tmp_path / "t")
+    assert cb.keys() == ct.keys() and ib.keys() == it.keys()
+    for k in cb:
+        assert (cb[k].model, cb[k].width, cb[k].height) == (ct[k].model, ct[k].width, ct[k].height)
+        np.testing.assert_array_equal(cb[k].params, ct[k].params)
+    for k in ib:
+        assert (ib[k].name, ib[k].camera_id) == (it[k].name, it[k].camera_id)
+        np.testing.assert_array_equal(ib[k].qvec, it[k].qvec)
+    np.testing.assert_array_equal(pb, pt)
+    np.testing.assert_array_equal(rb, rt)
+
+
+def test_colmap_full_opencv_and_radial_slots(tmp_path):
+    cams = [
+        (1, "FULL_OPENCV", 16, 12, [20, 20, 8, 6, 1, 2, 3, 4, 5, 6, 7, 8]),
+        (2, "RADIAL", 16, 12, [20, 8, 6, 0.1, 0.2]),
+        (3, "SIMPLE_PINHOLE", 16, 12, [20, 8, 6]),
+    ]
+    imgs = [(i, [1.0, 0, 0, 0], [0, 0, 3.0], i, f"{i}.png") for i in (1, 2, 3)]
+    write_colmap_bin(tmp_path / "sparse", cams, imgs)  # sparse/ without 0/ is accepted too
+    for i in (1, 2, 3):
+        (tmp_path / "images").mkdir(exist_ok=True)
+        Image.fromarray(np.zeros((12, 16, 3), np.uint8)).save(tmp_path / "images" / f"{i}.png")
+    v1, v2, v3 = load_colmap(tmp_path)
+    # FULL_OPENCV stores k1 k2 p1 p2 k3 k4 k5 k6; ours is k1..k6 p1 p2.
+    np.testing.assert_allclose(v1.dist, [1, 2, 5, 6, 7, 8, 3, 4, 0, 0, 0, 0])
+    np.testing.assert_allclose(v2.dist[:3], [0.1, 0.2, 0])
+    assert (v1.model, v2.model, v3.model) == ("opencv", "opencv", "pinhole")
+
+
+def test_colmap_downscale_resizes_or_uses_images_n(tmp_path):
+    colmap_scene(tmp_path)
+    full = {v.name: v for v in load_colmap(tmp_path)}
+    half = {v.name: v for v in load_colmap(tmp_path, downscale=2)}
+    for name, v in half.items():
+        assert v.image.shape == (6, 8, 3) and (v.width, v.height) == (8, 6)
+        np.testing.assert_allclose(v.K[:2], full[name].K[:2] / 2, rtol=1e-6)
+    # A pre-shrunk images_2/ (Mip-NeRF 360 layout) is used as is.
+    for _, _, _, _, name in IMAGES:
+        path = tmp_path / "images_2" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.full((6, 8, 3), 77, np.uint8)).save(path)
+    v = load_colmap(tmp_path, downscale=2)[0]
+    np.testing.assert_allclose(v.image, 77 / 255, rtol=1e-6)
+
+
+def test_split_every_eighth_is_test():
+    view = View(
+        "v",
+        np.zeros((1, 1, 3), np.float32),
+        np.eye(4, dtype=np.float32),
+        np.eye(3, dtype=np.float32),
+        1,
+        1,
+    )
+    ds = Dataset(tuple(dataclass_copy(view, f"{i:02d}") for i in range(17)))
+    train, test = split_every(ds)
+    assert [v.name for v in test] == ["00", "08", "16"]
+    assert len(train) == 14 and "08" not in [v.name for v in train]
+
+
+def dataclass_copy(view, name):
+    import dataclasses
+
+    return dataclasses.replace(view, name=name)
+
+
+def test_load_scene_detects_the_format(tmp_path):
+    blender_scene(tmp_path / "bl", n=2)
+    blender_scene(tmp_path / "bl", n=1, split="test")
+    train, test = load_scene(tmp_path / "bl")
+    assert (len(train), len(test)) == (2, 1)
+    assert train.scene_extent() > 0
+    colmap_scene(tmp_path / "cm")
+    train, test = load_scene(tmp_path / "cm")
+    assert [v.name for v in test] == ["a.png"] and len(train) == 3
+    expect(
+        tmp_path,
+        "not a dataset: expected transforms_train.json (Blender) or sparse/ (COLMAP)",
+        load_scene,
+        tmp_path,
+    )
+
+
+# --------------------------------------------------------------------------- COLMAP errors
+
+
+def test_colmap_missing_model(tmp_path):
+    expect(tmp_path / "sparse/0", "COLMAP model folder not found", load_colmap, tmp_path)
+    colmap_scene(tmp_path)
+    (tmp_path / "sparse/0/points3D.bin").unlink()
+    expect(
+        tmp_path / "sparse/0/points3D.bin",
+        "file not found (nor points3D.txt)",
+        load_colmap,
+        tmp_path,
+    )
+
+
+def test_colmap_unknown_camera_model_id(tmp_path):
+    colmap_scene(tmp_path)
+    path = tmp_path / "sparse/0/cameras.bin"
+    b = bytearray(path.read_bytes())
+    struct.pack_into("<i", b, 8 + 4, 42)  # model id of the first camera
+    path.write_bytes(bytes(b))
+    expect(path, "camera 1: unknown camera model id 42", load_colmap, tmp_path)
+
+
+def test_colmap_unsupported_camera_model(tmp_path):
+    cams = [(1, "FOV", 16, 12, [20, 20, 8, 6, 0.5])]
+    write_colmap_bin(tmp_path / "sparse/0", cams, [(1, [1, 0, 0, 0], [0, 0, 1], 1, "x.png")])
+    expect(
+        tmp_path / "sparse/0/cameras.bin",
+        "camera 1: model FOV is not supported (supported: SIMPLE_PINHOLE, PINHOLE, "
+        "SIMPLE_RADIAL, RADIAL, OPENCV, FULL_OPENCV, OPENCV_FISHEYE)",
+        load_colmap,
+        tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    "stem, cut, where",
+    [
+        ("cameras", 4, "the header"),
+        ("cameras", -8, "camera 4 of 4"),
+        ("images", -30, "image 4 of 4"),
+        ("points3D", -1, "point 2 of 2"),
+    ],
+)
+def test_colmap_truncated_bin(tmp_path, stem, cut, where):
+    colmap_scene(tmp_path)
+    path = tmp_path / f"sparse/0/{stem}.bin"
+    path.write_bytes(path.read_bytes()[:cut])
+    expect(path, f"file is truncated (ends inside {where})", load_colmap, tmp_path)
+
+
+def test_colmap_txt_unknown_camera_reference(tmp_path):
+    images = IMAGES[:2] + [(9, [1.0, 0, 0, 0], [0, 0, 1.0], 7, "b.png")]
+    write_colmap_txt(tmp_path / "sparse/0", images=images)
+    expect(
+        tmp_path / "sparse/0/images.txt",
+        "image 'b.png' (id 9) uses camera id 7, which cameras.txt does not define",
+        load_colmap,
+        tmp_path,
+    )
+
+
+def test_colmap_txt_malformed_lines(tmp_path):
+    sparse = tmp_path / "sparse/0"
+    write_colmap_txt(sparse)
+    path = sparse / "cameras.txt"
+    path.write_text("1 PINHOLE 16 12 20 21 8\n")
+    expect(path, "line 1: camera model PINHOLE takes 4 parameters, got 3", load_colmap, tmp_path)
+    path.write_text("# c\n1 PINHOL 16 12 20 21 8 6\n")
+    expect(path, "line 2: unknown camera model 'PINHOL'", load_colmap, tmp_path)
+    path.write_text("1 PINHOLE 16 twelve 20 21 8 6\n")
+    expect(
+        path,
+        "line 1: expected CAMERA_ID MODEL WIDTH HEIGHT PARAMS[], got 'twelve'",
+        load_colmap,
+        tmp_path,
+    )
+    write_colmap_txt(sparse)
+    (sparse / "points3D.txt").write_text("1 0.0 0.1\n")
+    expect(
+        sparse / "points3D.txt",
+        "line 1: expected POINT3D_ID X Y Z R G B ERROR TRACK[]",
+        load_colmap,
+        tmp_path,
+    )
+
+
+def test_colmap_image_errors(tmp_path):
+    colmap_scene(tmp_path)
+    (tmp_path / "images/b.png").unlink()
+    expect(
+        tmp_path / "images/b.png",
+        "image file not found (referenced by images.bin, image id 9)",
+        load_colmap,
+        tmp_path,
+    )
+    Image.fromarray(np.zeros((10, 16, 3), np.uint8)).save(tmp_path / "images/b.png")
+    expect(
+        tmp_path / "images/b.png",
+        "image is 16x10, but camera 3 expects 16x12",
+        load_colmap,
+        tmp_path,
+    )
+    expect(tmp_path / "pics", "image folder not found", load_colmap, tmp_path, images_dir="pics")

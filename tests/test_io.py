@@ -1,0 +1,327 @@
+"""xprc.io: the standard 3DGS PLY layout, point-cloud PLYs and native checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import plyfile
+import pytest
+
+from xprc.errors import DataError
+from xprc.io import (
+    load_checkpoint,
+    load_ply,
+    load_points_ply,
+    save_checkpoint,
+    save_ply,
+    save_points_ply,
+    sh_degree_from_rest,
+)
+
+
+def gaussians(n: int = 7, degree: int = 3, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    f = np.float32
+    return {
+        "means": rng.normal(size=(n, 3)).astype(f),
+        "quats": rng.normal(size=(n, 4)).astype(f),
+        "scales": rng.normal(-3.0, 1.0, size=(n, 3)).astype(f),
+        "opacities": rng.normal(size=n).astype(f),
+        "sh": rng.normal(size=(n, (degree + 1) ** 2, 3)).astype(f),
+    }
+
+
+def write_vertex_ply(path, columns: dict, text: bool = False) -> None:
+    """A PLY with one 'vertex' element holding the given float32 columns, in order."""
+    n = len(next(iter(columns.values())))
+    data = np.empty(n, dtype=[(k, "<f4") for k in columns])
+    for k, v in columns.items():
+        data[k] = v
+    plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")], text=text).write(str(path))
+
+
+def standard_columns(p: dict) -> dict:
+    n, n_coef = p["means"].shape[0], p["sh"].shape[1]
+    rest = p["sh"][:, 1:, :].transpose(0, 2, 1).reshape(n, -1)
+    cols = {c: p["means"][:, i] for i, c in enumerate("xyz")}
+    cols |= {f"f_dc_{i}": p["sh"][:, 0, i] for i in range(3)}
+    cols |= {f"f_rest_{i}": rest[:, i] for i in range(3 * (n_coef - 1))}
+    cols["opacity"] = p["opacities"]
+    cols |= {f"scale_{i}": p["scales"][:, i] for i in range(3)}
+    cols |= {f"rot_{i}": p["quats"][:, i] for i in range(4)}
+    return cols
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2, 3])
+def test_ply_round_trip_is_bit_exact(tmp_path, degree):
+    p = gaussians(degree=degree)
+    # Awkward float32 values must survive unchanged, bit for bit.
+    p["means"][0] = [-0.0, np.float32(1e-45), np.finfo(np.float32).max]
+    p["opacities"][1] = np.nextafter(np.float32(1), np.float32(2))
+    save_ply(tmp_path / "a.ply", p)
+    q = load_ply(tmp_path / "a.ply")
+    assert set(q) == set(p)
+    for k in p:
+        assert q[k].dtype == np.float32
+        assert q[k].shape == p[k].shape
+        assert q[k].tobytes() == p[k].tobytes(), k
+    # And a second write gives the identical file.
+    save_ply(tmp_path / "b.ply", q)
+    assert (tmp_path / "a.ply").read_bytes() == (tmp_path / "b.ply").read_bytes()
+
+
+def test_ply_layout_is_the_standard_one(tmp_path):
+    p = gaussians(n=3, degree=3)
+    save_ply(tmp_path / "a.ply", p)
+    head = (tmp_path / "a.ply").read_bytes().split(b"end_header\n")[0].decode()
+    assert "format binary_little_endian 1.0" in head
+    assert "element vertex 3" in head
+    ply = plyfile.PlyData.read(str(tmp_path / "a.ply"))
+    v = ply["vertex"].data
+    expected = (
+        ["x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2"]
+        + [f"f_rest_{i}" for i in range(45)]
+        + ["opacity", "scale_0", "scale_1", "scale_2", "rot_0", "rot_1", "rot_2", "rot_3"]
+    )
+    assert list(v.dtype.names) == expected
+    assert all(v.dtype[name] == np.dtype("<f4") for name in expected)
+    # f_rest is channel-major: the 15 coefficients of R, then of G, then of B.
+    for c in range(3):
+        for k in range(15):
+            np.testing.assert_array_equal(v[f"f_rest_{15 * c + k}"], p["sh"][:, 1 + k, c])
+    np.testing.assert_array_equal(v["rot_0"], p["quats"][:, 0])  # w first
+    np.testing.assert_array_equal(v["nx"], 0.0)
+
+
+def test_ply_accepts_jax_arrays_float64_and_column_opacities(tmp_path):
+    import jax.numpy as jnp
+
+    p = gaussians(degree=1)
+    as_jax = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in p.items()}
+    as_jax["opacities"] = as_jax["opacities"][:, None]
+    save_ply(tmp_path / "a.ply", as_jax)
+    q = load_ply(tmp_path / "a.ply")
+    for k in p:
+        np.testing.assert_array_equal(q[k], p[k])
+
+
+def test_ply_reads_ascii_double_and_extra_properties(tmp_path):
+    p = gaussians(n=4, degree=1)
+    cols = standard_columns(p) | {"extra": np.ones(4, np.float32)}
+    write_vertex_ply(tmp_path / "a.ply", cols, text=True)
+    q = load_ply(tmp_path / "a.ply")
+    for k in p:
+        np.testing.assert_array_equal(q[k], p[k])
+    assert q["sh"].shape == (4, 4, 3)
+
+
+def test_sh_degree_from_rest():
+    assert [sh_degree_from_rest(n) for n in (0, 9, 24, 45, 72)] == [0, 1, 2, 3, 4]
+    assert sh_degree_from_rest(10) is None
+
+
+# --------------------------------------------------------------------------- PLY errors
+
+
+def test_ply_not_a_ply(tmp_path):
+    path = tmp_path / "a.ply"
+    path.write_bytes(b"\x89PNG\r\n")
+    with pytest.raises(DataError) as e:
+        load_ply(path)
+    assert str(e.value) == f"{path}: error: not a PLY file (it does not start with 'ply')"
+
+
+def test_ply_missing_file(tmp_path):
+    with pytest.raises(DataError) as e:
+        load_ply(tmp_path / "none.ply")
+    assert str(e.value) == f"{tmp_path / 'none.ply'}: error: file not found"
+
+
+def test_ply_bad_header(tmp_path):
+    path = tmp_path / "a.ply"
+    path.write_bytes(
+        b"ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty\nend_header\n"
+    )
+    with pytest.raises(DataError) as e:
+        load_ply(path)
+    assert str(e.value).startswith(f"{path}: error: malformed PLY header: ")
+
+
+def test_ply_missing_vertex_element(tmp_path):
+    path = tmp_path / "a.ply"
+    data = np.zeros(2, dtype=[("x", "<f4")])
+    plyfile.PlyData([plyfile.PlyElement.describe(data, "face")]).write(str(path))
+    with pytest.raises(DataError) as e:
+        load_ply(path)
+    assert str(e.value) == f"{path}: error: no 'vertex' element (elements: 'face')"
+
+
+def test_ply_missing_properties_are_named(tmp_path):
+    path = tmp_path / "a.ply"
+    cols = standard_columns(gaussians(degree=0))
+    del cols["opacity"], cols["rot_3"]
+    write_vertex_ply(path, cols)
+    with pytest.raises(DataError) as e:
+        load_ply(path)
+    assert str(e.value) == f"{path}: error: missing vertex properties: opacity, rot_3"
+
+
+def test_ply_inconsistent_f_rest_count(tmp_path):
+    path = tmp_path / "a.ply"
+    cols = standard_columns(gaussians(degree=1))
+    del cols["f_rest_8"]
+    write_vertex_ply(path, cols)
+    with pytest.raises(DataError) as e:
+        load_ply(path)
+    assert str(e.value) == (
+        f"{path}: error: 8 f_rest properties: not 3*((d+1)^2-1) for any SH degree d "
+        "(0, 9, 24, 45, ...)"
+    )
+
+
+def test_ply_f_rest_numbering_gap(tmp_path):
+    path = tmp_path / "a.ply"
+    cols = standard_columns(gaussians(degree=1))
+    cols["f_rest_9"] = cols.pop("f_rest_4")
+    write_vertex_ply(path, cols)
+    with pytest.raises(DataError) as e:
+        load_ply(path)
+    assert str(e.value) == (
+        f"{path}: error: f_rest properties are not numbered 0..8: missing f_rest_4"
+    )
+
+
+def test_ply_non_finite(tmp_path):
+    path = tmp_path / "a.ply"
+    p = gaussians(degree=0)
+    p["scales"][5, 1] = np.nan
+    save_ply(path, p)
+    with pytest.raises(DataError) as e:
+        load_ply(path)
+    assert str(e.value) == f"{path}: error: non-finite value in property 'scale_1' (vertex 5)"
+
+
+def test_ply_truncated(tmp_path):
+    path = tmp_path / "a.ply"
+    save_ply(path, gaussians(degree=2))
+    path.write_bytes(path.read_bytes()[:-7])
+    with pytest.raises(DataError) as e:
+        load_ply(path)
+    assert str(e.value) == (
+        f"{path}: error: truncated or corrupt PLY element 'vertex': early end-of-file"
+    )
+
+
+def test_save_ply_bad_params(tmp_path):
+    path = tmp_path / "a.ply"
+    p = gaussians(degree=1)
+    with pytest.raises(DataError) as e:
+        save_ply(path, {k: v for k, v in p.items() if k != "quats"})
+    assert str(e.value) == f"{path}: error: cannot save: missing parameters quats"
+    with pytest.raises(DataError) as e:
+        save_ply(path, p | {"scales": p["scales"][:, :2]})
+    assert str(e.value) == f"{path}: error: cannot save: scales has shape [7, 2], want [N, 3]"
+    with pytest.raises(DataError) as e:
+        save_ply(path, p | {"sh": p["sh"][:, :3]})
+    assert str(e.value) == (
+        f"{path}: error: cannot save: sh has shape [7, 3, 3], want [N, (d+1)^2, 3] with N = 7"
+    )
+    assert not path.exists()
+
+
+# --------------------------------------------------------------------------- point clouds
+
+
+def test_points_ply_round_trip(tmp_path):
+    rng = np.random.default_rng(1)
+    pts = rng.normal(size=(50, 3)).astype(np.float32)
+    cols = rng.integers(0, 256, size=(50, 3)) / 255.0
+    save_points_ply(tmp_path / "p.ply", pts, cols)
+    p2, c2 = load_points_ply(tmp_path / "p.ply")
+    np.testing.assert_array_equal(p2, pts)
+    np.testing.assert_allclose(c2, cols, atol=1e-7)
+    assert p2.dtype == c2.dtype == np.float32
+
+
+def test_points_ply_without_colours_is_grey(tmp_path):
+    write_vertex_ply(tmp_path / "p.ply", {c: np.arange(3.0) for c in "xyz"})
+    pts, cols = load_points_ply(tmp_path / "p.ply")
+    assert pts.shape == cols.shape == (3, 3)
+    np.testing.assert_array_equal(cols, 0.5)
+
+
+def test_points_ply_missing_coordinates(tmp_path):
+    path = tmp_path / "p.ply"
+    write_vertex_ply(path, {"x": np.zeros(2), "z": np.zeros(2)})
+    with pytest.raises(DataError) as e:
+        load_points_ply(path)
+    assert str(e.value) == f"{path}: error: missing vertex properties: y"
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def test_checkpoint_round_trip_nested_and_dtypes(tmp_path):
+    params = {
+        "centre": np.arange(12, dtype=np.float32).reshape(4, 3),
+        "count": np.array([1, 2, 3], dtype=np.int32),
+        "mask": np.array([True, False]),
+        "opt": {"mu": {"centre": np.ones((4, 3), np.float64)}, "step": np.int64(7)},
+    }
+    meta = {"spec": "linprim", "step": 1200, "lr": [1e-3, 2e-3]}
+    save_checkpoint(tmp_path / "ckpt.npz", params, meta)
+    got, got_meta = load_checkpoint(tmp_path / "ckpt.npz")
+    assert got_meta == meta
+    assert set(got) == {"centre", "count", "mask", "opt"}
+    for a, b in [
+        (got["centre"], params["centre"]),
+        (got["count"], params["count"]),
+        (got["mask"], params["mask"]),
+        (got["opt"]["mu"]["centre"], params["opt"]["mu"]["centre"]),
+        (got["opt"]["step"], np.asarray(7, np.int64)),
+    ]:
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert a.tobytes() == b.tobytes()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_checkpoint_path_without_npz_suffix_is_kept(tmp_path):
+    save_checkpoint(tmp_path / "last.ckpt", {"a": np.zeros(2)}, {})
+    assert (tmp_path / "last.ckpt").is_file()
+    assert load_checkpoint(tmp_path / "last.ckpt")[0]["a"].shape == (2,)
+
+
+def test_checkpoint_errors(tmp_path):
+    path = tmp_path / "c.npz"
+    with pytest.raises(DataError) as e:
+        load_checkpoint(path)
+    assert str(e.value) == f"{path}: error: file not found"
+
+    path.write_text("hello")
+    with pytest.raises(DataError) as e:
+        load_checkpoint(path)
+    assert str(e.value) == f"{path}: error: not an xprc checkpoint (not an .npz archive)"
+
+    np.savez(path, a=np.zeros(3))
+    with pytest.raises(DataError) as e:
+        load_checkpoint(path)
+    assert str(e.value) == f"{path}: error: not an xprc checkpoint (no metadata entry)"
+
+    save_checkpoint(path, {"a": np.zeros(1000)}, {"step": 1})
+    path.write_bytes(path.read_bytes()[:300])
+    with pytest.raises(DataError) as e:
+        load_checkpoint(path)
+    assert str(e.value).startswith(f"{path}: error: truncated or corrupt checkpoint (")
+
+
+def test_checkpoint_save_errors(tmp_path):
+    path = tmp_path / "c.npz"
+    with pytest.raises(DataError) as e:
+        save_checkpoint(path, {"a/b": np.zeros(1)}, {})
+    assert str(e.value) == f"{path}: error: cannot save: bad parameter name 'a/b'"
+    with pytest.raises(DataError) as e:
+        save_checkpoint(path, {"a": np.zeros(1)}, {"x": object()})
+    assert str(e.value).startswith(f"{path}: error: cannot save: metadata is not JSON-serialis")
+    assert not path.exists()

@@ -1,0 +1,695 @@
+"""Multi-view datasets: the NeRF-synthetic (Blender) format and COLMAP reconstructions.
+
+Every loader returns a `Dataset` of `View`s in our conventions (REFERENCE.md section 1):
+`viewmat` world->camera with OpenCV axes, `K` in pixels with pixel centres at `(j + 0.5, i + 0.5)`,
+images float32 `[H, W, 3]` in [0, 1]. A malformed or partial dataset raises
+`DataError(path, problem)` naming the file at fault.
+
+COLMAP is read by our own small reader (struct/numpy): pycolmap is a 38 MB native wheel that
+bundles all of COLMAP, far more than parsing three documented files needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from xprc.errors import DataError
+
+__all__ = [
+    "COLMAP_MODELS",
+    "Dataset",
+    "View",
+    "load_blender",
+    "load_colmap",
+    "load_scene",
+    "read_colmap_model",
+    "split_every",
+]
+
+NUM_DIST = 12  # [k1, k2, k3, k4, k5, k6, p1, p2, s1, s2, s3, s4]; fisheye k1..k4 first
+TEST_EVERY = 8  # Mip-NeRF 360 convention: views 0, 8, 16, ... (sorted by name) are held out
+
+# COLMAP model id -> (name, number of parameters); src/colmap/sensor/models.h
+COLMAP_MODELS = {
+    0: ("SIMPLE_PINHOLE", 3),
+    1: ("PINHOLE", 4),
+    2: ("SIMPLE_RADIAL", 4),
+    3: ("RADIAL", 5),
+    4: ("OPENCV", 8),
+    5: ("OPENCV_FISHEYE", 8),
+    6: ("FULL_OPENCV", 12),
+    7: ("FOV", 5),
+    8: ("SIMPLE_RADIAL_FISHEYE", 4),
+    9: ("RADIAL_FISHEYE", 5),
+    10: ("THIN_PRISM_FISHEYE", 12),
+    11: ("RAD_TAN_THIN_PRISM_FISHEYE", 16),
+}
+_COLMAP_BY_NAME = {name: (mid, n) for mid, (name, n) in COLMAP_MODELS.items()}
+SUPPORTED_COLMAP = (
+    "SIMPLE_PINHOLE",
+    "PINHOLE",
+    "SIMPLE_RADIAL",
+    "RADIAL",
+    "OPENCV",
+    "FULL_OPENCV",
+    "OPENCV_FISHEYE",
+)
+
+
+# --------------------------------------------------------------------------- data structures
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class View:
+    """One posed image.
+
+    image:   [H, W, 3] float32 in [0, 1] (RGBA already composited on the background).
+    viewmat: [4, 4] float32 world->camera, OpenCV axes (+x right, +y down, +z forward).
+    K:       [3, 3] float32 intrinsics in pixels.
+    dist:    [12] float32 lens coefficients for `model` (see NUM_DIST).
+    alpha:   [H, W] float32 coverage for RGBA sources, else None.
+    """
+
+    name: str
+    image: np.ndarray
+    viewmat: np.ndarray
+    K: np.ndarray
+    width: int
+    height: int
+    model: str = "pinhole"
+    dist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(NUM_DIST, np.float32))
+    alpha: np.ndarray | None = None
+
+    @property
+    def position(self) -> np.ndarray:  # [3] camera centre in world, -R^T t
+        R, t = self.viewmat[:3, :3].astype(np.float64), self.viewmat[:3, 3].astype(np.float64)
+        return -R.T @ t
+
+    def camera(self, dtype=np.float32):
+        """This view's `xprc.camera.Camera` (arrays cast to `dtype`)."""
+        from xprc.camera import Camera  # lazy: datasets must not need jax to import
+
+        return Camera(
+            viewmat=np.asarray(self.viewmat, dtype),
+            K=np.asarray(self.K, dtype),
+            width=self.width,
+            height=self.height,
+            model=self.model,
+            dist=np.asarray(self.dist, dtype),
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Dataset:
+    """Views plus an optional point cloud for initialisation.
+
+    points: [P, 3] float32 world positions (COLMAP points3D, a Blender scene's points3d.ply).
+    colors: [P, 3] float32 in [0, 1].
+    """
+
+    views: tuple[View, ...]
+    points: np.ndarray | None = None
+    colors: np.ndarray | None = None
+    root: Path | None = None
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def __getitem__(self, i: int) -> View:
+        return self.views[i]
+
+    def __iter__(self) -> Iterator[View]:
+        return iter(self.views)
+
+    def subset(self, indices: Sequence[int]) -> Dataset:
+        return dataclasses.replace(self, views=tuple(self.views[i] for i in indices))
+
+    def images(self) -> np.ndarray:  # [V, H, W, 3] float32; views must share one size
+        return np.stack([v.image for v in self.views])
+
+    def cameras(self, dtype=np.float32):
+        """All views as one batched `Camera` (`Camera.stack`); views must share size and model."""
+        from xprc.camera import Camera
+
+        return Camera.stack([v.camera(dtype) for v in self.views])
+
+    def camera_centers(self) -> np.ndarray:  # [V, 3] float64
+        return np.stack([v.position for v in self.views])
+
+    def scene_extent(self) -> float:
+        """1.1 x the largest distance of a camera centre from their mean (3DGS `radius`)."""
+        c = self.camera_centers()
+        return float(1.1 * np.linalg.norm(c - c.mean(axis=0), axis=1).max())
+
+
+def split_every(dataset: Dataset, every: int = TEST_EVERY) -> tuple[Dataset, Dataset]:
+    """(train, test): every `every`-th view (0, every, 2 every, ...) is a test view."""
+    idx = range(len(dataset))
+    return (
+        dataset.subset([i for i in idx if i % every != 0]),
+        dataset.subset([i for i in idx if i % every == 0]),
+    )
+
+
+# --------------------------------------------------------------------------- images
+
+
+def _read_image(path: Path, referenced_by: str) -> Image.Image:
+    if not path.is_file():
+        raise DataError(path, f"image file not found (referenced by {referenced_by})")
+    try:
+        img = Image.open(path)
+        img.load()
+    except (OSError, SyntaxError, ValueError) as e:
+        raise DataError(path, f"unreadable image ({e})") from None
+    if img.mode not in ("RGB", "RGBA"):
+        img = img.convert("RGBA" if "A" in img.getbands() or "transparency" in img.info else "RGB")
+    return img
+
+
+def _to_view_image(img: Image.Image, size: tuple[int, int], background) -> tuple:
+    """Resize to `size` (Pillow premultiplies alpha when resampling), composite on background."""
+    if img.size != size:
+        img = img.resize(size, Image.Resampling.LANCZOS)
+    arr = np.asarray(img, dtype=np.float32) / np.float32(255.0)
+    if arr.shape[-1] == 3:
+        return np.ascontiguousarray(arr), None
+    rgb, alpha = arr[..., :3], arr[..., 3]
+    bg = np.asarray(background, dtype=np.float32).reshape(3)
+    out = rgb * alpha[..., None] + bg * (np.float32(1.0) - alpha[..., None])
+    return np.clip(out, 0.0, 1.0).astype(np.float32), alpha.astype(np.float32)
+
+
+def _scaled_size(width: int, height: int, downscale: float) -> tuple[int, int]:
+    if downscale == 1:
+        return width, height
+    return max(1, round(width / downscale)), max(1, round(height / downscale))
+
+
+def _scale_K(K: np.ndarray, sx: float, sy: float) -> np.ndarray:
+    # Pixel centres at +0.5 make a resize an exact scaling of fx, cx (and fy, cy).
+    return (np.diag([sx, sy, 1.0]) @ K).astype(np.float32)
+
+
+def _check_downscale(downscale) -> float:
+    if not (isinstance(downscale, int | float) and math.isfinite(downscale) and downscale >= 1):
+        raise ValueError(f"downscale must be a number >= 1, got {downscale!r}")
+    return downscale
+
+
+# --------------------------------------------------------------------------- Blender
+
+
+def _opengl_c2w_to_viewmat(c2w: np.ndarray) -> np.ndarray:
+    """Camera-to-world in OpenGL/Blender axes (+y up, -z forward) -> world->camera OpenCV."""
+    c2w = np.array(c2w, dtype=np.float64)
+    c2w[:3, 1:3] *= -1.0  # flip the camera's y and z axes
+    return np.linalg.inv(c2w).astype(np.float32)
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataError(
+            path, f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+        ) from None
+    except UnicodeDecodeError:
+        raise DataError(path, "invalid JSON: not UTF-8 text") from None
+    if not isinstance(data, dict):
+        raise DataError(path, "invalid transforms file: the top level must be an object")
+    return data
+
+
+def _number(path: Path, obj: dict, key: str, where: str) -> float:
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise DataError(path, f"{where}'{key}' must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _blender_image_path(root: Path, file_path: str) -> Path:
+    p = root / file_path
+    if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".exr", ".webp"):
+        return p
+    return p.with_name(p.name + ".png")  # NeRF-synthetic leaves out the extension
+
+
+def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downscale=1) -> Dataset:
+    """Load `ROOT/transforms_{split}.json` (NeRF-synthetic format).
+
+    Intrinsics come from `camera_angle_x` (fx = fy, centred principal point), or from
+    `fl_x`/`fl_y`/`cx`/`cy` when present (instant-ngp style, top level or per frame).
+    RGBA images are composited on `background` (RGB in [0, 1]). `downscale` >= 1 resizes the
+    images and scales K. `ROOT/points3d.ply`, when present, gives the initial point cloud.
+    """
+    from xprc.io import load_points_ply
+
+    root = Path(root)
+    downscale = _check_downscale(downscale)
+    path = root / f"transforms_{split}.json"
+    meta = _read_json(path)
+    frames = meta.get("frames")
+    if not isinstance(frames, list):
+        raise DataError(path, "missing 'frames' list")
+    if not frames:
+        raise DataError(path, "'frames' is empty")
+    if "camera_angle_x" not in meta and "fl_x" not in meta:
+        if not all(isinstance(f, dict) and "fl_x" in f for f in frames):
+            raise DataError(path, "missing 'camera_angle_x' (or 'fl_x')")
+
+    views = []
+    first: tuple[str, int, int] | None = None  # name and size that later images must match
+    for i, frame in enumerate(frames):
+        where = f"frame {i}: "
+        if not isinstance(frame, dict):
+            raise DataError(path, f"{where}expected an object")
+        if not isinstance(frame.get("file_path"), str):
+            raise DataError(path, f"{where}missing 'file_path'")
+        if "transform_matrix" not in frame:
+            raise DataError(path, f"{where}missing 'transform_matrix'")
+        try:
+            c2w = np.asarray(frame["transform_matrix"], dtype=np.float64)
+        except (TypeError, ValueError):
+            c2w = np.zeros(0)
+        if c2w.shape != (4, 4) or not np.isfinite(c2w).all():
+            raise DataError(path, f"{where}'transform_matrix' must be a 4x4 matrix of numbers")
+        if abs(np.linalg.det(c2w[:3, :3])) < 1e-8:
+            raise DataError(path, f"{where}'transform_matrix' is singular")
+
+        img_path = _blender_image_path(root, frame["file_path"])
+        img = _read_image(img_path, f"{path.name} frame {i}")
+        W, H = img.size
+        get = {**meta, **frame}  # per-frame keys override the top level
+        if "w" in get and "h" in get:
+            want = (round(_number(path, get, "w", where)), round(_number(path, get, "h", where)))
+            if (W, H) != want:
+                raise DataError(
+                    img_path, f"image is {W}x{H}, but {path.name} says {want[0]}x{want[1]}"
+                )
+        elif first is None:
+            first = (img_path.name, W, H)
+        elif (W, H) != first[1:]:
+            raise DataError(
+                img_path,
+                f"image is {W}x{H}, but {first[0]} is {first[1]}x{first[2]}; "
+                "all images of a split must have one size",
+            )
+
+        if "fl_x" in get:
+            fx = _number(path, get, "fl_x", where)
+            fy = _number(path, get, "fl_y", where) if "fl_y" in get else fx
+        else:
+            angle = _number(path, get, "camera_angle_x", where)
+            if not 0.0 < angle < math.pi:
+                raise DataError(path, f"'camera_angle_x' must be in (0, pi), got {angle}")
+            fx = fy = 0.5 * W / math.tan(0.5 * angle)
+        cx = _number(path, get, "cx", where) if "cx" in get else 0.5 * W
+        cy = _number(path, get, "cy", where) if "cy" in get else 0.5 * H
+        K = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+
+        size = _scaled_size(W, H, downscale)
+        image, alpha = _to_view_image(img, size, background)
+        views.append(
+            View(
+                name=frame["file_path"],
+                image=image,
+                alpha=alpha,
+                viewmat=_opengl_c2w_to_viewmat(c2w),
+                K=_scale_K(K, size[0] / W, size[1] / H),
+                width=size[0],
+                height=size[1],
+            )
+        )
+
+    points = colors = None
+    if (root / "points3d.ply").is_file():
+        points, colors = load_points_ply(root / "points3d.ply")
+    return Dataset(tuple(views), points, colors, root)
+
+
+# --------------------------------------------------------------------------- COLMAP reader
+
+
+@dataclasses.dataclass(frozen=True)
+class ColmapCamera:
+    id: int
+    model: str
+    width: int
+    height: int
+    params: np.ndarray  # [num_params] float64
+
+
+@dataclasses.dataclass(frozen=True)
+class ColmapImage:
+    id: int
+    qvec: np.ndarray  # [4] (w, x, y, z) world->camera rotation
+    tvec: np.ndarray  # [3]
+    camera_id: int
+    name: str
+
+
+class _Bin:
+    """Sequential reader of a little-endian COLMAP .bin; running out of bytes -> DataError."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.buf = path.read_bytes()
+        self.pos = 0
+
+    def need(self, size: int, what: str) -> None:
+        if self.pos + size > len(self.buf):
+            raise DataError(self.path, f"file is truncated (ends inside {what})")
+
+    def read(self, fmt: str, what: str) -> tuple:
+        size = struct.calcsize("<" + fmt)
+        self.need(size, what)
+        out = struct.unpack_from("<" + fmt, self.buf, self.pos)
+        self.pos += size
+        return out
+
+    def skip(self, size: int, what: str) -> None:
+        self.need(size, what)
+        self.pos += size
+
+    def cstring(self, what: str) -> str:
+        end = self.buf.find(b"\0", self.pos)
+        if end < 0:
+            raise DataError(self.path, f"file is truncated (ends inside {what})")
+        raw = self.buf[self.pos : end]
+        self.pos = end + 1
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DataError(self.path, f"{what}: image name is not UTF-8") from None
+
+    def count(self, what: str) -> int:
+        return self.read("Q", what)[0]
+
+
+def _model_params(path: Path, model_id: int, where: str) -> tuple[str, int]:
+    if model_id not in COLMAP_MODELS:
+        raise DataError(path, f"{where}: unknown camera model id {model_id}")
+    return COLMAP_MODELS[model_id]
+
+
+def _read_cameras_bin(path: Path) -> dict[int, ColmapCamera]:
+    r, cams = _Bin(path), {}
+    n = r.count("the header")
+    for k in range(n):
+        what = f"camera {k + 1} of {n}"
+        cam_id, model_id, w, h = r.read("iiQQ", what)
+        name, num = _model_params(path, model_id, f"camera {cam_id}")
+        params = np.array(r.read("d" * num, what), dtype=np.float64)
+        cams[cam_id] = ColmapCamera(cam_id, name, int(w), int(h), params)
+    return cams
+
+
+def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
+    r, images = _Bin(path), {}
+    n = r.count("the header")
+    for k in range(n):
+        what = f"image {k + 1} of {n}"
+        image_id, *pose, camera_id = r.read("i7di", what)
+        name = r.cstring(what)
+        num_points2d = r.count(what)
+        r.skip(24 * num_points2d, what)  # (x, y, point3D_id) per keypoint; not needed
+        q, t = np.array(pose[:4]), np.array(pose[4:])
+        images[image_id] = ColmapImage(image_id, q, t, camera_id, name)
+    return images
+
+
+def _read_points_bin(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    r = _Bin(path)
+    n = r.count("the header")
+    xyz = np.empty((n, 3), np.float64)
+    rgb = np.empty((n, 3), np.uint8)
+    for k in range(n):
+        what = f"point {k + 1} of {n}"
+        _, x, y, z, cr, cg, cb, _err, track = r.read("Q3d3BdQ", what)
+        r.skip(8 * track, what)  # (image_id, point2D_idx) per observation
+        xyz[k] = (x, y, z)
+        rgb[k] = (cr, cg, cb)
+    return xyz, rgb
+
+
+def _text_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, stripped line) for every line, comments included (images.txt needs them)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(path, "not UTF-8 text") from None
+    return [(i + 1, line.strip()) for i, line in enumerate(text.splitlines())]
+
+
+def _is_data(line: str) -> bool:
+    return bool(line) and not line.startswith("#")
+
+
+def _parse(path: Path, lineno: int, tokens: list[str], types: str, what: str) -> list:
+    if len(tokens) < len(types):
+        raise DataError(path, f"line {lineno}: expected {what}")
+    out = []
+    for tok, t in zip(tokens, types, strict=False):
+        try:
+            out.append(int(tok) if t == "i" else float(tok) if t == "f" else tok)
+        except ValueError:
+            raise DataError(path, f"line {lineno}: expected {what}, got {tok!r}") from None
+    return out
+
+
+def _read_cameras_txt(path: Path) -> dict[int, ColmapCamera]:
+    cams = {}
+    what = "CAMERA_ID MODEL WIDTH HEIGHT PARAMS[]"
+    for lineno, line in _text_lines(path):
+        if not _is_data(line):
+            continue
+        tokens = line.split()
+        cam_id, model, w, h = _parse(path, lineno, tokens, "isii", what)
+        if model not in _COLMAP_BY_NAME:
+            raise DataError(path, f"line {lineno}: unknown camera model '{model}'")
+        num = _COLMAP_BY_NAME[model][1]
+        if len(tokens) - 4 != num:
+            raise DataError(
+                path,
+                f"line {lineno}: camera model {model} takes {num} parameters, "
+                f"got {len(tokens) - 4}",
+            )
+        params = np.array(_parse(path, lineno, tokens[4:], "f" * num, what), dtype=np.float64)
+        cams[cam_id] = ColmapCamera(cam_id, model, w, h, params)
+    return cams
+
+
+def _read_images_txt(path: Path) -> dict[int, ColmapImage]:
+    images = {}
+    what = "IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"
+    lines = iter(_text_lines(path))
+    for lineno, line in lines:
+        if not _is_data(line):
+            continue
+        # NAME may contain spaces: it is everything after the ninth field.
+        tokens = line.split(maxsplit=9)
+        image_id, *pose, camera_id, name = _parse(path, lineno, tokens, "ifffffffis", what)
+        next(lines, None)  # the POINTS2D line follows every image line (it may be empty)
+        images[image_id] = ColmapImage(
+            image_id, np.array(pose[:4]), np.array(pose[4:]), camera_id, name
+        )
+    return images
+
+
+def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    xyz, rgb = [], []
+    what = "POINT3D_ID X Y Z R G B ERROR TRACK[]"
+    for lineno, line in _text_lines(path):
+        if not _is_data(line):
+            continue
+        _, x, y, z, cr, cg, cb, _err = _parse(path, lineno, line.split(), "ifffiiif", what)
+        xyz.append((x, y, z))
+        rgb.append((cr, cg, cb))
+    return (
+        np.array(xyz, dtype=np.float64).reshape(-1, 3),
+        np.clip(np.array(rgb, dtype=np.int64), 0, 255).astype(np.uint8).reshape(-1, 3),
+    )
+
+
+def _find(sparse: Path, stem: str) -> Path:
+    for ext in (".bin", ".txt"):
+        if (sparse / (stem + ext)).is_file():
+            return sparse / (stem + ext)
+    raise DataError(sparse / f"{stem}.bin", f"file not found (nor {stem}.txt)")
+
+
+def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
+    """Read a COLMAP model folder (.bin preferred over .txt, file by file).
+
+    Returns (cameras {id: ColmapCamera}, images {id: ColmapImage}, points xyz [P, 3] float64,
+    rgb [P, 3] uint8). Every image's camera is checked to exist.
+    """
+    sparse = Path(sparse)
+    if not sparse.is_dir():
+        raise DataError(sparse, "COLMAP model folder not found")
+    paths = {stem: _find(sparse, stem) for stem in ("cameras", "images", "points3D")}
+    readers = {
+        "cameras": (_read_cameras_bin, _read_cameras_txt),
+        "images": (_read_images_bin, _read_images_txt),
+        "points3D": (_read_points_bin, _read_points_txt),
+    }
+    out = {}
+    for stem, path in paths.items():
+        binary, text = readers[stem]
+        out[stem] = binary(path) if path.suffix == ".bin" else text(path)
+    cameras, images = out["cameras"], out["images"]
+    for img in images.values():
+        if img.camera_id not in cameras:
+            raise DataError(
+                paths["images"],
+                f"image '{img.name}' (id {img.id}) uses camera id {img.camera_id}, "
+                f"which {paths['cameras'].name} does not define",
+            )
+    return cameras, images, *out["points3D"]
+
+
+def _qvec_to_rotmat(q: np.ndarray) -> np.ndarray:
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def _colmap_intrinsics(cam: ColmapCamera) -> tuple[np.ndarray, str, np.ndarray]:
+    """COLMAP camera -> (K [3, 3], our model name, dist [12])."""
+    p, dist = cam.params, np.zeros(NUM_DIST)
+    if cam.model in ("SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL"):
+        fx = fy = p[0]
+        cx, cy = p[1], p[2]
+        dist[: len(p) - 3] = p[3:]  # k1 (, k2)
+    else:
+        fx, fy, cx, cy = p[:4]
+        if cam.model == "OPENCV":  # k1 k2 p1 p2
+            dist[[0, 1, 6, 7]] = p[4:8]
+        elif cam.model == "FULL_OPENCV":  # k1 k2 p1 p2 k3 k4 k5 k6
+            dist[[0, 1, 6, 7, 2, 3, 4, 5]] = p[4:12]
+        elif cam.model == "OPENCV_FISHEYE":  # k1 k2 k3 k4
+            dist[:4] = p[4:8]
+    K = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+    if cam.model == "OPENCV_FISHEYE":
+        model = "fisheye"
+    else:
+        model = "opencv" if dist.any() else "pinhole"
+    return K, model, dist.astype(np.float32)
+
+
+def load_colmap(
+    root, downscale=1, images_dir: str = "images", background=(1.0, 1.0, 1.0)
+) -> Dataset:
+    """Load a COLMAP reconstruction: `ROOT/sparse/0` (or `ROOT/sparse`) and `ROOT/images_dir`.
+
+    Views are sorted by image name; use `split_every` for the train/test split. With an integer
+    `downscale` d and a folder `ROOT/{images_dir}_{d}` (the Mip-NeRF 360 layout), the
+    pre-shrunk images are used; otherwise images are resized. K is scaled to the final size.
+    Points are COLMAP's points3D (colours in [0, 1]).
+    """
+    root = Path(root)
+    downscale = _check_downscale(downscale)
+    sparse = root / "sparse" / "0"
+    if not sparse.is_dir() and (root / "sparse").is_dir():
+        sparse = root / "sparse"
+    if not sparse.is_dir():
+        raise DataError(root / "sparse" / "0", "COLMAP model folder not found")
+    cameras, images, xyz, rgb = read_colmap_model(sparse)
+    if not images:
+        raise DataError(_find(sparse, "images"), "no registered images")
+    img_file = _find(sparse, "images").name
+    for cam_id in sorted({im.camera_id for im in images.values()}):
+        cam = cameras[cam_id]
+        if cam.model not in SUPPORTED_COLMAP:
+            raise DataError(
+                _find(sparse, "cameras"),
+                f"camera {cam.id}: model {cam.model} is not supported "
+                f"(supported: {', '.join(SUPPORTED_COLMAP)})",
+            )
+
+    image_root = root / images_dir
+    shrunk = root / f"{images_dir}_{int(downscale)}"
+    pre_shrunk = downscale != 1 and float(downscale).is_integer() and shrunk.is_dir()
+    if pre_shrunk:
+        image_root = shrunk
+    if not image_root.is_dir():
+        raise DataError(image_root, "image folder not found")
+
+    views = []
+    for img in sorted(images.values(), key=lambda im: im.name):
+        cam = cameras[img.camera_id]
+        path = image_root / img.name
+        pil = _read_image(path, f"{img_file}, image id {img.id}")
+        size = _scaled_size(cam.width, cam.height, downscale)
+        got = pil.size
+        ok = (
+            all(abs(g - s) <= 1 for g, s in zip(got, size, strict=True))
+            if pre_shrunk
+            else got == (cam.width, cam.height)
+        )
+        if not ok:
+            want = size if pre_shrunk else (cam.width, cam.height)
+            raise DataError(
+                path,
+                f"image is {got[0]}x{got[1]}, but camera {cam.id} expects {want[0]}x{want[1]}",
+            )
+        K, model, dist = _colmap_intrinsics(cam)
+        viewmat = np.eye(4)
+        viewmat[:3, :3] = _qvec_to_rotmat(img.qvec)
+        viewmat[:3, 3] = img.tvec
+        image, alpha = _to_view_image(pil, size, background)
+        views.append(
+            View(
+                name=img.name,
+                image=image,
+                alpha=alpha,
+                viewmat=viewmat.astype(np.float32),
+                K=_scale_K(K, size[0] / cam.width, size[1] / cam.height),
+                width=size[0],
+                height=size[1],
+                model=model,
+                dist=dist,
+            )
+        )
+    colors = (rgb.astype(np.float32) / np.float32(255.0)).reshape(-1, 3)
+    return Dataset(tuple(views), xyz.astype(np.float32), colors, root)
+
+
+# --------------------------------------------------------------------------- either format
+
+
+def load_scene(
+    root, background=(1.0, 1.0, 1.0), downscale=1, test_every: int = TEST_EVERY
+) -> tuple[Dataset, Dataset]:
+    """(train, test) from a Blender scene (transforms_train.json, then _test or _val) or a
+    COLMAP scene (sparse/, every `test_every`-th view held out)."""
+    root = Path(root)
+    if (root / "transforms_train.json").is_file():
+        train = load_blender(root, "train", background, downscale)
+        for split in ("test", "val"):
+            if (root / f"transforms_{split}.json").is_file():
+                return train, load_blender(root, split, background, downscale)
+        raise DataError(root / "transforms_test.json", "file not found (nor transforms_val.json)")
+    if (root / "sparse").is_dir():
+        return split_every(load_colmap(root, downscale, background=background), test_every)
+    if not root.is_dir():
+        raise DataError(root, "dataset folder not found")
+    raise DataError(
+        root, "not a dataset: expected transforms_train.json (Blender) or sparse/ (COLMAP)"
+    )

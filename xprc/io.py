@@ -1,0 +1,320 @@
+"""Scene files: 3DGS PLYs (REFERENCE.md section 3), point-cloud PLYs and native checkpoints.
+
+- `save_ply` / `load_ply`: Gaussians in the layout every 3DGS viewer reads: `x y z nx ny nz
+  f_dc_0..2 f_rest_0..M-1 opacity scale_0..2 rot_0..3`, float32, binary little endian, with
+  `M = 3 ((d+1)^2 - 1)` channel-major (all higher coefficients of R, then G, then B). Parameters
+  are raw (pre-activation): log scales, opacity logits, unnormalised (w, x, y, z) quaternions.
+- `save_points_ply` / `load_points_ply`: a coloured point cloud (`x y z nx ny nz red green blue`,
+  the `points3d.ply` that 3DGS writes next to a Blender scene) for initialisation.
+- `save_checkpoint` / `load_checkpoint`: any spec's raw parameters (a possibly nested dict of
+  arrays) plus JSON metadata, in one `.npz` that needs no pickle to read.
+
+Every malformed or partial file raises `DataError(path, problem)`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import plyfile
+
+from xprc.errors import DataError
+
+__all__ = [
+    "GAUSSIAN_KEYS",
+    "load_checkpoint",
+    "load_ply",
+    "load_points_ply",
+    "save_checkpoint",
+    "save_ply",
+    "save_points_ply",
+    "sh_degree_from_rest",
+]
+
+GAUSSIAN_KEYS = ("means", "quats", "scales", "opacities", "sh")
+MAX_SH_DEGREE = 10  # far above what anyone stores; bounds the degree search
+
+_REQUIRED = (
+    ["x", "y", "z"]
+    + [f"f_dc_{i}" for i in range(3)]
+    + ["opacity"]
+    + [f"scale_{i}" for i in range(3)]
+    + [f"rot_{i}" for i in range(4)]
+)
+
+
+def sh_degree_from_rest(n_rest: int) -> int | None:
+    """SH degree d with `3 ((d+1)^2 - 1) == n_rest`, or None if there is none."""
+    for d in range(MAX_SH_DEGREE + 1):
+        if 3 * ((d + 1) ** 2 - 1) == n_rest:
+            return d
+    return None
+
+
+def _write_atomic(path: Path, write) -> None:
+    """Write through a temporary sibling and rename, so an interrupt never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+# --------------------------------------------------------------------------- 3DGS PLY
+
+
+def save_ply(path, params: Mapping) -> None:
+    """Write Gaussians in the standard 3DGS PLY layout.
+
+    params (raw, numpy or jax arrays):
+      means [N, 3], quats [N, 4] (w, x, y, z), scales [N, 3] (log), opacities [N] or [N, 1]
+      (logit), sh [N, (d+1)^2, 3] (sh[:, 0] is the DC term).
+    Values are stored as float32; normals are written as zeros.
+    """
+    path = Path(path)
+    missing = [k for k in GAUSSIAN_KEYS if k not in params]
+    if missing:
+        raise DataError(path, f"cannot save: missing parameters {', '.join(missing)}")
+    means = np.asarray(params["means"], dtype=np.float32)
+    quats = np.asarray(params["quats"], dtype=np.float32)
+    scales = np.asarray(params["scales"], dtype=np.float32)
+    opac = np.asarray(params["opacities"], dtype=np.float32)
+    sh = np.asarray(params["sh"], dtype=np.float32)
+    n = means.shape[0] if means.ndim == 2 else -1
+    if opac.ndim == 2 and opac.shape[1:] == (1,):
+        opac = opac[:, 0]
+    expected = {"means": (means, 3), "quats": (quats, 4), "scales": (scales, 3)}
+    for name, (arr, width) in expected.items():
+        if n < 0 or arr.shape != (n, width):
+            shape = list(arr.shape)
+            raise DataError(path, f"cannot save: {name} has shape {shape}, want [N, {width}]")
+    if opac.shape != (n,):
+        raise DataError(path, f"cannot save: opacities has shape {list(opac.shape)}, want [N]")
+    n_coef = sh.shape[1] if sh.ndim == 3 else 0
+    degree = round(np.sqrt(n_coef)) - 1
+    if sh.ndim != 3 or sh.shape[0] != n or sh.shape[2] != 3 or (degree + 1) ** 2 != n_coef:
+        raise DataError(
+            path, f"cannot save: sh has shape {list(sh.shape)}, want [N, (d+1)^2, 3] with N = {n}"
+        )
+
+    rest = sh[:, 1:, :].transpose(0, 2, 1).reshape(n, -1)  # channel-major
+    columns = (
+        [("x", means[:, 0]), ("y", means[:, 1]), ("z", means[:, 2])]
+        + [(c, np.zeros(n, np.float32)) for c in ("nx", "ny", "nz")]
+        + [(f"f_dc_{i}", sh[:, 0, i]) for i in range(3)]
+        + [(f"f_rest_{i}", rest[:, i]) for i in range(rest.shape[1])]
+        + [("opacity", opac)]
+        + [(f"scale_{i}", scales[:, i]) for i in range(3)]
+        + [(f"rot_{i}", quats[:, i]) for i in range(4)]
+    )
+    data = np.empty(n, dtype=[(name, "<f4") for name, _ in columns])
+    for name, col in columns:
+        data[name] = col
+    element = plyfile.PlyElement.describe(data, "vertex")
+    ply = plyfile.PlyData([element], text=False, byte_order="<")
+    _write_atomic(path, ply.write)
+
+
+def _read_ply(path: Path) -> plyfile.PlyData:
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic[:3] != b"ply":
+        raise DataError(path, "not a PLY file (it does not start with 'ply')")
+    try:
+        return plyfile.PlyData.read(str(path), mmap=False)
+    except plyfile.PlyHeaderParseError as e:
+        raise DataError(path, f"malformed PLY header: {e.message}") from None
+    except plyfile.PlyElementParseError as e:
+        what = f"element '{e.element.name}'" if e.element is not None else "data"
+        raise DataError(path, f"truncated or corrupt PLY {what}: {e.message}") from None
+    except (ValueError, EOFError, OSError) as e:
+        raise DataError(path, f"unreadable PLY: {e}") from None
+
+
+def _vertex(path: Path, ply: plyfile.PlyData) -> np.ndarray:
+    if "vertex" not in ply:
+        names = ", ".join(repr(el.name) for el in ply.elements) or "none"
+        raise DataError(path, f"no 'vertex' element (elements: {names})")
+    return ply["vertex"].data
+
+
+def load_ply(path) -> dict[str, np.ndarray]:
+    """Read a standard 3DGS PLY into raw float32 parameters.
+
+    Returns means [N, 3], quats [N, 4] (w, x, y, z = rot_0..3), scales [N, 3] (log),
+    opacities [N] (logit), sh [N, (d+1)^2, 3] with d inferred from the number of f_rest.
+    """
+    path = Path(path)
+    v = _vertex(path, _read_ply(path))
+    names = set(v.dtype.names or ())
+    missing = [p for p in _REQUIRED if p not in names]
+    if missing:
+        raise DataError(path, f"missing vertex properties: {', '.join(missing)}")
+    rest_names = [p for p in names if p.startswith("f_rest_")]
+    n_rest = len(rest_names)
+    degree = sh_degree_from_rest(n_rest)
+    if degree is None:
+        raise DataError(
+            path,
+            f"{n_rest} f_rest properties: not 3*((d+1)^2-1) for any SH degree d "
+            "(0, 9, 24, 45, ...)",
+        )
+    gaps = [f"f_rest_{i}" for i in range(n_rest) if f"f_rest_{i}" not in names]
+    if gaps:
+        raise DataError(
+            path, f"f_rest properties are not numbered 0..{n_rest - 1}: missing {gaps[0]}"
+        )
+
+    def col(name: str) -> np.ndarray:
+        arr = np.asarray(v[name])
+        if not np.issubdtype(arr.dtype, np.number):
+            raise DataError(path, f"property '{name}' is not numeric")
+        arr = arr.astype(np.float32)
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            raise DataError(
+                path, f"non-finite value in property '{name}' (vertex {int(np.argmax(bad))})"
+            )
+        return arr
+
+    n = len(v)
+    stack = lambda names_: np.stack([col(p) for p in names_], axis=1).reshape(n, len(names_))  # noqa: E731
+    n_coef = (degree + 1) ** 2
+    sh = np.empty((n, n_coef, 3), dtype=np.float32)
+    sh[:, 0, :] = stack([f"f_dc_{i}" for i in range(3)])
+    if degree > 0:
+        rest = stack([f"f_rest_{i}" for i in range(n_rest)])
+        sh[:, 1:, :] = rest.reshape(n, 3, n_coef - 1).transpose(0, 2, 1)
+    return {
+        "means": stack(["x", "y", "z"]),
+        "quats": stack([f"rot_{i}" for i in range(4)]),
+        "scales": stack([f"scale_{i}" for i in range(3)]),
+        "opacities": col("opacity"),
+        "sh": sh,
+    }
+
+
+# --------------------------------------------------------------------------- point clouds
+
+
+def save_points_ply(path, points, colors, normals=None) -> None:
+    """Write a coloured point cloud: points [P, 3], colors [P, 3] in [0, 1] (stored as uint8)."""
+    path = Path(path)
+    points = np.asarray(points, dtype=np.float32).reshape(-1, 3)
+    colors = np.asarray(colors, dtype=np.float64).reshape(-1, 3)
+    if colors.shape[0] != points.shape[0]:
+        raise DataError(path, f"cannot save: {len(points)} points but {len(colors)} colours")
+    normals = (
+        np.zeros_like(points) if normals is None else np.asarray(normals, np.float32).reshape(-1, 3)
+    )
+    rgb = np.clip(np.round(colors * 255.0), 0, 255).astype(np.uint8)
+    fields = [(c, "<f4") for c in ("x", "y", "z", "nx", "ny", "nz")]
+    data = np.empty(len(points), dtype=fields + [(c, "u1") for c in ("red", "green", "blue")])
+    for i, c in enumerate("xyz"):
+        data[c] = points[:, i]
+        data["n" + c] = normals[:, i]
+    for i, c in enumerate(("red", "green", "blue")):
+        data[c] = rgb[:, i]
+    ply = plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")], byte_order="<")
+    _write_atomic(path, ply.write)
+
+
+def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
+    """Read a point cloud PLY -> (points [P, 3] float32, colors [P, 3] float32 in [0, 1]).
+
+    Colours come from `red green blue` (uint8, or floats in [0, 1]); grey 0.5 when absent.
+    """
+    path = Path(path)
+    v = _vertex(path, _read_ply(path))
+    names = set(v.dtype.names or ())
+    missing = [p for p in ("x", "y", "z") if p not in names]
+    if missing:
+        raise DataError(path, f"missing vertex properties: {', '.join(missing)}")
+    points = np.stack([np.asarray(v[c], dtype=np.float32) for c in "xyz"], axis=1)
+    if not np.isfinite(points).all():
+        raise DataError(path, "non-finite point coordinates")
+    if all(c in names for c in ("red", "green", "blue")):
+        rgb = np.stack([np.asarray(v[c]) for c in ("red", "green", "blue")], axis=1)
+        scale = 255.0 if np.issubdtype(rgb.dtype, np.integer) else 1.0
+        colors = (rgb.astype(np.float64) / scale).astype(np.float32)
+    else:
+        colors = np.full_like(points, 0.5)
+    return points.reshape(-1, 3), colors.reshape(-1, 3)
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+_META_KEY = "__meta__"
+_SEP = "/"
+
+
+def _flatten(tree: Mapping, prefix: str, out: dict, path: Path) -> None:
+    for key, value in tree.items():
+        if not isinstance(key, str) or not key or _SEP in key or key == _META_KEY:
+            raise DataError(path, f"cannot save: bad parameter name {key!r}")
+        name = prefix + key
+        if isinstance(value, Mapping):
+            _flatten(value, name + _SEP, out, path)
+        else:
+            out[name] = np.asarray(value)
+
+
+def save_checkpoint(path, params: Mapping, meta: Mapping | None = None) -> None:
+    """Save raw parameters of any spec plus JSON metadata (e.g. spec name, step) to `.npz`.
+
+    params: {name: array} or nested dicts of arrays (e.g. optimiser state); dtypes and shapes
+    are kept exactly. meta: anything `json.dumps` accepts. The write is atomic.
+    """
+    path = Path(path)
+    arrays: dict[str, np.ndarray] = {}
+    _flatten(params, "", arrays, path)
+    try:
+        meta_text = json.dumps(dict(meta or {}), sort_keys=True)
+    except (TypeError, ValueError) as e:
+        raise DataError(path, f"cannot save: metadata is not JSON-serialisable ({e})") from None
+    arrays[_META_KEY] = np.frombuffer(meta_text.encode("utf-8"), dtype=np.uint8)
+    for name, arr in arrays.items():
+        if arr.dtype == object:
+            raise DataError(path, f"cannot save: parameter '{name}' is not a numeric array")
+    _write_atomic(path, lambda f: np.savez(f, **arrays))
+
+
+def load_checkpoint(path) -> tuple[dict, dict]:
+    """Read a checkpoint written by `save_checkpoint` -> (params, meta); nesting is restored."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    try:
+        raw = path.read_bytes()
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        if not raw.startswith(b"PK"):
+            raise DataError(path, "not an xprc checkpoint (not an .npz archive)") from None
+        raise DataError(path, f"truncated or corrupt checkpoint ({e})") from None
+    if _META_KEY not in arrays:
+        raise DataError(path, "not an xprc checkpoint (no metadata entry)")
+    try:
+        meta = json.loads(arrays.pop(_META_KEY).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(path, f"corrupt checkpoint metadata ({e})") from None
+    params: dict = {}
+    for name, arr in arrays.items():
+        node = params
+        *parents, leaf = name.split(_SEP)
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = arr
+    return params, meta
