@@ -1,0 +1,79 @@
+"""Image metrics in JAX: PSNR and SSIM (11x11 Gaussian window, sigma 1.5).
+
+SSIM follows scikit-image's `structural_similarity(..., gaussian_weights=True, sigma=1.5,
+use_sample_covariance=False, data_range=1)`: the window is scipy's `gaussian_filter` kernel
+(truncate 3.5 -> radius 5), borders are reflected (`mode="symmetric"` in NumPy terms), the SSIM
+map is cropped by the window radius before averaging, and channels are averaged. The same
+function, differentiable, is the structural term of the training loss.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SSIM_SIGMA = 1.5
+SSIM_RADIUS = 5  # int(3.5 * 1.5 + 0.5), scipy's truncate=3.5 -> an 11-tap window
+
+
+def gaussian_window(sigma: float = SSIM_SIGMA, radius: int = SSIM_RADIUS) -> np.ndarray:
+    """The normalised 1-D Gaussian taps [2 radius + 1] (float64)."""
+    x = np.arange(-radius, radius + 1, dtype=np.float64)
+    w = np.exp(-0.5 * (x / sigma) ** 2)
+    return w / w.sum()
+
+
+def _filter(img: jax.Array, taps: np.ndarray) -> jax.Array:
+    """Separable 'valid' filtering of a reflect-padded image: [H + 2r, W + 2r, C] -> [H, W, C]."""
+    r = (len(taps) - 1) // 2
+    h = img.shape[0] - 2 * r
+    w = img.shape[1] - 2 * r
+    rows = sum(float(t) * img[i : i + h] for i, t in enumerate(taps))
+    return sum(float(t) * rows[:, j : j + w] for j, t in enumerate(taps))
+
+
+def ssim_map(a: jax.Array, b: jax.Array, data_range: float = 1.0) -> jax.Array:
+    """Per-pixel SSIM of images a, b [H, W, C] -> [H, W, C] (not cropped)."""
+    a = jnp.asarray(a)
+    b = jnp.asarray(b).astype(a.dtype)
+    taps = gaussian_window()
+    r = SSIM_RADIUS
+    pad = ((r, r), (r, r), (0, 0))
+    stack = jnp.concatenate([a, b, a * a, b * b, a * b], axis=-1)
+    mu = _filter(jnp.pad(stack, pad, mode="symmetric"), taps)
+    c = a.shape[-1]
+    ux, uy, uxx, uyy, uxy = (mu[..., i * c : (i + 1) * c] for i in range(5))
+    vx = uxx - ux * ux
+    vy = uyy - uy * uy
+    vxy = uxy - ux * uy
+    c1 = (0.01 * data_range) ** 2
+    c2 = (0.03 * data_range) ** 2
+    num = (2.0 * ux * uy + c1) * (2.0 * vxy + c2)
+    den = (ux * ux + uy * uy + c1) * (vx + vy + c2)
+    return num / den
+
+
+def ssim(a: jax.Array, b: jax.Array, data_range: float = 1.0) -> jax.Array:
+    """Mean SSIM of images a, b [H, W, C] (values in [0, data_range]) -> scalar.
+
+    Needs H, W > 10 (the window radius is cropped from each border, as scikit-image does).
+    """
+    s = ssim_map(a, b, data_range)
+    r = SSIM_RADIUS
+    return jnp.mean(s[r:-r, r:-r])
+
+
+def psnr(a: jax.Array, b: jax.Array, data_range: float = 1.0) -> jax.Array:
+    """Peak signal-to-noise ratio in dB of images a, b [..., C] -> scalar."""
+    a = jnp.asarray(a)
+    mse = jnp.mean((a - jnp.asarray(b).astype(a.dtype)) ** 2)
+    return (20.0 * math.log10(data_range)) - 10.0 * jnp.log10(jnp.maximum(mse, 1e-20))
+
+
+@jax.jit
+def image_metrics(a: jax.Array, b: jax.Array) -> dict:
+    """PSNR and SSIM of a rendered image against ground truth, both [H, W, C] in [0, 1]."""
+    return {"psnr": psnr(a, b), "ssim": ssim(a, b)}
