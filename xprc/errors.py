@@ -42,3 +42,43 @@ class DataError(XprError):
 
     def __init__(self, path, problem: str) -> None:
         super().__init__(problem, filename=str(path))
+
+
+class SpecError(XprError):
+    """A mistake in a spec (or in the compile options for it); located when possible."""
+
+
+class ParseError(SpecError):
+    """The spec text does not follow the grammar."""
+
+
+class UnknownNameError(SpecError):
+    """A name, function, attribute or type that does not exist (the message suggests the closest)."""
+
+
+class DuplicateError(SpecError):
+    """Something defined twice: a parameter, constant, function, block or output."""
+
+
+class ReservedNameError(SpecError):
+    """A name the language or the generated Python reserves (keywords, builtins, dunder names)."""
+
+
+class XprTypeError(SpecError):
+    """Operands or arguments of the wrong type or shape (`cannot add vec3 and vec2`)."""
+
+
+class StaticError(SpecError):
+    """A value that must be known at compile time is not, or is out of range (indices, loops)."""
+
+
+class ScopeError(SpecError):
+    """A name used where it is not available (e.g. `pixel` outside the response)."""
+
+
+class MissingOutputError(SpecError):
+    """A required declaration or output is absent (centre, depth, footprint, valid, alpha, color)."""
+
+
+class DefineError(SpecError):
+    """A bad `-D NAME=VALUE` override: unknown constant or non-numeric value."""

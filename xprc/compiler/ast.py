@@ -1,0 +1,317 @@
+"""Data shared by the compiler stages: the spec AST (with locations), value types, and the typed IR.
+
+parse.py builds the AST; check.py resolves it into the typed IR (loops unrolled, functions inlined,
+names resolved, shapes known); lower.py turns the IR into SymPy. Nothing here does any work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+# ---------------------------------------------------------------------------------------------
+# Locations
+
+
+@dataclass(frozen=True)
+class Loc:
+    line: int
+    column: int
+
+
+NOLOC = Loc(0, 0)
+
+# ---------------------------------------------------------------------------------------------
+# Expressions
+
+
+@dataclass(eq=False)
+class Expr:
+    loc: Loc
+
+
+@dataclass(eq=False)
+class Num(Expr):
+    value: float | int
+    text: str  # as written, for messages and activation descriptions
+
+
+@dataclass(eq=False)
+class BoolLit(Expr):
+    value: bool
+
+
+@dataclass(eq=False)
+class Name(Expr):
+    id: str
+
+
+@dataclass(eq=False)
+class Unary(Expr):
+    op: str  # "-", "+", "not"
+    operand: Expr
+
+
+@dataclass(eq=False)
+class Binary(Expr):
+    op: str  # + - * / ^ < <= > >= == != and or
+    left: Expr
+    right: Expr
+
+
+@dataclass(eq=False)
+class Transpose(Expr):
+    operand: Expr
+
+
+@dataclass(eq=False)
+class Call(Expr):
+    func: Expr  # a Name, or an Attr such as camera.project
+    args: list[Expr]
+
+
+@dataclass(eq=False)
+class Index(Expr):
+    target: Expr
+    indices: list[Expr]
+
+
+@dataclass(eq=False)
+class Attr(Expr):
+    target: Expr
+    name: str
+    name_loc: Loc
+
+
+@dataclass(eq=False)
+class ListLit(Expr):
+    items: list[Expr]
+
+
+@dataclass(eq=False)
+class Comprehension(Expr):
+    body: Expr
+    var: str
+    var_loc: Loc
+    start: Expr
+    stop: Expr
+
+
+# ---------------------------------------------------------------------------------------------
+# Statements and declarations
+
+
+@dataclass(eq=False)
+class Assign:
+    loc: Loc
+    name: str
+    indices: list[Expr]  # `name[i][j] = value`
+    value: Expr
+
+
+@dataclass(eq=False)
+class Emit:
+    loc: Loc
+    name: str
+    value: Expr
+
+
+@dataclass(eq=False)
+class For:
+    loc: Loc
+    var: str
+    start: Expr
+    stop: Expr
+    body: list
+
+
+@dataclass(eq=False)
+class TypeRef:
+    loc: Loc
+    name: str
+    arg: int | None
+
+
+@dataclass(eq=False)
+class Param:
+    loc: Loc
+    name: str
+    type: TypeRef
+    activation: Expr | None
+
+
+@dataclass(eq=False)
+class Const:
+    loc: Loc
+    name: str
+    value: Expr
+
+
+@dataclass(eq=False)
+class Fn:
+    loc: Loc
+    name: str
+    args: list[tuple[str, Loc]]
+    body: Expr
+
+
+@dataclass(eq=False)
+class Block:
+    loc: Loc
+    kind: str  # "projection" | "response"
+    body: list
+
+
+@dataclass(eq=False)
+class Color:
+    loc: Loc
+    value: Expr
+
+
+@dataclass(eq=False)
+class Primitive:
+    loc: Loc
+    name: str
+
+
+@dataclass(eq=False)
+class Spec:
+    """A parsed spec: its declarations in source order, plus what the errors need."""
+
+    items: list
+    filename: str
+    source: str
+
+    def source_line(self, line: int) -> str | None:
+        lines = self.source.splitlines()
+        return lines[line - 1] if 1 <= line <= len(lines) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Types
+
+
+@dataclass(frozen=True)
+class Type:
+    def __str__(self) -> str:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ScalarT(Type):
+    def __str__(self) -> str:
+        return "scalar"
+
+
+@dataclass(frozen=True)
+class BoolT(Type):
+    def __str__(self) -> str:
+        return "bool"
+
+
+@dataclass(frozen=True)
+class VecT(Type):
+    n: int
+    quat: bool = False  # a quaternion (w, x, y, z): .w is component 0
+
+    def __str__(self) -> str:
+        return "quat" if self.quat else f"vec{self.n}"
+
+
+@dataclass(frozen=True)
+class MatT(Type):
+    m: int
+    n: int
+
+    def __str__(self) -> str:
+        return f"mat{self.m}" if self.m == self.n else f"mat{self.m}x{self.n}"
+
+
+@dataclass(frozen=True)
+class ArrayT(Type):
+    elem: Type
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.elem}[{self.n}]"
+
+
+SCALAR = ScalarT()
+BOOL = BoolT()
+
+
+def numeric(t: Type) -> bool:
+    return isinstance(t, (ScalarT, VecT, MatT))
+
+
+def shape_of(t: Type) -> tuple[int, ...]:
+    """The array shape of a value of type `t` (per primitive)."""
+    if isinstance(t, VecT):
+        return (t.n,)
+    if isinstance(t, MatT):
+        return (t.m, t.n)
+    if isinstance(t, ArrayT):
+        return (t.n, *shape_of(t.elem))
+    return ()
+
+
+def plain(t: Type) -> Type:
+    """`t` without the quaternion tag (for comparisons of shape)."""
+    return VecT(t.n) if isinstance(t, VecT) else t
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed IR (output of check.py): a DAG of nodes, every loop unrolled and call inlined.
+#
+# op         args                 extra
+# num        -                    value (int | float)
+# boolean    -                    value (bool)
+# input      -                    (kind, name): ("raw", param) ("camera", attr) ("pixel", "")
+#                                 ("ray_origin", "") ("ray_dir", "") ("prim", emitted-or-param name)
+# pack       elements             -            (vec / mat / array literal, by type)
+# get        (x,)                 index (int)  (component, row or array element)
+# neg add sub mul div pow         -            (elementwise, scalars broadcast)
+# matmul transpose                -
+# lt le gt ge eq ne and or not    -
+# where      (cond, a, b)         -
+# call       args                 builtin name
+# camera     args                 method name (project, project_valid, jacobian)
+
+
+@dataclass(eq=False)
+class Node:
+    op: str
+    type: Type
+    args: tuple = ()
+    extra: object = None
+
+
+@dataclass
+class ParamInfo:
+    name: str
+    kind: str  # "scalar", "vec3", "quat", "mat3", "sh", ...
+    type: Type
+    shape: tuple[int, ...]
+    activation: str  # "identity", "exp", "sigmoid", "normalize", "abs" or the expression's text
+    degree: int | None
+    value: Node  # the activated value, in terms of the ("raw", name) input
+
+
+@dataclass
+class Checked:
+    """The checked program: everything lower.py needs, nothing it has to verify."""
+
+    name: str
+    filename: str
+    source: str
+    params: list[ParamInfo]
+    constants: dict[str, float]
+    defines: dict[str, float]
+    outputs: dict[str, Node]  # centre, depth, box, valid, color
+    prim: dict[str, Node] = field(default_factory=dict)  # per-primitive values the response reads
+    alpha: Node | None = None
+    uses_ray: bool = False
+
+
+def replace(obj, **changes):
+    return dataclasses.replace(obj, **changes)

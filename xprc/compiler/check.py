@@ -1,0 +1,1197 @@
+"""Stage 2: AST -> typed IR (ast.Checked). Names, types, shapes, required outputs.
+
+The checker interprets the spec over types: static loops are unrolled, user functions are inlined
+at each call (so they are generic over their argument types), constants are folded, and every
+name is resolved. Each user mistake raises an XprError subclass pointing at the spec; a spec that
+passes is guaranteed to lower and generate code.
+"""
+
+from __future__ import annotations
+
+import difflib
+import keyword
+import math
+from dataclasses import dataclass
+
+from xprc.compiler import ast
+from xprc.compiler.ast import BOOL, SCALAR, ArrayT, BoolT, Loc, MatT, Node, ScalarT, VecT
+from xprc.errors import (
+    DefineError,
+    DuplicateError,
+    MissingOutputError,
+    ReservedNameError,
+    ScopeError,
+    StaticError,
+    UnknownNameError,
+    XprError,
+    XprTypeError,
+)
+
+MAX_LOOP = 1024  # iterations of one static loop or comprehension
+MAX_NODES = 200_000  # IR nodes per spec: a guard against accidental exponential unrolling
+MAX_VEC = 64  # components of a vector / rows or columns of a matrix
+
+# Names the generated Python uses, and Python builtins that must never appear as spec names.
+_PY_RESERVED = {
+    "os", "sys", "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr",
+    "setattr", "delattr", "importlib", "builtins", "subprocess", "input", "breakpoint", "print",
+    "jnp", "jax", "lax", "rt", "np", "math", "self", "cls",
+}  # fmt: skip
+_LANG_RESERVED = {"camera", "ray", "pixel", "raw", "T", "true", "false"}
+
+CAMERA_ATTRS = {
+    "rotation": MatT(3, 3),
+    "translation": VecT(3),
+    "position": VecT(3),
+    "fx": SCALAR, "fy": SCALAR, "cx": SCALAR, "cy": SCALAR,
+    "width": SCALAR, "height": SCALAR, "near": SCALAR, "far": SCALAR,
+}  # fmt: skip
+CAMERA_METHODS = {"project", "project_valid", "jacobian", "world_to_camera"}
+RAY_ATTRS = {"origin", "dir"}
+
+_UNARY_MATH = {
+    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x),
+    "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos,
+    "atan": math.atan, "tanh": math.tanh, "abs": abs, "floor": math.floor, "ceil": math.ceil,
+    "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
+    "sign": lambda x: float((x > 0) - (x < 0)),
+}  # fmt: skip
+_OTHER_BUILTINS = {
+    "atan2", "pow", "min", "max", "clamp", "where", "dot", "cross", "norm", "normalize", "outer",
+    "sum", "transpose", "inverse", "det", "diag", "eye", "zeros", "trace", "col", "row",
+    "quat_to_rotmat", "eval_sh", "max_eigenvalue", "quat",
+}  # fmt: skip
+BUILTINS = set(_UNARY_MATH) | _OTHER_BUILTINS
+_TYPE_NAMES = ["scalar", "vec2", "vec3", "vec4", "quat", "mat2", "mat3", "mat4", "sh"]
+
+FOOTPRINTS = {"radius": SCALAR, "radii": VecT(2), "box": VecT(4)}
+REQUIRED = {"centre": VecT(2), "depth": SCALAR, "valid": BOOL}
+
+_VERB = {
+    "+": "add", "-": "subtract", "*": "multiply", "/": "divide", "^": "raise",
+    "<": "compare", "<=": "compare", ">": "compare", ">=": "compare", "==": "compare",
+    "!=": "compare", "and": "combine", "or": "combine",
+}  # fmt: skip
+_BINOP = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", "<": "lt", "<=": "le",
+          ">": "gt", ">=": "ge", "==": "eq", "!=": "ne", "and": "and", "or": "or"}  # fmt: skip
+
+
+def suggest(name: str, candidates) -> str:
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _vec_size(name: str) -> int | None:
+    for prefix in ("vec",):
+        rest = name[len(prefix) :]
+        if name.startswith(prefix) and rest.isdigit() and rest[0] != "0":
+            return int(rest)
+    return None
+
+
+def _is_num(node: Node) -> bool:
+    return node.op == "num"
+
+
+def _is_int(node: Node) -> bool:
+    return node.op == "num" and isinstance(node.extra, int) and not isinstance(node.extra, bool)
+
+
+@dataclass
+class _Binding:
+    kind: str  # local, loop, param, const, prim, emit
+    node: Node
+    loc: Loc
+
+
+class _Scope:
+    """The names visible in one context (a block, a function body, an activation)."""
+
+    def __init__(self, context: str, locals_: dict | None = None) -> None:
+        self.context = context  # "projection", "response", "color", "function", "activation", ...
+        self.vars: dict[str, _Binding] = dict(locals_ or {})
+
+
+def _num(value) -> Node:
+    return Node("num", SCALAR, (), value)
+
+
+def _fold_float(f, *xs):
+    try:
+        return f(*xs)
+    except (ValueError, ZeroDivisionError):
+        return math.nan
+    except OverflowError:
+        return math.inf
+
+
+class Checker:
+    def __init__(self, spec: ast.Spec, defines: dict | None) -> None:
+        self.spec = spec
+        self.defines = dict(defines or {})
+        self.consts: dict[str, _Binding] = {}
+        self.const_values: dict[str, float | int] = {}
+        self.params: dict[str, ast.Param] = {}
+        self.param_info: dict[str, ast.ParamInfo] = {}
+        self.fns: dict[str, ast.Fn] = {}
+        self.call_stack: list[str] = []
+        self.nodes = 0
+        self.uses_ray = False
+
+    # -- errors --------------------------------------------------------------------------------
+
+    def err(self, cls, message: str, loc: Loc) -> XprError:
+        if loc.line <= 0:
+            return cls(message, filename=self.spec.filename)
+        return cls(
+            message,
+            filename=self.spec.filename,
+            line=loc.line,
+            column=loc.column,
+            source_line=self.spec.source_line(loc.line),
+        )
+
+    def node(self, op: str, typ, *args, extra=None) -> Node:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self.err(
+                StaticError,
+                f"spec unrolls to too many operations (more than {MAX_NODES}); reduce loop sizes",
+                self._cur_loc,
+            )
+        return Node(op, typ, tuple(args), extra)
+
+    _cur_loc = ast.NOLOC
+
+    # -- names -----------------------------------------------------------------------------------
+
+    def check_name(self, name: str, loc: Loc, what: str) -> None:
+        if name.startswith("_") or "__" in name:
+            raise self.err(
+                ReservedNameError,
+                f"{what} '{name}': names starting with '_' or containing '__' are reserved",
+                loc,
+            )
+        if keyword.iskeyword(name) or keyword.issoftkeyword(name) or name in _PY_RESERVED:
+            raise self.err(
+                ReservedNameError, f"'{name}' is reserved and cannot be used as a name", loc
+            )
+        if name in _LANG_RESERVED:
+            raise self.err(ReservedNameError, f"'{name}' is a built-in name of the language", loc)
+        if name in BUILTINS or _vec_size(name) is not None:
+            raise self.err(ReservedNameError, f"'{name}' is a built-in function", loc)
+
+    # -- top level -------------------------------------------------------------------------------
+
+    def run(self) -> ast.Checked:
+        spec = self.spec
+        prim = None
+        blocks: dict[str, ast.Block] = {}
+        color = None
+        const_items = []
+        for item in spec.items:
+            if isinstance(item, ast.Primitive):
+                if prim is not None:
+                    raise self.err(
+                        DuplicateError,
+                        f"duplicate 'primitive' declaration (first on line {prim.loc.line})",
+                        item.loc,
+                    )
+                self.check_name(item.name, item.loc, "primitive")
+                prim = item
+            elif isinstance(item, ast.Param):
+                self.check_name(item.name, item.loc, "parameter")
+                self._unique(item.name, item.loc)
+                self.params[item.name] = item
+            elif isinstance(item, ast.Const):
+                self.check_name(item.name, item.loc, "constant")
+                self._unique(item.name, item.loc)
+                self.consts[item.name] = _Binding("const", _num(0), item.loc)  # placeholder
+                const_items.append(item)
+            elif isinstance(item, ast.Fn):
+                if item.name != "density":
+                    self.check_name(item.name, item.loc, "function")
+                self._unique(item.name, item.loc)
+                seen = {}
+                for a, aloc in item.args:
+                    self.check_name(a, aloc, "argument")
+                    if a in seen:
+                        raise self.err(DuplicateError, f"duplicate argument '{a}'", aloc)
+                    seen[a] = aloc
+                self.fns[item.name] = item
+            elif isinstance(item, ast.Block):
+                if item.kind in blocks:
+                    raise self.err(
+                        DuplicateError,
+                        f"duplicate '{item.kind}' block (first on "
+                        f"line {blocks[item.kind].loc.line})",
+                        item.loc,
+                    )
+                blocks[item.kind] = item
+            elif isinstance(item, ast.Color):
+                if color is not None:
+                    raise self.err(
+                        DuplicateError,
+                        f"duplicate 'color' (first on line {color.loc.line})",
+                        item.loc,
+                    )
+                color = item
+        start = Loc(1, 1)
+        if prim is None:
+            raise self.err(MissingOutputError, "missing 'primitive NAME' declaration", start)
+
+        # Constants, in order, with -D overrides.
+        for name in self.defines:
+            if name not in self.consts:
+                raise DefineError(
+                    f"-D {name}: unknown constant '{name}'" + suggest(name, self.consts),
+                    filename="<command line>",
+                )
+        self.consts = {}
+        for item in const_items:
+            scope = _Scope("constant")
+            value = self.expr(item.value, scope)
+            if not _is_num(value):
+                raise self.err(
+                    StaticError,
+                    f"constant '{item.name}' must be a compile-time number, got {value.type}",
+                    item.value.loc,
+                )
+            if item.name in self.defines:
+                value = _num(self.defines[item.name])
+            if isinstance(value.extra, float) and not math.isfinite(value.extra):
+                raise self.err(StaticError, f"constant '{item.name}' is not finite", item.value.loc)
+            self.consts[item.name] = _Binding("const", value, item.loc)
+            self.const_values[item.name] = value.extra
+
+        # Parameters and their activations.
+        for p in self.params.values():
+            self.param_info[p.name] = self.param(p)
+
+        if "projection" not in blocks:
+            raise self.err(MissingOutputError, "missing 'projection { ... }' block", start)
+        if "response" not in blocks:
+            raise self.err(MissingOutputError, "missing 'response { ... }' block", start)
+
+        # Projection (and colour, which sees the projection's names).
+        proj = blocks["projection"]
+        scope = _Scope("projection")
+        for name, info in self.param_info.items():
+            scope.vars[name] = _Binding("param", info.value, self.params[name].loc)
+        emits: dict[str, tuple[Node, Loc]] = {}
+        self.block(proj.body, scope, emits, in_loop=False)
+        if color is not None:
+            if "color" in emits:
+                raise self.err(
+                    DuplicateError,
+                    "'color' is both emitted by the projection (line "
+                    f"{emits['color'][1].line}) and declared here",
+                    color.loc,
+                )
+            self._cur_loc = color.loc
+            emits["color"] = (self.expr(color.value, _Scope("color", scope.vars)), color.loc)
+        outputs = self.outputs(proj, emits)
+
+        # Response.
+        resp = blocks["response"]
+        rscope = _Scope("response")
+        prim_nodes: dict[str, Node] = {}
+        for name, info in self.param_info.items():
+            rscope.vars[name] = _Binding(
+                "prim",
+                self.node("input", info.type, extra=("prim", name)),
+                info_loc(self.params[name]),
+            )
+            prim_nodes[name] = info.value
+        for name, (n, loc) in emits.items():
+            rscope.vars[name] = _Binding(
+                "prim", self.node("input", n.type, extra=("prim", name)), loc
+            )
+            prim_nodes[name] = n
+        self.proj_locals = {k: b for k, b in scope.vars.items() if b.kind == "local"}
+        self.block(resp.body, rscope, None, in_loop=False)
+        alpha = rscope.vars.get("alpha")
+        if alpha is None or alpha.kind != "local":
+            raise self.err(MissingOutputError, "response must assign 'alpha'", resp.loc)
+        if not isinstance(alpha.node.type, ScalarT):
+            raise self.err(
+                XprTypeError, f"'alpha' must be scalar, got {alpha.node.type}", alpha.loc
+            )
+
+        return ast.Checked(
+            name=prim.name,
+            filename=spec.filename,
+            source=spec.source,
+            params=list(self.param_info.values()),
+            constants={k: float(v) for k, v in self.const_values.items()},
+            defines=dict(self.defines),
+            outputs=outputs,
+            prim=prim_nodes,
+            alpha=alpha.node,
+            uses_ray=self.uses_ray,
+        )
+
+    def _unique(self, name: str, loc: Loc) -> None:
+        for table, what in (
+            (self.params, "parameter"),
+            (self.consts, "constant"),
+            (self.fns, "function"),
+        ):
+            if name in table:
+                first = table[name].loc
+                raise self.err(
+                    DuplicateError,
+                    f"'{name}' is already defined as a {what} (line {first.line})",
+                    loc,
+                )
+
+    def param(self, p: ast.Param) -> ast.ParamInfo:
+        t = p.type
+        degree = None
+        if t.name == "sh":
+            if t.arg is None:
+                raise self.err(XprTypeError, "'sh' needs a degree, e.g. sh(3)", t.loc)
+            if not 0 <= t.arg <= 3:
+                raise self.err(XprTypeError, f"sh degree must be 0..3, got {t.arg}", t.loc)
+            degree = t.arg
+            typ, kind = MatT((t.arg + 1) ** 2, 3), "sh"
+        else:
+            if t.arg is not None:
+                raise self.err(XprTypeError, f"type '{t.name}' takes no argument", t.loc)
+            typ = self.type_named(t.name, t.loc)
+            kind = t.name
+        raw = self.node("input", typ, extra=("raw", p.name))
+        act = "identity"
+        value = raw
+        if p.activation is not None:
+            scope = _Scope("activation", {"raw": _Binding("local", raw, p.loc)})
+            self._cur_loc = p.activation.loc
+            value = self.expr(p.activation, scope)
+            if ast.plain(value.type) != ast.plain(typ):
+                raise self.err(
+                    XprTypeError,
+                    f"activation of '{p.name}' must give {typ}, got {value.type}",
+                    p.activation.loc,
+                )
+            if isinstance(value.type, VecT) and value.type.quat != typ.quat and typ.quat:
+                value = self.node("pack", typ, *self.components(value))
+            a = p.activation
+            if isinstance(a, ast.Name) and a.id == "raw":
+                act = "identity"
+            elif (
+                isinstance(a, ast.Call)
+                and isinstance(a.func, ast.Name)
+                and len(a.args) == 1
+                and isinstance(a.args[0], ast.Name)
+                and a.args[0].id == "raw"
+                and a.func.id in ("exp", "sigmoid", "normalize", "abs")
+            ):
+                act = a.func.id
+            else:
+                act = unparse(a)
+        return ast.ParamInfo(p.name, kind, typ, ast.shape_of(typ), act, degree, value)
+
+    def type_named(self, name: str, loc: Loc):
+        if name == "scalar":
+            return SCALAR
+        if name == "quat":
+            return VecT(4, True)
+        n = _vec_size(name)
+        if n is not None and n <= MAX_VEC:
+            return VecT(n)
+        if name.startswith("mat"):
+            dims = name[3:].split("x")
+            if 1 <= len(dims) <= 2 and all(d.isdigit() and d[0] != "0" for d in dims):
+                m, n = int(dims[0]), int(dims[-1])
+                if m <= MAX_VEC and n <= MAX_VEC:
+                    return MatT(m, n)
+        raise self.err(UnknownNameError, f"unknown type '{name}'" + suggest(name, _TYPE_NAMES), loc)
+
+    def outputs(self, proj: ast.Block, emits) -> dict[str, Node]:
+        out = {}
+        for name, typ in REQUIRED.items():
+            if name not in emits:
+                raise self.err(
+                    MissingOutputError, f"projection must emit '{name}' ({typ})", proj.loc
+                )
+            node, loc = emits[name]
+            if ast.plain(node.type) != typ:
+                raise self.err(XprTypeError, f"'{name}' must be {typ}, got {node.type}", loc)
+            out[name] = node
+        found = [n for n in emits if n in FOOTPRINTS]
+        if not found:
+            raise self.err(
+                MissingOutputError,
+                "projection must emit a footprint: 'radius' "
+                "(scalar), 'radii' (vec2) or 'box' (vec4)",
+                proj.loc,
+            )
+        if len(found) > 1:
+            raise self.err(
+                DuplicateError,
+                f"projection emits more than one footprint ('{found[0]}' and '{found[1]}')",
+                emits[found[1]][1],
+            )
+        fp = found[0]
+        node, loc = emits[fp]
+        if ast.plain(node.type) != FOOTPRINTS[fp]:
+            raise self.err(XprTypeError, f"'{fp}' must be {FOOTPRINTS[fp]}, got {node.type}", loc)
+        if fp == "box":
+            out["box"] = node
+        else:
+            cx, cy = self.components(out["centre"])
+            rx, ry = (node, node) if fp == "radius" else self.components(node)
+            out["box"] = self.node(
+                "pack",
+                VecT(4),
+                self.node("sub", SCALAR, cx, rx),
+                self.node("sub", SCALAR, cy, ry),
+                self.node("add", SCALAR, cx, rx),
+                self.node("add", SCALAR, cy, ry),
+            )
+        if "color" not in emits:
+            raise self.err(
+                MissingOutputError,
+                "missing 'color = ...' (or 'emit color = ...' in the projection)",
+                Loc(1, 1),
+            )
+        node, loc = emits["color"]
+        if not isinstance(node.type, (ScalarT, VecT)):
+            raise self.err(
+                XprTypeError, f"'color' must be scalar or a vector, got {node.type}", loc
+            )
+        out["color"] = node
+        return out
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def block(self, body, scope: _Scope, emits, in_loop: bool) -> None:
+        for stmt in body:
+            self._cur_loc = stmt.loc
+            if isinstance(stmt, ast.Assign):
+                self.assign(stmt, scope)
+            elif isinstance(stmt, ast.Emit):
+                if emits is None:
+                    raise self.err(ScopeError, "'emit' is only allowed in the projection", stmt.loc)
+                if in_loop:
+                    raise self.err(ScopeError, "'emit' is not allowed inside a loop", stmt.loc)
+                self.check_name(stmt.name, stmt.loc, "output")
+                if stmt.name in scope.vars or stmt.name in emits:
+                    first = (
+                        scope.vars.get(stmt.name) or _Binding("", None, emits[stmt.name][1])
+                    ).loc
+                    raise self.err(
+                        DuplicateError,
+                        f"'{stmt.name}' is already defined (line {first.line})",
+                        stmt.loc,
+                    )
+                self._not_global(stmt.name, stmt.loc)
+                value = self.expr(stmt.value, scope)
+                emits[stmt.name] = (value, stmt.loc)
+                scope.vars[stmt.name] = _Binding("emit", value, stmt.loc)
+            elif isinstance(stmt, ast.For):
+                self.loop(stmt, scope, emits)
+
+    def _not_global(self, name: str, loc: Loc) -> None:
+        if name in self.params:
+            raise self.err(DuplicateError, f"cannot assign to parameter '{name}'", loc)
+        if name in self.consts:
+            raise self.err(DuplicateError, f"cannot assign to constant '{name}'", loc)
+        if name in self.fns:
+            raise self.err(DuplicateError, f"'{name}' is already defined as a function", loc)
+
+    def assign(self, stmt: ast.Assign, scope: _Scope) -> None:
+        name = stmt.name
+        old = scope.vars.get(name)
+        if old is not None and old.kind == "loop":
+            raise self.err(DuplicateError, f"cannot assign to loop variable '{name}'", stmt.loc)
+        if old is not None and old.kind == "emit":
+            raise self.err(DuplicateError, f"cannot assign to emitted '{name}'", stmt.loc)
+        if old is not None and old.kind in ("param", "prim"):
+            raise self.err(DuplicateError, f"cannot assign to parameter '{name}'", stmt.loc)
+        if old is None:
+            self.check_name(name, stmt.loc, "variable")
+            self._not_global(name, stmt.loc)
+        value = self.expr(stmt.value, scope)
+        if stmt.indices:
+            if old is None:
+                raise self.err(
+                    UnknownNameError, f"unknown name '{name}'" + suggest(name, scope.vars), stmt.loc
+                )
+            value = self.set_item(old.node, stmt.indices, value, scope, stmt.loc)
+        elif old is not None and ast.plain(old.node.type) != ast.plain(value.type):
+            raise self.err(
+                XprTypeError,
+                f"cannot assign {value.type} to '{name}' of type {old.node.type}",
+                stmt.value.loc,
+            )
+        scope.vars[name] = _Binding("local", value, old.loc if old else stmt.loc)
+
+    def set_item(self, target: Node, indices, value: Node, scope, loc) -> Node:
+        idx_expr = indices[0]
+        i = self.static_index(idx_expr, scope, target.type)
+        parts = self.components(target)
+        if len(indices) > 1:
+            new = self.set_item(parts[i], indices[1:], value, scope, loc)
+        else:
+            new = value
+            want = parts[i].type
+            if ast.plain(want) != ast.plain(new.type):
+                raise self.err(
+                    XprTypeError,
+                    f"cannot assign {new.type} to an element of type {want}",
+                    idx_expr.loc,
+                )
+        parts = list(parts)
+        parts[i] = new
+        return self.node("pack", target.type, *parts)
+
+    def loop(self, stmt: ast.For, scope: _Scope, emits) -> None:
+        lo, hi = self.static_range(stmt.start, stmt.stop, scope)
+        self.check_name(stmt.var, stmt.loc, "loop variable")
+        if stmt.var in scope.vars:
+            raise self.err(
+                DuplicateError, f"loop variable '{stmt.var}' is already defined", stmt.loc
+            )
+        self._not_global(stmt.var, stmt.loc)
+        for i in range(lo, hi):
+            scope.vars[stmt.var] = _Binding("loop", _num(i), stmt.loc)
+            self.block(stmt.body, scope, emits, in_loop=True)
+        scope.vars.pop(stmt.var, None)
+
+    def static_range(self, start: ast.Expr, stop: ast.Expr, scope) -> tuple[int, int]:
+        lo = self.expr(start, scope)
+        hi = self.expr(stop, scope)
+        for n, e in ((lo, start), (hi, stop)):
+            if not _is_int(n):
+                raise self.err(StaticError, "loop bounds must be compile-time integers", e.loc)
+        if hi.extra - lo.extra > MAX_LOOP:
+            raise self.err(
+                StaticError,
+                f"loop of {hi.extra - lo.extra} iterations is too long (at most {MAX_LOOP})",
+                stop.loc,
+            )
+        return lo.extra, hi.extra
+
+    def static_index(self, e: ast.Expr, scope, target_type) -> int:
+        n = self.expr(e, scope)
+        if not _is_int(n):
+            raise self.err(StaticError, "index must be a compile-time integer", e.loc)
+        size = self.length(target_type)
+        if size is None:
+            raise self.err(XprTypeError, f"cannot index {target_type}", e.loc)
+        if not 0 <= n.extra < size:
+            raise self.err(StaticError, f"index {n.extra} out of range for {target_type}", e.loc)
+        return n.extra
+
+    @staticmethod
+    def length(t) -> int | None:
+        if isinstance(t, VecT):
+            return t.n
+        if isinstance(t, MatT):
+            return t.m
+        if isinstance(t, ArrayT):
+            return t.n
+        return None
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def components(self, node: Node) -> list[Node]:
+        """Elements (vec), rows (mat) or items (array) of a composite node."""
+        if node.op == "pack":
+            return list(node.args)
+        t = node.type
+        n = self.length(t)
+        sub = self.element_type(t)
+        return [self.node("get", sub, node, extra=i) for i in range(n)]
+
+    @staticmethod
+    def element_type(t):
+        if isinstance(t, VecT):
+            return SCALAR
+        if isinstance(t, MatT):
+            return VecT(t.n)
+        return t.elem
+
+    def pack(self, items: list[Node], loc: Loc) -> Node:
+        first = items[0].type
+        for it in items[1:]:
+            if ast.plain(it.type) != ast.plain(first):
+                raise self.err(
+                    XprTypeError,
+                    f"array elements must have the same type, got {first} and {it.type}",
+                    loc,
+                )
+        if isinstance(first, ScalarT):
+            t = VecT(len(items))
+        elif isinstance(first, VecT):
+            t = MatT(len(items), first.n)
+        else:
+            t = ArrayT(ast.plain(first), len(items))
+        return self.node("pack", t, *items)
+
+    def expr(self, e: ast.Expr, scope: _Scope) -> Node:
+        method = getattr(self, "e_" + type(e).__name__)
+        return method(e, scope)
+
+    def e_Num(self, e: ast.Num, scope) -> Node:
+        return _num(e.value)
+
+    def e_BoolLit(self, e, scope) -> Node:
+        return self.node("boolean", BOOL, extra=e.value)
+
+    def e_Name(self, e: ast.Name, scope: _Scope) -> Node:
+        b = scope.vars.get(e.id)
+        if b is not None:
+            return b.node
+        if e.id in self.consts:
+            return self.consts[e.id].node
+        if e.id == "pixel":
+            if scope.context != "response":
+                raise self.err(ScopeError, "'pixel' is only available in the response", e.loc)
+            return self.node("input", VecT(2), extra=("pixel", ""))
+        if e.id in ("camera", "ray"):
+            raise self.err(XprTypeError, f"'{e.id}' is not a value; use {e.id}.<attribute>", e.loc)
+        if e.id in self.params and scope.context not in ("function", "constant", "activation"):
+            return self.param_info[e.id].value  # pragma: no cover - params are in scope.vars
+        if scope.context == "response" and e.id in getattr(self, "proj_locals", {}):
+            raise self.err(
+                ScopeError,
+                f"'{e.id}' is local to the projection; emit it to use it in the response",
+                e.loc,
+            )
+        if e.id in self.fns or e.id in BUILTINS:
+            raise self.err(XprTypeError, f"function '{e.id}' used as a value (call it)", e.loc)
+        names = list(scope.vars) + list(self.consts)
+        if scope.context == "response":
+            names.append("pixel")
+        raise self.err(UnknownNameError, f"unknown name '{e.id}'" + suggest(e.id, names), e.loc)
+
+    def e_Unary(self, e: ast.Unary, scope) -> Node:
+        x = self.expr(e.operand, scope)
+        if e.op == "not":
+            if not isinstance(x.type, BoolT):
+                raise self.err(XprTypeError, f"'not' needs a bool, got {x.type}", e.loc)
+            if x.op == "boolean":
+                return self.node("boolean", BOOL, extra=not x.extra)
+            return self.node("not", BOOL, x)
+        if not ast.numeric(x.type):
+            raise self.err(XprTypeError, f"cannot negate {x.type}", e.loc)
+        if e.op == "+":
+            return x
+        if _is_num(x):
+            return _num(-x.extra)
+        return self.node("neg", x.type, x)
+
+    def e_Transpose(self, e: ast.Transpose, scope) -> Node:
+        x = self.expr(e.operand, scope)
+        return self.transpose(x, e.loc)
+
+    def transpose(self, x: Node, loc: Loc) -> Node:
+        if not isinstance(x.type, MatT):
+            raise self.err(XprTypeError, f"cannot transpose {x.type}", loc)
+        return self.node("transpose", MatT(x.type.n, x.type.m), x)
+
+    def e_Binary(self, e: ast.Binary, scope) -> Node:
+        a = self.expr(e.left, scope)
+        b = self.expr(e.right, scope)
+        return self.binary(e.op, a, b, e.loc)
+
+    def binary(self, op: str, a: Node, b: Node, loc: Loc) -> Node:
+        ta, tb = a.type, b.type
+        fail = f"cannot {_VERB[op]} {ta} and {tb}"
+        if op in ("and", "or"):
+            if not (isinstance(ta, BoolT) and isinstance(tb, BoolT)):
+                raise self.err(XprTypeError, f"'{op}' needs bool operands, got {ta} and {tb}", loc)
+            if a.op == "boolean" and b.op == "boolean":
+                v = (a.extra and b.extra) if op == "and" else (a.extra or b.extra)
+                return self.node("boolean", BOOL, extra=v)
+            return self.node(op, BOOL, a, b)
+        if op in ("<", "<=", ">", ">=", "==", "!="):
+            if not (isinstance(ta, ScalarT) and isinstance(tb, ScalarT)):
+                raise self.err(XprTypeError, fail, loc)
+            if _is_num(a) and _is_num(b):
+                x, y = a.extra, b.extra
+                v = {
+                    "<": x < y,
+                    "<=": x <= y,
+                    ">": x > y,
+                    ">=": x >= y,
+                    "==": x == y,
+                    "!=": x != y,
+                }[op]
+                return self.node("boolean", BOOL, extra=bool(v))
+            return self.node(_BINOP[op], BOOL, a, b)
+        if not (ast.numeric(ta) and ast.numeric(tb)):
+            raise self.err(XprTypeError, fail, loc)
+        if op == "^":
+            if not isinstance(tb, ScalarT) or isinstance(ta, MatT):
+                raise self.err(
+                    XprTypeError,
+                    f"cannot raise {ta} to the power {tb}"
+                    + (" (use M * M for matrix powers)" if isinstance(ta, MatT) else ""),
+                    loc,
+                )
+            if _is_num(a) and _is_num(b):
+                return _num(self.fold_pow(a.extra, b.extra))
+            return self.node("pow", ta, a, b)
+        if (
+            op == "*"
+            and (isinstance(ta, MatT) or isinstance(tb, MatT))
+            and not (isinstance(ta, ScalarT) or isinstance(tb, ScalarT))
+        ):
+            k1 = ta.n if isinstance(ta, MatT) else ta.n
+            k2 = tb.m if isinstance(tb, MatT) else tb.n
+            if k1 != k2:
+                raise self.err(XprTypeError, fail, loc)
+            if isinstance(ta, MatT) and isinstance(tb, MatT):
+                t = MatT(ta.m, tb.n)
+            elif isinstance(ta, MatT):
+                t = VecT(ta.m)
+            else:
+                t = VecT(tb.n)
+            return self.node("matmul", t, a, b)
+        if op == "/" and isinstance(ta, MatT) and isinstance(tb, MatT):
+            raise self.err(XprTypeError, fail, loc)
+        t = self.broadcast(ta, tb)
+        if t is None:
+            raise self.err(XprTypeError, fail, loc)
+        if _is_num(a) and _is_num(b):
+            x, y = a.extra, b.extra
+            if op == "+":
+                return _num(x + y)
+            if op == "-":
+                return _num(x - y)
+            if op == "*":
+                return _num(x * y)
+            if y == 0:
+                raise self.err(StaticError, "division by zero", loc)
+            return _num(x / y)
+        return self.node(_BINOP[op], t, a, b)
+
+    @staticmethod
+    def fold_pow(x, y):
+        if isinstance(x, int) and isinstance(y, int) and 0 <= y <= 64 and abs(x) < 2**16:
+            return x**y
+        r = _fold_float(math.pow, float(x), float(y))
+        return r
+
+    @staticmethod
+    def broadcast(ta, tb):
+        if isinstance(ta, ScalarT):
+            return tb
+        if isinstance(tb, ScalarT):
+            return ta
+        if ast.plain(ta) == ast.plain(tb):
+            if isinstance(ta, VecT):
+                return VecT(ta.n, ta.quat and tb.quat)
+            return ta
+        return None
+
+    def e_Index(self, e: ast.Index, scope) -> Node:
+        x = self.expr(e.target, scope)
+        for idx in e.indices:
+            i = self.static_index(idx, scope, x.type)
+            x = (
+                self.components(x)[i]
+                if x.op == "pack"
+                else self.node("get", self.element_type(x.type), x, extra=i)
+            )
+        return x
+
+    def e_Attr(self, e: ast.Attr, scope) -> Node:
+        if (
+            isinstance(e.target, ast.Name)
+            and e.target.id == "camera"
+            and "camera" not in scope.vars
+        ):
+            if scope.context in ("function", "constant", "activation"):
+                raise self.err(
+                    ScopeError, f"'camera' is not available in a {scope.context}", e.target.loc
+                )
+            if e.name in CAMERA_ATTRS:
+                return self.node("input", CAMERA_ATTRS[e.name], extra=("camera", e.name))
+            if e.name in CAMERA_METHODS:
+                raise self.err(XprTypeError, f"camera.{e.name} is a method; call it", e.loc)
+            raise self.err(
+                UnknownNameError,
+                f"unknown camera attribute '{e.name}'"
+                + suggest(e.name, list(CAMERA_ATTRS) + list(CAMERA_METHODS)),
+                e.loc,
+            )
+        if isinstance(e.target, ast.Name) and e.target.id == "ray" and "ray" not in scope.vars:
+            if scope.context != "response":
+                raise self.err(ScopeError, "'ray' is only available in the response", e.target.loc)
+            if e.name not in RAY_ATTRS:
+                raise self.err(
+                    UnknownNameError,
+                    f"unknown ray attribute '{e.name}'" + suggest(e.name, RAY_ATTRS),
+                    e.loc,
+                )
+            self.uses_ray = True
+            kind = "ray_origin" if e.name == "origin" else "ray_dir"
+            return self.node("input", VecT(3), extra=(kind, ""))
+        x = self.expr(e.target, scope)
+        t = x.type
+        if not isinstance(t, VecT):
+            raise self.err(XprTypeError, f"{t} has no component '.{e.name}'", e.loc)
+        letters = "wxyz" if t.quat else "xyzw"
+        if not (1 <= len(e.name) <= 4) or any(c not in letters for c in e.name):
+            raise self.err(UnknownNameError, f"{t} has no component '.{e.name}'", e.loc)
+        idx = [letters.index(c) for c in e.name]
+        if any(i >= t.n for i in idx):
+            raise self.err(XprTypeError, f"{t} has no component '.{e.name}'", e.loc)
+        comps = self.components(x)
+        if len(idx) == 1:
+            return comps[idx[0]]
+        return self.node("pack", VecT(len(idx)), *[comps[i] for i in idx])
+
+    def e_ListLit(self, e: ast.ListLit, scope) -> Node:
+        items = [self.expr(x, scope) for x in e.items]
+        if len(items) > MAX_VEC and isinstance(items[0].type, ScalarT):
+            raise self.err(XprTypeError, f"vector literal too long (at most {MAX_VEC})", e.loc)
+        return self.pack(items, e.loc)
+
+    def e_Comprehension(self, e: ast.Comprehension, scope: _Scope) -> Node:
+        lo, hi = self.static_range(e.start, e.stop, scope)
+        if hi <= lo:
+            raise self.err(StaticError, "empty array (the range has no elements)", e.start.loc)
+        self.check_name(e.var, e.var_loc, "loop variable")
+        if e.var in scope.vars:
+            raise self.err(DuplicateError, f"loop variable '{e.var}' is already defined", e.var_loc)
+        items = []
+        for i in range(lo, hi):
+            inner = _Scope(scope.context, scope.vars)
+            inner.vars[e.var] = _Binding("loop", _num(i), e.var_loc)
+            items.append(self.expr(e.body, inner))
+        return self.pack(items, e.loc)
+
+    # -- calls -----------------------------------------------------------------------------------
+
+    def e_Call(self, e: ast.Call, scope: _Scope) -> Node:
+        f = e.func
+        if isinstance(f, ast.Attr) and isinstance(f.target, ast.Name) and f.target.id == "camera":
+            return self.camera_call(e, f, scope)
+        if not isinstance(f, ast.Name):
+            raise self.err(XprTypeError, "only functions can be called", e.loc)
+        args = [self.expr(a, scope) for a in e.args]
+        name = f.id
+        if name in self.fns:
+            return self.user_call(self.fns[name], args, e)
+        n = _vec_size(name)
+        if n is not None:
+            return self.construct(VecT(n), args, e)
+        if name == "quat":
+            return self.construct(VecT(4, True), args, e)
+        if name in BUILTINS:
+            return self.builtin(name, args, e)
+        if name in scope.vars or name in self.consts or name in self.params:
+            raise self.err(XprTypeError, f"'{name}' is not a function", e.loc)
+        raise self.err(
+            UnknownNameError,
+            f"unknown function '{name}'" + suggest(name, list(self.fns) + sorted(BUILTINS)),
+            e.loc,
+        )
+
+    def user_call(self, fn: ast.Fn, args: list[Node], e: ast.Call) -> Node:
+        if len(args) != len(fn.args):
+            raise self.err(
+                XprTypeError,
+                f"'{fn.name}' takes {len(fn.args)} argument"
+                f"{'s' if len(fn.args) != 1 else ''}, got {len(args)}",
+                e.loc,
+            )
+        if fn.name in self.call_stack:
+            raise self.err(StaticError, f"recursive call to '{fn.name}'", e.loc)
+        scope = _Scope(
+            "function", {a: _Binding("local", v, loc) for (a, loc), v in zip(fn.args, args)}
+        )
+        self.call_stack.append(fn.name)
+        try:
+            return self.expr(fn.body, scope)
+        finally:
+            self.call_stack.pop()
+
+    def camera_call(self, e: ast.Call, f: ast.Attr, scope: _Scope) -> Node:
+        if scope.context in ("function", "constant", "activation"):
+            raise self.err(
+                ScopeError, f"'camera' is not available in a {scope.context}", f.target.loc
+            )
+        if f.name not in CAMERA_METHODS:
+            if f.name in CAMERA_ATTRS:
+                raise self.err(XprTypeError, f"camera.{f.name} is not a method", f.loc)
+            raise self.err(
+                UnknownNameError,
+                f"unknown camera method '{f.name}'" + suggest(f.name, CAMERA_METHODS),
+                f.loc,
+            )
+        args = [self.expr(a, scope) for a in e.args]
+        if len(args) != 1:
+            raise self.err(
+                XprTypeError, f"camera.{f.name} takes 1 argument, got {len(args)}", e.loc
+            )
+        p = args[0]
+        if ast.plain(p.type) != VecT(3):
+            raise self.err(
+                XprTypeError, f"camera.{f.name} needs a vec3, got {p.type}", e.args[0].loc
+            )
+        if f.name == "world_to_camera":
+            r = self.node("input", MatT(3, 3), extra=("camera", "rotation"))
+            t = self.node("input", VecT(3), extra=("camera", "translation"))
+            return self.node("add", VecT(3), self.node("matmul", VecT(3), r, p), t)
+        typ = {"project": VecT(2), "project_valid": BOOL, "jacobian": MatT(2, 3)}[f.name]
+        return self.node("camera", typ, p, extra=f.name)
+
+    def construct(self, t: VecT, args: list[Node], e: ast.Call) -> Node:
+        comps = []
+        for a, ae in zip(args, e.args):
+            if isinstance(a.type, ScalarT):
+                comps.append(a)
+            elif isinstance(a.type, VecT):
+                comps.extend(self.components(a))
+            else:
+                raise self.err(XprTypeError, f"cannot build {t} from {a.type}", ae.loc)
+        if len(comps) != t.n:
+            raise self.err(XprTypeError, f"{t} needs {t.n} components, got {len(comps)}", e.loc)
+        return self.node("pack", t, *comps)
+
+    def builtin(self, name: str, args: list[Node], e: ast.Call) -> Node:
+        def arity(*ns):
+            if len(args) not in ns:
+                want = " or ".join(str(n) for n in ns)
+                raise self.err(
+                    XprTypeError,
+                    f"'{name}' takes {want} argument{'s' if ns != (1,) else ''}, got {len(args)}",
+                    e.loc,
+                )
+
+        def need(i, ok, what):
+            if not ok(args[i].type):
+                raise self.err(
+                    XprTypeError, f"'{name}' needs {what}, got {args[i].type}", e.args[i].loc
+                )
+
+        def call(typ, *xs):
+            return self.node("call", typ, *xs, extra=name)
+
+        is_vec = lambda t: isinstance(t, VecT)  # noqa: E731
+        is_square = lambda t: isinstance(t, MatT) and t.m == t.n  # noqa: E731
+
+        if name in _UNARY_MATH:
+            arity(1)
+            need(0, ast.numeric, "a number, vector or matrix")
+            if _is_num(args[0]):
+                return _num(float(_fold_float(_UNARY_MATH[name], args[0].extra)))
+            return call(args[0].type, args[0])
+        if name in ("min", "max"):
+            if len(args) == 1:
+                need(
+                    0,
+                    lambda t: isinstance(t, (VecT, MatT)),
+                    "a vector or matrix (or several arguments)",
+                )
+                return call(SCALAR, args[0])
+            if len(args) < 1:
+                arity(2)
+            return self.elementwise(name, args, e)
+        if name in ("atan2", "pow"):
+            arity(2)
+            return self.elementwise(name, args, e)
+        if name == "clamp":
+            arity(3)
+            return self.elementwise(name, args, e)
+        if name == "where":
+            arity(3)
+            need(0, lambda t: isinstance(t, BoolT), "a bool condition")
+            a, b = args[1], args[2]
+            t = (
+                self.broadcast(a.type, b.type)
+                if ast.numeric(a.type) and ast.numeric(b.type)
+                else (a.type if ast.plain(a.type) == ast.plain(b.type) else None)
+            )
+            if t is None:
+                raise self.err(
+                    XprTypeError, f"'where' branches differ: {a.type} and {b.type}", e.loc
+                )
+            if args[0].op == "boolean":
+                return self.broadcast_to(a if args[0].extra else b, t)
+            return self.node("call", t, *args, extra="where")
+        if name == "dot":
+            arity(2)
+            need(0, is_vec, "vectors")
+            need(1, is_vec, "vectors")
+            if args[0].type.n != args[1].type.n:
+                raise self.err(XprTypeError, f"cannot dot {args[0].type} and {args[1].type}", e.loc)
+            return call(SCALAR, *args)
+        if name == "cross":
+            arity(2)
+            for i in (0, 1):
+                need(i, lambda t: ast.plain(t) == VecT(3), "vec3")
+            return call(VecT(3), *args)
+        if name in ("norm", "sum"):
+            arity(1)
+            need(
+                0,
+                lambda t: isinstance(t, (VecT, MatT)) if name == "sum" else is_vec(t),
+                "a vector" + (" or matrix" if name == "sum" else ""),
+            )
+            return call(SCALAR, *args)
+        if name == "normalize":
+            arity(1)
+            need(0, is_vec, "a vector")
+            return call(args[0].type, *args)
+        if name == "outer":
+            arity(2)
+            need(0, is_vec, "vectors")
+            need(1, is_vec, "vectors")
+            return call(MatT(args[0].type.n, args[1].type.n), *args)
+        if name == "transpose":
+            arity(1)
+            return self.transpose(args[0], e.loc)
+        if name in ("inverse", "det", "trace"):
+            arity(1)
+            limit = 4 if name == "det" else (3 if name == "inverse" else MAX_VEC)
+            need(
+                0,
+                lambda t: is_square(t) and t.m <= limit,
+                f"a square matrix (up to {limit}x{limit})"
+                if limit < MAX_VEC
+                else "a square matrix",
+            )
+            return call(args[0].type if name == "inverse" else SCALAR, *args)
+        if name == "diag":
+            arity(1)
+            need(0, lambda t: is_vec(t) or is_square(t), "a vector or a square matrix")
+            t = args[0].type
+            return call(MatT(t.n, t.n) if is_vec(t) else VecT(t.n), *args)
+        if name in ("eye", "zeros"):
+            arity(1, 2) if name == "zeros" else arity(1)
+            dims = []
+            for a, ae in zip(args, e.args):
+                if not _is_int(a) or not 1 <= a.extra <= MAX_VEC:
+                    raise self.err(
+                        StaticError, f"'{name}' needs a compile-time size in 1..{MAX_VEC}", ae.loc
+                    )
+                dims.append(a.extra)
+            t = (
+                MatT(dims[0], dims[0])
+                if name == "eye"
+                else (VecT(dims[0]) if len(dims) == 1 else MatT(dims[0], dims[1]))
+            )
+            return self.node("call", t, extra=name + "/" + ",".join(map(str, dims)))
+        if name in ("col", "row"):
+            arity(2)
+            need(0, lambda t: isinstance(t, MatT), "a matrix")
+            t = args[0].type
+            size = t.n if name == "col" else t.m
+            if not _is_int(args[1]):
+                raise self.err(StaticError, "index must be a compile-time integer", e.args[1].loc)
+            if not 0 <= args[1].extra < size:
+                raise self.err(
+                    StaticError, f"index {args[1].extra} out of range for {t}", e.args[1].loc
+                )
+            return self.node(
+                "call",
+                VecT(t.m if name == "col" else t.n),
+                args[0],
+                extra=f"{name}/{args[1].extra}",
+            )
+        if name == "quat_to_rotmat":
+            arity(1)
+            need(0, lambda t: ast.plain(t) == VecT(4), "a quat (w, x, y, z)")
+            return call(MatT(3, 3), *args)
+        if name == "eval_sh":
+            arity(2)
+            need(
+                0,
+                lambda t: isinstance(t, MatT) and t.m in (1, 4, 9, 16),
+                "SH coefficients (sh(d), a mat with 1, 4, 9 or 16 rows)",
+            )
+            need(1, lambda t: ast.plain(t) == VecT(3), "a vec3 direction")
+            n = args[0].type.n
+            return call(SCALAR if n == 1 else VecT(n), *args)
+        if name == "max_eigenvalue":
+            arity(1)
+            need(0, lambda t: t == MatT(2, 2), "a mat2")
+            return call(SCALAR, *args)
+        raise AssertionError(name)  # pragma: no cover
+
+    def broadcast_to(self, x: Node, t) -> Node:
+        if not isinstance(x.type, ScalarT) or isinstance(t, ScalarT):
+            return x
+        if isinstance(t, VecT):
+            return self.node("pack", t, *[x] * t.n)
+        row = self.node("pack", VecT(t.n), *[x] * t.n)
+        return self.node("pack", t, *[row] * t.m)
+
+    def elementwise(self, name: str, args: list[Node], e: ast.Call) -> Node:
+        t = args[0].type
+        for a, ae in zip(args, e.args):
+            if not ast.numeric(a.type):
+                raise self.err(
+                    XprTypeError,
+                    f"'{name}' needs numbers, vectors or matrices, got {a.type}",
+                    ae.loc,
+                )
+        for a in args[1:]:
+            t2 = self.broadcast(t, a.type)
+            if t2 is None:
+                raise self.err(XprTypeError, f"'{name}' arguments differ: {t} and {a.type}", e.loc)
+            t = t2
+        if all(_is_num(a) for a in args):
+            xs = [a.extra for a in args]
+            f = {
+                "min": min,
+                "max": max,
+                "atan2": math.atan2,
+                "pow": lambda x, y: self.fold_pow(x, y),
+                "clamp": lambda x, lo, hi: min(max(x, lo), hi),
+            }[name]
+            return _num(_fold_float(f, *xs))
+        return self.node("call", t, *args, extra=name)
+
+
+def info_loc(p: ast.Param) -> Loc:
+    return p.loc
+
+
+_PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "+": 5, "-": 5,
+         "*": 6, "/": 6, "^": 8}  # fmt: skip
+
+
+def unparse(e: ast.Expr, prec: int = 0) -> str:
+    """Canonical text of an expression (identifiers, numbers and operators only)."""
+    if isinstance(e, ast.Num):
+        return repr(e.value)
+    if isinstance(e, ast.BoolLit):
+        return "true" if e.value else "false"
+    if isinstance(e, ast.Name):
+        return e.id
+    if isinstance(e, ast.Unary):
+        p = 3 if e.op == "not" else 7
+        s = ("not " if e.op == "not" else e.op) + unparse(e.operand, p)
+        return f"({s})" if p < prec else s
+    if isinstance(e, ast.Binary):
+        p = _PREC[e.op]
+        right_p = p if e.op == "^" else p + 1
+        left_p = p + 1 if e.op == "^" else p
+        s = f"{unparse(e.left, left_p)} {e.op} {unparse(e.right, right_p)}"
+        return f"({s})" if p < prec else s
+    if isinstance(e, ast.Transpose):
+        return unparse(e.operand, 9) + "^T"
+    if isinstance(e, ast.Call):
+        return unparse(e.func, 9) + "(" + ", ".join(unparse(a) for a in e.args) + ")"
+    if isinstance(e, ast.Index):
+        return unparse(e.target, 9) + "[" + ", ".join(unparse(a) for a in e.indices) + "]"
+    if isinstance(e, ast.Attr):
+        return unparse(e.target, 9) + "." + e.name
+    if isinstance(e, ast.ListLit):
+        return "[" + ", ".join(unparse(a) for a in e.items) + "]"
+    if isinstance(e, ast.Comprehension):
+        return f"[{unparse(e.body)} for {e.var} in {unparse(e.start)}..{unparse(e.stop)}]"
+    raise AssertionError(type(e))  # pragma: no cover
+
+
+def check(spec: ast.Spec, defines: dict | None = None) -> ast.Checked:
+    """Check a parsed spec; `defines` overrides constants (values already numeric)."""
+    return Checker(spec, defines).run()

@@ -1,0 +1,414 @@
+"""Stage 5: straight-line programs -> the source of a readable Python/JAX module.
+
+Our own SymPy printer: `jnp.` functions, exact integer powers (`x*x`, or `x ** 3` which JAX
+lowers to `lax.integer_pow`), `1/sqrt` as `lax.rsqrt`, min/max as `jnp.minimum/maximum`, selects
+as `jnp.where` (already NaN-guarded by simplify.py). Numbers print as Python literals, which JAX
+treats as weakly typed, so the module runs in float32 and float64 alike. The only names in the
+output that come from the spec are identifiers the checker accepted (no `__`, no keywords), and
+they appear as string keys or behind a prefix; everything else is numbers and our own text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import sympy
+
+from xprc.compiler.lower import (
+    CAMERA_CODE,
+    Atan2,
+    Ceil,
+    CameraCall,
+    Floor,
+    LAnd,
+    LNot,
+    LOr,
+    Sigmoid,
+    Sign,
+    Where,
+    XMax,
+    XMin,
+)
+from xprc.compiler.simplify import Call, Program, Simplified
+
+ATOM, UNARY, MUL, ADD, CMP = 100, 60, 50, 40, 30
+_IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+_FUNCS = {
+    sympy.exp: "jnp.exp", sympy.log: "jnp.log", sympy.sin: "jnp.sin", sympy.cos: "jnp.cos",
+    sympy.tan: "jnp.tan", sympy.asin: "jnp.arcsin", sympy.acos: "jnp.arccos",
+    sympy.atan: "jnp.arctan", sympy.tanh: "jnp.tanh", sympy.Abs: "jnp.abs",
+    Sigmoid: "jax.nn.sigmoid", Floor: "jnp.floor", Ceil: "jnp.ceil", Sign: "jnp.sign",
+    Atan2: "jnp.arctan2", XMax: "jnp.maximum", XMin: "jnp.minimum", Where: "jnp.where",
+    LAnd: "jnp.logical_and", LOr: "jnp.logical_or", LNot: "jnp.logical_not",
+}  # fmt: skip
+_REL = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
+
+
+def ident(name: str) -> str:
+    """Assert that `name` is a plain identifier before it is written as code."""
+    if not _IDENT.match(name):
+        raise AssertionError(f"not an identifier: {name!r}")  # pragma: no cover
+    return name
+
+
+def _float(x: float) -> str:
+    if math.isnan(x):
+        return "jnp.nan"
+    if math.isinf(x):
+        return "jnp.inf" if x > 0 else "-jnp.inf"
+    return repr(float(x))
+
+
+class Printer:
+    """SymPy expression -> Python source text, with minimal parentheses."""
+
+    def __init__(self) -> None:
+        self.memo: dict = {}
+
+    def __call__(self, e) -> str:
+        return self.pr(e)[0]
+
+    def wrap(self, e, prec: int) -> str:
+        s, p = self.pr(e)
+        return f"({s})" if p < prec else s
+
+    def pr(self, e) -> tuple[str, int]:
+        if e in self.memo:
+            return self.memo[e]
+        out = self._pr(e)
+        self.memo[e] = out
+        return out
+
+    def _pr(self, e) -> tuple[str, int]:
+        if e is sympy.true or e is sympy.false:
+            return ("True" if e is sympy.true else "False"), ATOM
+        if isinstance(e, sympy.Symbol):
+            return ident(e.name), ATOM
+        if e is sympy.zoo or e is sympy.oo:
+            return "jnp.inf", ATOM
+        if e is sympy.S.NegativeInfinity:
+            return "-jnp.inf", UNARY
+        if e is sympy.nan or e is sympy.I:
+            return "jnp.nan", ATOM
+        if isinstance(e, (sympy.Number, sympy.NumberSymbol)):
+            v = float(e)
+            s = _float(v)
+            return s, (UNARY if s.startswith("-") else ATOM)
+        if isinstance(e, sympy.Add):
+            return self.add(e)
+        if isinstance(e, sympy.Mul):
+            return self.mul(e)
+        if isinstance(e, sympy.Pow):
+            return self.power(e)
+        if isinstance(e, sympy.core.relational.Relational):
+            op = _REL[e.rel_op]
+            return f"{self.wrap(e.lhs, CMP + 1)} {op} {self.wrap(e.rhs, CMP + 1)}", CMP
+        if isinstance(e, CameraCall):  # pragma: no cover - simplify turns these into statements
+            raise AssertionError("camera call left in an expression")
+        if e.func in _FUNCS:
+            if e.func in (XMax, XMin, Where) and len(e.args) > 1:
+                args = ", ".join(self.arg(a) for a in e.args)
+            else:
+                args = ", ".join(self(a) for a in e.args)
+            return f"{_FUNCS[e.func]}({args})", ATOM
+        raise AssertionError(f"cannot print {type(e).__name__}")  # pragma: no cover
+
+    def arg(self, a) -> str:
+        """Integers print as floats inside selects so the result stays floating point."""
+        if isinstance(a, sympy.Integer):
+            return _float(float(a))
+        return self(a)
+
+    def add(self, e) -> tuple[str, int]:
+        terms = list(e.args)
+        # numbers last reads better: x + 1.0
+        terms = [t for t in terms if not t.is_Number] + [t for t in terms if t.is_Number]
+        out = ""
+        for i, t in enumerate(terms):
+            neg = _negative(t)
+            if i == 0:
+                out = "-" + self.wrap(-t, MUL) if neg else self.wrap(t, ADD)
+            elif neg:
+                out += " - " + self.wrap(-t, MUL)
+            else:
+                out += " + " + self.wrap(t, ADD + 1)
+        return out, ADD
+
+    def mul(self, e) -> tuple[str, int]:
+        coeff, rest = e.as_coeff_mul()
+        for f in rest:  # SymPy can leave 1.0 (or another number) beside the coefficient
+            if f.is_Number:
+                coeff = coeff * f
+        rest = [f for f in rest if not f.is_Number]
+        num: list[str] = []
+        den: list[str] = []
+        for f in rest:
+            if isinstance(f, sympy.Pow) and f.exp.is_Number and f.exp < 0:
+                ex = -f.exp
+                if ex == sympy.Rational(1, 2):
+                    num.append(f"lax.rsqrt({self(f.base)})")
+                elif ex == 1:
+                    den.append(self.wrap(f.base, MUL + 1))
+                else:
+                    den.append(self.wrap(sympy.Pow(f.base, ex, evaluate=False), MUL + 1))
+            else:
+                num.append(self.wrap(f, MUL))
+        sign = ""
+        if coeff == -1:
+            sign = "-"
+        elif coeff != 1:
+            c = self.arg(coeff) if isinstance(coeff, sympy.Integer) else self(coeff)
+            if c.startswith("-"):
+                sign, c = "-", c[1:]
+            num.insert(0, c)
+        text = "*".join(num) if num else "1.0"
+        if den:
+            d = den[0] if len(den) == 1 else "(" + "*".join(den) + ")"
+            text = f"{text}/{d}"
+        return sign + text, MUL
+
+    def power(self, e) -> tuple[str, int]:
+        b, ex = e.base, e.exp
+        if ex.is_Integer:
+            n = int(ex)
+            if n < 0:
+                return f"1.0/{self.wrap(sympy.Pow(b, -n, evaluate=False), MUL + 1)}", MUL
+            bs, bp = self.pr(b)
+            if bp >= ATOM and n <= 3:
+                return "*".join([bs] * n), MUL
+            return f"{self.wrap(b, ATOM)} ** {n}", MUL + 5
+        if ex == sympy.Rational(1, 2):
+            return f"jnp.sqrt({self(b)})", ATOM
+        if ex == sympy.Rational(-1, 2):
+            return f"lax.rsqrt({self(b)})", ATOM
+        if ex.is_Rational and ex.q == 2:
+            root = f"jnp.sqrt({self(b)})"
+            n = int(ex.p)
+            if n > 0:
+                return f"{root} ** {n}", MUL + 5
+            return f"1.0/({root} ** {-n})", MUL
+        return f"{self.wrap(b, ATOM)} ** {self.wrap(ex, ATOM)}", MUL + 5
+
+
+def _negative(t) -> bool:
+    if t.is_Number:
+        return bool(t < 0)
+    if isinstance(t, sympy.Mul):
+        c, _ = t.as_coeff_mul()
+        return bool(c < 0)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Module assembly
+
+
+def _input_code(sym, inp) -> str:
+    idx = "".join(f", {i}" for i in inp.index)
+    if inp.kind == "raw":
+        key = repr(ident(inp.name))
+        return f"raw[{key}][...{idx}]" if inp.index else f"raw[{key}]"
+    if inp.kind == "camera":
+        attr = ident(CAMERA_CODE.get(inp.name, inp.name))
+        return f"camera.{attr}[{', '.join(map(str, inp.index))}]" if inp.index else f"camera.{attr}"
+    if inp.kind == "pixel":
+        return f"pixel[..., {inp.index[0]}]"
+    if inp.kind == "ray_origin":
+        return f"ray_origin[..., {inp.index[0]}]"
+    if inp.kind == "ray_dir":
+        return f"ray_dir[..., {inp.index[0]}]"
+    if inp.kind == "attr":
+        return f"attrs[..., {inp.index[0]}]"
+    raise AssertionError(inp)  # pragma: no cover
+
+
+_KIND_ORDER = ("camera", "raw", "pixel", "ray_origin", "ray_dir", "attr")
+
+
+def _body(prog: Program, inputs, printer: Printer, indent="    ") -> list[str]:
+    lines = []
+    order = sorted(
+        prog.inputs,
+        key=lambda s: (_KIND_ORDER.index(inputs[s].kind), inputs[s].name, inputs[s].index),
+    )
+    for s in order:
+        lines.append(f"{indent}{ident(s.name)} = {_input_code(s, inputs[s])}")
+    for st in prog.body:
+        if isinstance(st, Call):
+            outs = ", ".join(ident(o.name) for o in st.outs)
+            if len(st.outs) == 1:
+                outs += ","
+            args = ", ".join(printer(a) for a in st.args)
+            lines.append(f"{indent}{outs} = camera.{ident(st.method)}({args})")
+        else:
+            sym, e = st
+            lines.append(f"{indent}{ident(sym.name)} = {printer(e)}")
+    return lines
+
+
+def _varying(prog: Program, inputs, kinds) -> set:
+    """Symbols of `prog` that vary per element (depend on an input of one of `kinds`)."""
+    out = {s for s in prog.inputs if inputs[s].kind in kinds}
+    for st in prog.body:
+        reads = set()
+        for e in st.args if isinstance(st, Call) else [st[1]]:
+            reads |= e.free_symbols
+        if reads & out:
+            out |= set(st.outs) if isinstance(st, Call) else {st[0]}
+    return out
+
+
+def _component(e, varying, printer: Printer, like: str) -> str:
+    if e.free_symbols & varying:
+        return printer(e)
+    return f"rt.broadcast({printer(e)}, {like})"
+
+
+def _stack(items: list[str], axis_note: str = "") -> str:
+    if len(items) == 1:
+        return f"{items[0]}[..., None]"
+    return "jnp.stack([" + ", ".join(items) + "], -1)"
+
+
+def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, version: str) -> str:
+    """The generated module's source text (deterministic: no paths, no timestamps)."""
+    low = simplified.lowered
+    ch = low.checked
+    inputs = simplified.inputs
+    params = ch.params
+    p = Printer()
+
+    consts = ", ".join(f"{ident(k)}={_float(v)}" for k, v in ch.constants.items())
+    out = [
+        f"# Generated by xprc {version} from {spec_name}. Do not edit: edit the spec and run",
+        f"# `xprc compile {spec_name}` again.",
+        f"# spec sha256: {spec_sha256}",
+    ]
+    if ch.defines:
+        out.append(
+            "# defines: "
+            + " ".join(f"-D {ident(k)}={_float(float(v))}" for k, v in ch.defines.items())
+        )
+    if consts:
+        out.append(f"# constants: {consts}")
+    out += [
+        f'"""{ident(ch.name)}: point-based primitive generated from {spec_name} by xprc."""',
+        "",
+        "import jax",
+        "import jax.numpy as jnp",
+        "from jax import lax",
+        "",
+        "from xprc import runtime as rt",
+        "from xprc.runtime import ParamSpec",
+        "",
+        f"NAME = {ch.name!r}",
+        f"SPEC_SHA256 = {spec_sha256!r}",
+        f"COMPILER_VERSION = {version!r}",
+        "PARAMS = (",
+    ]
+    for prm in params:
+        out.append(
+            f"    ParamSpec({ident(prm.name)!r}, {ident(prm.kind)!r}, {prm.shape!r}, "
+            f"{prm.activation!r}, {prm.degree!r}),"
+        )
+    out.append(")")
+    out.append(
+        "CONSTANTS = {"
+        + ", ".join(f"{ident(k)!r}: {_float(v)}" for k, v in ch.constants.items())
+        + "}"
+    )
+    out.append("ATTRS = (" + "".join(f"{a!r}, " for a in simplified.attrs).rstrip() + ")")
+    out.append(f"NUM_ATTRS = {len(simplified.attrs)}")
+    out.append(f"NUM_FEATURES = {len(low.project['color'])}")
+    out.append(f"USES_RAY = {ch.uses_ray!r}")
+    out.append("")
+
+    # activate
+    out += [
+        "",
+        "def activate(raw):",
+        '    """raw parameters [N, *shape] -> activated [N, *shape]."""',
+    ]
+    act = simplified.activate
+    out += _body(act, inputs, p)
+    varying = _varying(act, inputs, ("raw",))
+    items = []
+    for prm in params:
+        key = repr(ident(prm.name))
+        if prm.name in simplified.identity:
+            items.append(f"{key}: raw[{key}]")
+            continue
+        like = f"raw[{key}]" + ("[..." + ", 0" * len(prm.shape) + "]" if prm.shape else "")
+        comps = [_component(e, varying, p, like) for e in act.outputs[prm.name]]
+        items.append(f"{key}: {_shaped(comps, prm.shape)}")
+    out.append("    return {" + ", ".join(items) + "}")
+    out.append("")
+
+    # project
+    out += [
+        "",
+        "def project(raw, camera):",
+        '    """Per primitive, for one camera: centre [N,2], depth [N], box [N,4], valid [N],',
+        '    attrs [N,A] (ATTRS order), features [N,C]."""',
+    ]
+    prj = simplified.project
+    out += _body(prj, inputs, p)
+    varying = _varying(prj, inputs, ("raw",))
+    first = params[0]
+    like = f"raw[{ident(first.name)!r}]" + (
+        "[..." + ", 0" * len(first.shape) + "]" if first.shape else ""
+    )
+    o = prj.outputs
+
+    def comps(name):
+        return [_component(e, varying, p, like) for e in o[name]]
+
+    centre, depth, box = comps("centre"), comps("depth"), comps("box")
+    out.append(f"    centre = {_stack(centre)}")
+    out.append(f"    depth = {depth[0]}")
+    out.append(f"    box = {_stack(box)}")
+    out.append(f"    valid = {comps('valid')[0]}")
+    out.append("    valid = rt.finite_and(valid, centre, depth, box)")
+    attrs = comps("attrs")
+    if attrs:
+        out.append(f"    attrs = {_stack(attrs)}")
+    else:
+        out.append(f"    attrs = jnp.zeros({like}.shape + (0,), {like}.dtype)")
+    out.append(f"    features = {_stack(comps('color'))}")
+    out.append(
+        '    return {"centre": centre, "depth": depth, "box": box, "valid": valid, '
+        '"attrs": attrs, "features": features}'
+    )
+    out.append("")
+
+    # response
+    out += [
+        "",
+        "def response(pixel, ray_origin, ray_dir, attrs, camera):",
+        '    """alpha [...] of each (pixel, primitive) pair; inputs broadcast against each '
+        'other."""',
+    ]
+    rsp = simplified.response
+    out += _body(rsp, inputs, p)
+    varying = _varying(rsp, inputs, ("pixel", "ray_origin", "ray_dir", "attr"))
+    alpha = rsp.outputs["alpha"][0]
+    if alpha.free_symbols & varying:
+        out.append(f"    return {p(alpha)}")
+    else:
+        out.append(f"    return rt.broadcast({p(alpha)}, pixel[..., 0])")
+    out.append("")
+    return "\n".join(out)
+
+
+def _shaped(comps: list[str], shape: tuple[int, ...]) -> str:
+    if not shape:
+        return comps[0]
+    if len(shape) == 1:
+        return "jnp.stack([" + ", ".join(comps) + "], -1)"
+    n = shape[-1]
+    rows = [_shaped(comps[i : i + n], shape[-1:]) for i in range(0, len(comps), n)]
+    if len(shape) == 2:
+        return "jnp.stack([" + ", ".join(rows) + "], -2)"
+    raise AssertionError(shape)  # pragma: no cover

@@ -1,0 +1,239 @@
+"""Stage 1: spec text -> AST (xprc.compiler.ast), with line/column on every node.
+
+The grammar is grammar/xpr.lark at the repository root. Lark's errors become `ParseError`s that
+point at the offending token.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+
+import lark
+from lark import Token, Transformer, v_args
+
+from xprc.compiler import ast
+from xprc.errors import ParseError
+
+GRAMMAR_PATH = pathlib.Path(__file__).resolve().parent.parent.parent / "grammar" / "xpr.lark"
+
+# How tokens are named in "expected ..." messages.
+_TOKEN_TEXT = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "COMP_OP": "a comparison",
+    "$END": "end of file",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    return lark.Lark(
+        GRAMMAR_PATH.read_text(),
+        parser="lalr",
+        lexer="contextual",
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+def _loc(x) -> ast.Loc:
+    if isinstance(x, Token):
+        return ast.Loc(x.line, x.column)
+    return ast.Loc(x.line, x.column)  # lark.tree.Meta
+
+
+@v_args(meta=True)
+class _Build(Transformer):
+    """Lark tree -> AST dataclasses."""
+
+    # -- declarations
+    def start(self, meta, items):
+        return items
+
+    def primitive(self, meta, c):
+        return ast.Primitive(_loc(c[0]), str(c[0]))
+
+    def type(self, meta, c):
+        name, arg = c
+        if arg is not None:
+            text = str(arg)
+            if not text.isdigit():
+                raise _Located(f"expected an integer, got '{text}'", _loc(arg))
+            arg = int(text)
+        return ast.TypeRef(_loc(name), str(name), arg)
+
+    def param(self, meta, c):
+        name, typ, act = c
+        return ast.Param(_loc(name), str(name), typ, act)
+
+    def const(self, meta, c):
+        return ast.Const(_loc(c[0]), str(c[0]), c[1])
+
+    def fn(self, meta, c):
+        name, *rest = c
+        body = rest[-1]
+        args = [(str(t), _loc(t)) for t in rest[:-1] if t is not None]
+        return ast.Fn(_loc(name), str(name), args, body)
+
+    def density(self, meta, c):
+        arg, body = c
+        return ast.Fn(ast.Loc(meta.line, meta.column), "density", [(str(arg), _loc(arg))], body)
+
+    def projection(self, meta, c):
+        return ast.Block(ast.Loc(meta.line, meta.column), "projection", c[0])
+
+    def response(self, meta, c):
+        return ast.Block(ast.Loc(meta.line, meta.column), "response", c[0])
+
+    def color(self, meta, c):
+        return ast.Color(ast.Loc(meta.line, meta.column), c[0])
+
+    # -- statements
+    def block(self, meta, c):
+        out = []
+        for s in c:
+            if isinstance(s, list):  # an `emit a = .., b = ..` statement
+                out.extend(s)
+            elif s is not None:
+                out.append(s)
+        return out
+
+    def assign(self, meta, c):
+        name, *idx, value = c
+        indices = [e for group in idx for e in group]
+        return ast.Assign(_loc(name), str(name), indices, value)
+
+    def emit(self, meta, c):
+        return c
+
+    def emit_item(self, meta, c):
+        return ast.Emit(_loc(c[0]), str(c[0]), c[1])
+
+    def loop(self, meta, c):
+        var, start, stop, body = c
+        return ast.For(_loc(var), str(var), start, stop, body)
+
+    # -- expressions
+    def args(self, meta, c):
+        return list(c)
+
+    def binop(self, meta, c):
+        left, op, right = c
+        loc = _loc(op)
+        if str(op) == "^" and isinstance(right, ast.Name) and right.id == "T":
+            return ast.Transpose(loc, left)
+        return ast.Binary(loc, str(op), left, right)
+
+    def unop(self, meta, c):
+        op, x = c
+        return ast.Unary(_loc(op), str(op), x)
+
+    def call(self, meta, c):
+        func, args = c
+        return ast.Call(
+            func.loc if not isinstance(func, ast.Attr) else func.name_loc, func, args or []
+        )
+
+    def index(self, meta, c):
+        target, args = c
+        return ast.Index(ast.Loc(meta.end_line, meta.end_column - 1), target, args)
+
+    def attr(self, meta, c):
+        target, name = c
+        return ast.Attr(_loc(name), target, str(name), _loc(name))
+
+    def number(self, meta, c):
+        text = str(c[0])
+        value = int(text) if text.isdigit() else float(text)
+        return ast.Num(_loc(c[0]), value, text)
+
+    def name(self, meta, c):
+        return ast.Name(_loc(c[0]), str(c[0]))
+
+    def true(self, meta, c):
+        return ast.BoolLit(ast.Loc(meta.line, meta.column), True)
+
+    def false(self, meta, c):
+        return ast.BoolLit(ast.Loc(meta.line, meta.column), False)
+
+    def listlit(self, meta, c):
+        return ast.ListLit(ast.Loc(meta.line, meta.column), c[0])
+
+    def comprehension(self, meta, c):
+        body, var, start, stop = c
+        return ast.Comprehension(
+            ast.Loc(meta.line, meta.column), body, str(var), _loc(var), start, stop
+        )
+
+
+class _Located(Exception):
+    def __init__(self, message: str, loc: ast.Loc) -> None:
+        self.message, self.loc = message, loc
+
+
+def _error(message: str, loc: ast.Loc, filename: str, source: str) -> ParseError:
+    lines = source.splitlines()
+    line = lines[loc.line - 1] if 1 <= loc.line <= len(lines) else ""
+    return ParseError(
+        message, filename=filename, line=loc.line, column=loc.column, source_line=line
+    )
+
+
+def _describe(tok: Token) -> str:
+    if tok.type == "$END":
+        return "end of file"
+    return f"'{tok.value}'" if tok.value.isprintable() else repr(tok.value)
+
+
+def _expected(names) -> str:
+    terminals = {t.name: t for t in _parser().terminals}
+    out = set()
+    for n in names:
+        if n in _TOKEN_TEXT:
+            out.add(_TOKEN_TEXT[n])
+        elif n in terminals and isinstance(terminals[n].pattern, lark.lexer.PatternStr):
+            out.add(f"'{terminals[n].pattern.value}'")
+    if not out or len(out) > 6:
+        return ""
+    return " (expected " + ", ".join(sorted(out)) + ")"
+
+
+def _end_loc(source: str) -> ast.Loc:
+    lines = source.splitlines() or [""]
+    # Point just past the last non-blank line.
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip():
+            text = lines[i].split("#", 1)[0].rstrip() or lines[i].rstrip()
+            return ast.Loc(i + 1, len(text) + 1)
+    return ast.Loc(1, 1)
+
+
+def parse(source: str, filename: str = "<input>") -> ast.Spec:
+    """Parse spec text; raise ParseError (with location and caret) on any syntax error."""
+    try:
+        tree = _parser().parse(source)
+    except lark.exceptions.UnexpectedCharacters as e:
+        ch = source[e.pos_in_stream] if e.pos_in_stream < len(source) else ""
+        shown = f"'{ch}'" if ch.isprintable() else repr(ch)
+        raise _error(
+            f"unexpected character {shown}", ast.Loc(e.line, e.column), filename, source
+        ) from None
+    except lark.exceptions.UnexpectedToken as e:
+        tok = e.token
+        if tok.type == "$END":
+            loc = _end_loc(source)
+        else:
+            loc = ast.Loc(tok.line, tok.column)
+        raise _error(
+            f"unexpected {_describe(tok)}{_expected(e.expected)}", loc, filename, source
+        ) from None
+    except lark.exceptions.UnexpectedEOF:
+        raise _error("unexpected end of file", _end_loc(source), filename, source) from None
+    try:
+        items = _Build().transform(tree)
+    except lark.exceptions.VisitError as e:
+        if isinstance(e.orig_exc, _Located):
+            raise _error(e.orig_exc.message, e.orig_exc.loc, filename, source) from None
+        raise
+    return ast.Spec(items, filename, source)

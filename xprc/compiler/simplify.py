@@ -1,0 +1,339 @@
+"""Stage 4: SymPy outputs -> straight-line programs for activate, project and response.
+
+1. Split the response: every subexpression that depends only on per-primitive values (not on the
+   pixel or the ray) is hoisted into `project` and handed over in `attrs`, deduplicated, so the
+   per-pixel code does the least work possible.
+2. Guard selects: inside each branch of `where(c, a, b)`, the arguments of operations that can
+   produce inf/NaN (division, sqrt, log, exp, camera calls...) are replaced by a safe constant
+   when the branch is not taken (the "double where"), so gradients are never NaN.
+3. Camera calls become tuple-valued statements, then `sympy.cse` finds shared subexpressions.
+No `sympy.simplify`: it is slow on these expressions and XLA folds what is left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+from sympy.core.parameters import distribute
+
+from xprc.compiler.lower import (
+    CAMERA_METHODS,
+    CAMERA_OUTPUTS,
+    Atan2,
+    CameraCall,
+    Input,
+    Lowered,
+    Where,
+    is_boolean,
+)
+
+RAY_KINDS = ("pixel", "ray_origin", "ray_dir")
+
+
+@dataclass
+class Call:
+    """`outs = camera.<method>(*args)`."""
+
+    method: str
+    outs: list[sympy.Symbol]
+    args: list[sympy.Expr]
+
+
+@dataclass
+class Program:
+    """A straight-line function body: statements (Call or (symbol, expr)) then outputs."""
+
+    inputs: list[sympy.Symbol]  # input symbols the body reads, in first-use order
+    body: list
+    outputs: dict[str, list[sympy.Expr]]
+
+
+@dataclass
+class Simplified:
+    lowered: Lowered
+    inputs: dict[sympy.Symbol, Input]
+    attrs: list[str]  # ATTRS names
+    activate: Program
+    project: Program
+    response: Program
+    identity: set[str] = field(default_factory=set)  # params whose activation is the identity
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Hoisting per-primitive work out of the response
+
+
+class _Hoister:
+    def __init__(self, lowered: Lowered) -> None:
+        self.lowered = lowered
+        self.per_pixel = {s for s, i in lowered.inputs.items() if i.kind in RAY_KINDS}
+        self.prim = set(lowered.prim)
+        self.attrs: dict[sympy.Expr, sympy.Symbol] = {}  # project-side expr -> attr symbol
+        self.attr_exprs: list[tuple[sympy.Symbol, sympy.Expr, str]] = []
+        self.memo: dict[sympy.Expr, sympy.Expr] = {}
+
+    def kind(self, e) -> str:
+        """'pixel' if e depends on the pixel/ray, 'prim' on a primitive, else 'uniform'."""
+        syms = e.free_symbols
+        if syms & self.per_pixel:
+            return "pixel"
+        if syms & self.prim:
+            return "prim"
+        return "uniform"
+
+    def attr(self, e) -> sympy.Expr:
+        if is_boolean(e):  # attrs are floats: hoist inside comparisons, keep the logic here
+            return e.func(*[self.hoist(a) for a in e.args]) if e.args else e
+        value = e.xreplace(self.lowered.prim)
+        flag = is_boolean(value)  # a bool read by the response: exported as 1.0 / 0.0
+        if flag:
+            value = Where(value, sympy.S.One, sympy.S.Zero)
+        sym = self.attrs.get(value)
+        if sym is None:
+            sym = sympy.Symbol(f"a{len(self.attrs)}")
+            self.attrs[value] = sym
+            name = str(
+                e.xreplace({s: sympy.Symbol(d) for s, d in self.lowered.prim_display.items()})
+            )
+            self.attr_exprs.append((sym, value, name))
+        return sympy.StrictGreaterThan(sym, sympy.Float(0.5), evaluate=False) if flag else sym
+
+    def hoist(self, e) -> sympy.Expr:
+        if e in self.memo:
+            return self.memo[e]
+        k = self.kind(e)
+        if k == "uniform":
+            out = e
+        elif k == "prim":
+            out = self.attr(e)
+        elif isinstance(e, (sympy.Add, sympy.Mul)):
+            group = [a for a in e.args if self.kind(a) != "pixel"]
+            rest = [self.hoist(a) for a in e.args if self.kind(a) == "pixel"]
+            nontrivial = [a for a in group if self.kind(a) == "prim"]
+            if not nontrivial:
+                out = e.func(*rest, *group)
+            elif len(group) == 1:
+                g = group[0]
+                if isinstance(e, sympy.Add) and isinstance(g, sympy.Mul) and g.args[0] == -1:
+                    # keep `p - q` a subtraction: export q, not -q
+                    h = sympy.Mul(-1, self.attr(sympy.Mul(*g.args[1:])))
+                else:
+                    h = self.attr(g)
+                out = e.func(*rest, h)
+            else:
+                out = e.func(*rest, self.attr(e.func(*group)))
+        else:
+            out = e.func(*[self.hoist(a) for a in e.args]) if e.args else e
+        self.memo[e] = out
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. NaN-safe selects
+
+
+def _dangerous(e) -> bool:
+    if isinstance(e, sympy.Pow):
+        ex = e.exp
+        return not (ex.is_Integer and ex >= 0)
+    return isinstance(
+        e, (sympy.exp, sympy.log, sympy.tan, sympy.asin, sympy.acos, Atan2, CameraCall)
+    )
+
+
+def _safe_value(e):
+    return sympy.S.Zero if isinstance(e, sympy.exp) else sympy.S.One
+
+
+class _Guard:
+    def __init__(self) -> None:
+        self.memo: dict = {}
+
+    def guard(self, e):
+        if e in self.memo:
+            return self.memo[e]
+        if not e.args:
+            out = e
+        elif isinstance(e, Where):
+            c, a, b = e.args
+            c = self.guard(c)
+            a = _Protect(c, True).run(self.guard(a))
+            b = _Protect(c, False).run(self.guard(b))
+            out = Where(c, a, b)
+        else:
+            out = e.func(*[self.guard(a) for a in e.args])
+        self.memo[e] = out
+        return out
+
+
+class _Protect:
+    """Make every dangerous op in one branch of a select safe when the branch is not taken."""
+
+    def __init__(self, cond, taken: bool) -> None:
+        self.cond, self.taken = cond, taken
+        self.memo: dict = {}
+
+    def wrap(self, arg, safe):
+        if isinstance(arg, sympy.Number) or not arg.free_symbols:
+            return arg
+        return Where(self.cond, arg, safe) if self.taken else Where(self.cond, safe, arg)
+
+    def run(self, e):
+        if e in self.memo:
+            return self.memo[e]
+        if not e.args or is_boolean(e) or isinstance(e, sympy.core.relational.Relational):
+            out = e
+        elif isinstance(e, Where):
+            out = Where(e.args[0], self.run(e.args[1]), self.run(e.args[2]))
+        elif _dangerous(e):
+            if isinstance(e, sympy.Pow):
+                out = sympy.Pow(self.wrap(self.run(e.base), sympy.S.One), e.exp)
+            elif isinstance(e, CameraCall):
+                m, k, *xs = e.args
+                out = CameraCall(m, k, *[self.wrap(self.run(x), sympy.S.One) for x in xs])
+            else:
+                out = e.func(*[self.wrap(self.run(a), _safe_value(e)) for a in e.args])
+        else:
+            out = e.func(*[self.run(a) for a in e.args])
+        self.memo[e] = out
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Camera calls and common subexpressions
+
+
+class _Calls:
+    def __init__(self, prefix: str) -> None:
+        self.calls: dict[tuple, Call] = {}
+        self.prefix = prefix
+        self.memo: dict = {}
+
+    def run(self, e):
+        if e in self.memo:
+            return self.memo[e]
+        if not e.args:
+            out = e
+        elif isinstance(e, CameraCall):
+            m, k, *xs = e.args
+            xs = [self.run(x) for x in xs]
+            method = CAMERA_METHODS[int(m)]
+            key = (method, *xs)
+            call = self.calls.get(key)
+            if call is None:
+                n = len(self.calls)
+                names = {
+                    "project": ["u", "v"],
+                    "project_valid": ["ok"],
+                    "jacobian": [f"j{i}" for i in range(6)],
+                }[method]
+                outs = [sympy.Symbol(f"{self.prefix}{nm}{n}") for nm in names]
+                assert len(outs) == CAMERA_OUTPUTS[method]
+                call = self.calls[key] = Call(method, outs, xs)
+            out = call.outs[int(k)]
+        else:
+            out = e.func(*[self.run(a) for a in e.args])
+        self.memo[e] = out
+        return out
+
+
+def _program(outputs: dict[str, list], inputs: dict, temp_prefix: str) -> Program:
+    calls = _Calls("cam_")
+    outs = {k: [calls.run(e) for e in v] for k, v in outputs.items()}
+    call_list = list(calls.calls.values())
+    flat = [e for v in outs.values() for e in v]
+    exprs = flat + [a for c in call_list for a in c.args]
+    temps = sympy.numbered_symbols(temp_prefix)
+    repl, reduced = sympy.cse(exprs, symbols=temps, order="none") if exprs else ([], [])
+    n = len(flat)
+    pos = 0
+    new_outs = {}
+    for k, v in outs.items():
+        new_outs[k] = reduced[pos : pos + len(v)]
+        pos += len(v)
+    for c in call_list:
+        c.args = reduced[pos : pos + 3]
+        pos += 3
+    assert pos == len(reduced) and n <= pos
+    # Order statements so each comes after what it reads (cse temps may read call outputs).
+    items = [(s, e) for s, e in repl] + call_list
+    defined_by = {}
+    for it in items:
+        for s in it.outs if isinstance(it, Call) else [it[0]]:
+            defined_by[s] = it
+    deps = []
+    for it in items:
+        reads = set()
+        for e in it.args if isinstance(it, Call) else [it[1]]:
+            reads |= e.free_symbols
+        deps.append({id(defined_by[s]) for s in reads if s in defined_by})
+    done: set[int] = set()
+    body = []
+    pending = list(range(len(items)))
+    while pending:
+        for j, idx in enumerate(pending):
+            if deps[idx] <= done:
+                body.append(items[idx])
+                done.add(id(items[idx]))
+                del pending[j]
+                break
+        else:  # pragma: no cover - cse never makes cycles
+            raise AssertionError("cyclic statements")
+    used = []
+    seen = set()
+    for it in body:
+        for e in it.args if isinstance(it, Call) else [it[1]]:
+            for s in sorted(e.free_symbols, key=str):
+                if s in inputs and s not in seen:
+                    seen.add(s)
+                    used.append(s)
+    for e in [e for v in new_outs.values() for e in v]:
+        for s in sorted(e.free_symbols, key=str):
+            if s in inputs and s not in seen:
+                seen.add(s)
+                used.append(s)
+    return Program(used, body, new_outs)
+
+
+def simplify(lowered: Lowered) -> Simplified:
+    with distribute(False):
+        hoister = _Hoister(lowered)
+        alpha = hoister.hoist(lowered.alpha)
+        attr_syms = [s for s, _, _ in hoister.attr_exprs]
+        inputs = dict(lowered.inputs)
+        for s in attr_syms:
+            inputs[s] = Input("attr", "", (int(str(s)[1:]),))
+        guard = _Guard()
+        project_out = {k: [guard.guard(e) for e in v] for k, v in lowered.project.items()}
+        project_out["attrs"] = [guard.guard(e) for _, e, _ in hoister.attr_exprs]
+        alpha = guard.guard(alpha)
+        activate_out = {k: [guard.guard(e) for e in v] for k, v in lowered.activate.items()}
+        identity = {
+            p.name for p in lowered.checked.params
+            if all(e.is_Symbol and inputs.get(e) == Input("raw", p.name, idx)
+                   for e, idx in zip(lowered.activate[p.name], _indices(p.shape)))
+        }  # fmt: skip
+        activate = _program(
+            {k: v for k, v in activate_out.items() if k not in identity}, inputs, "t"
+        )
+        project = _program(project_out, inputs, "t")
+        response = _program({"alpha": [alpha]}, inputs, "t")
+    return Simplified(
+        lowered,
+        inputs,
+        [n for _, _, n in hoister.attr_exprs],
+        activate,
+        project,
+        response,
+        identity,
+    )
+
+
+def _indices(shape):
+    if not shape:
+        return [()]
+    out = [()]
+    for n in shape:
+        out = [(*o, i) for o in out for i in range(n)]
+    return out

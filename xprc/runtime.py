@@ -1,0 +1,38 @@
+"""The few helpers generated modules import. Keep it small: generated code is plain jnp."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+
+class ParamSpec(NamedTuple):
+    """One per-primitive parameter of a spec, as stored (raw) by the trainer and PLY files.
+
+    name: the spec's parameter name (the key in the params dict)
+    kind: "scalar", "vecN", "quat", "matN", "matMxN" or "sh"
+    shape: per-primitive shape, e.g. (3,) for vec3, (16, 3) for sh(3)
+    activation: "identity", "exp", "sigmoid", "normalize", "abs", or the expression's text
+    degree: SH degree for kind "sh", else None
+    """
+
+    name: str
+    kind: str
+    shape: tuple
+    activation: str
+    degree: int | None
+
+
+def broadcast(x, like):
+    """A value that does not vary per element (a number, a camera scalar) shaped like `like`."""
+    x = jnp.asarray(x)
+    dtype = x.dtype if x.dtype == jnp.bool_ else like.dtype
+    return jnp.broadcast_to(x.astype(dtype), like.shape)
+
+
+def finite_and(valid, centre, depth, box):
+    """valid [N] and every footprint value finite (a NaN/inf primitive is never binned)."""
+    ok = jnp.isfinite(depth)
+    ok = ok & jnp.all(jnp.isfinite(centre), -1) & jnp.all(jnp.isfinite(box), -1)
+    return valid & ok
