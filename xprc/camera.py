@@ -83,7 +83,10 @@ class Camera:
         if self.dist is None:
             dist = jnp.zeros(K.shape[:-2] + (NUM_DIST,), K.dtype)
         else:
-            dist = _as_array(self.dist, "dist")
+            # Lists and ints take K's dtype; float arrays keep their own.
+            given = getattr(self.dist, "dtype", None)
+            given_float = given is not None and jnp.issubdtype(given, jnp.floating)
+            dist = _as_array(self.dist, "dist", None if given_float else K.dtype)
             if dist.ndim == 0 or dist.shape[-1] > NUM_DIST:
                 raise CameraError(f"dist must have at most {NUM_DIST} entries, got {dist.shape}")
             # Shorter coefficient vectors (e.g. fisheye k1..k4) are zero-padded.
@@ -150,6 +153,12 @@ class Camera:
 
     def _static_dict(self) -> dict:
         return dict(zip(("width", "height", "model", "near", "far"), self._static(), strict=True))
+
+    def __getitem__(self, index) -> Camera:
+        """Index the batch axes of a stacked camera: `cams[i]` is one camera."""
+        if not self.batch_shape:
+            raise CameraError("cannot index an unbatched camera")
+        return jax.tree_util.tree_map(lambda a: a[index], self)
 
     def replace(self, **changes) -> Camera:
         return dataclasses.replace(self, **changes)
@@ -235,19 +244,42 @@ class Camera:
     def jacobian(self, x, y, z):
         """d(u, v)/d(x, y, z) at camera-space points: (j00, j01, j02, j10, j11, j12)."""
         x, y, z, dt = self._cast(x, y, z)
-        if self.model in ("pinhole", "ortho"):
-            fx, fy = self.fx.astype(dt), self.fy.astype(dt)
-            zero = jnp.zeros_like(x)
-            if self.model == "ortho":
-                return fx + zero, zero, zero, zero, fy + zero, zero
-            zs = jnp.where(z == 0, 1.0, z)
-            iz = 1.0 / zs
+        fx, fy = self.fx.astype(dt), self.fy.astype(dt)
+        zero = jnp.zeros_like(x)
+        if self.model == "ortho":
+            return fx + zero, zero, zero, zero, fy + zero, zero
+        if self.model == "fisheye":
+            # pixel = f (x, y) s(rho^2, z) + c; the chain rule needs only ds/drho^2 and ds/dz.
+            dist = self.dist.astype(dt)
+
+            def scale(rho2, z):
+                return _fisheye_scale_rho2(rho2, z, dist)
+
+            rho2 = x * x + y * y
+            s, s_r = jax.jvp(scale, (rho2, z), (jnp.ones_like(x), zero))
+            _, s_z = jax.jvp(scale, (rho2, z), (zero, jnp.ones_like(x)))
+            return (
+                fx * (s + 2.0 * x * x * s_r),
+                fx * (2.0 * x * y * s_r),
+                fx * (x * s_z),
+                fy * (2.0 * x * y * s_r),
+                fy * (s + 2.0 * y * y * s_r),
+                fy * (y * s_z),
+            )
+        iz = 1.0 / jnp.where(z == 0, 1.0, z)
+        if self.model == "pinhole":
             return fx * iz, zero, -fx * x * iz * iz, zero, fy * iz, -fy * y * iz * iz
-        one, zero = jnp.ones_like(x), jnp.zeros_like(x)
-        _, (j00, j10) = jax.jvp(self.project, (x, y, z), (one, zero, zero))
-        _, (j01, j11) = jax.jvp(self.project, (x, y, z), (zero, one, zero))
-        _, (j02, j12) = jax.jvp(self.project, (x, y, z), (zero, zero, one))
-        return j00, j01, j02, j10, j11, j12
+        # opencv: d pixel / d(a, b) (analytic distortion Jacobian) times d(a, b) / d(x, y, z).
+        a, b = x * iz, y * iz
+        d00, d01, d10, d11 = _opencv_distort_jacobian(a, b, self.dist.astype(dt))
+        return (
+            fx * d00 * iz,
+            fx * d01 * iz,
+            -fx * (d00 * a + d01 * b) * iz,
+            fy * d10 * iz,
+            fy * d11 * iz,
+            -fy * (d10 * a + d11 * b) * iz,
+        )
 
     def fisheye_theta_max(self) -> jax.Array:
         """First maximum of theta_d(theta) on (0, pi] (pi if monotonic); 0-d, no gradient.
@@ -315,7 +347,7 @@ class Camera:
         return dt if jnp.issubdtype(dt, jnp.floating) else self.K.dtype
 
     def _cast(self, x, y, z):
-        x, y, z = (jnp.asarray(a) for a in (x, y, z))
+        x, y, z = jnp.broadcast_arrays(*(jnp.asarray(a) for a in (x, y, z)))
         dt = self._dtype(x, y, z)
         return x.astype(dt), y.astype(dt), z.astype(dt), dt
 
@@ -360,19 +392,34 @@ def _opencv_distort(a, b, dist):
     return ad, bd
 
 
+def _opencv_distort_jacobian(a, b, dist):
+    """d(ad, bd)/d(a, b) of `_opencv_distort`, analytic (small graphs inside Newton loops)."""
+    k1, k2, k3, k4, k5, k6, p1, p2, s1, s2, s3, s4 = (dist[i] for i in range(NUM_DIST))
+    r2 = a * a + b * b
+    num = 1.0 + r2 * (k1 + r2 * (k2 + r2 * k3))
+    den = 1.0 + r2 * (k4 + r2 * (k5 + r2 * k6))
+    dnum = k1 + r2 * (2.0 * k2 + 3.0 * k3 * r2)
+    dden = k4 + r2 * (2.0 * k5 + 3.0 * k6 * r2)
+    radial = num / den
+    dradial = (dnum * den - num * dden) / (den * den)  # d radial / d r2
+    ga = 2.0 * (dradial * a)  # d radial / d a
+    gb = 2.0 * (dradial * b)
+    prism_u = 2.0 * (s1 + 2.0 * s2 * r2)  # d(s1 r2 + s2 r2^2)/d r2, times 2
+    prism_v = 2.0 * (s3 + 2.0 * s4 * r2)
+    j00 = radial + a * ga + 2.0 * p1 * b + 6.0 * p2 * a + prism_u * a
+    j01 = a * gb + 2.0 * p1 * a + 2.0 * p2 * b + prism_u * b
+    j10 = b * ga + 2.0 * p1 * a + 2.0 * p2 * b + prism_v * a
+    j11 = radial + b * gb + 6.0 * p1 * b + 2.0 * p2 * a + prism_v * b
+    return j00, j01, j10, j11
+
+
 def _opencv_undistort(ad, bd, dist):
     """Invert `_opencv_distort` with fixed Newton steps from the distorted point itself."""
 
-    def residual_and_jac(a, b):
-        one, zero = jnp.ones_like(a), jnp.zeros_like(a)
-        (fa, fb), (ja0, jb0) = jax.jvp(
-            lambda a_, b_: _opencv_distort(a_, b_, dist), (a, b), (one, zero)
-        )
-        _, (ja1, jb1) = jax.jvp(lambda a_, b_: _opencv_distort(a_, b_, dist), (a, b), (zero, one))
-        return fa - ad, fb - bd, ja0, ja1, jb0, jb1
-
-    def step(a, b):
-        ra, rb, j00, j01, j10, j11 = residual_and_jac(a, b)
+    def step(a, b, ad, bd, dist):
+        fa, fb = _opencv_distort(a, b, dist)
+        j00, j01, j10, j11 = _opencv_distort_jacobian(a, b, dist)
+        ra, rb = fa - ad, fb - bd
         det = j00 * j11 - j01 * j10
         ok = jnp.abs(det) > 1e-12
         dets = jnp.where(ok, det, 1.0)
@@ -380,15 +427,19 @@ def _opencv_undistort(ad, bd, dist):
         db = jnp.where(ok, (j00 * rb - j10 * ra) / dets, 0.0)
         return a - da, b - db
 
+    # The loop sees no differentiated value (else JAX carries tangents through every
+    # iteration); exact first-order gradients come from the final step alone.
+    sg = lax.stop_gradient
+    fixed = (sg(ad), sg(bd), sg(dist))
+
     def body(_, ab):
-        a, b = step(*ab)
+        a, b = step(*ab, *fixed)
         good = jnp.isfinite(a) & jnp.isfinite(b)
         return jnp.where(good, a, ab[0]), jnp.where(good, b, ab[1])
 
-    a0, b0 = lax.stop_gradient(ad), lax.stop_gradient(bd)
-    a, b = lax.fori_loop(0, _NEWTON_STEPS, body, (a0, b0))
-    # One differentiable step at the converged point gives implicit-function gradients.
-    return step(lax.stop_gradient(a), lax.stop_gradient(b))
+    a, b = lax.fori_loop(0, _NEWTON_STEPS, body, fixed[:2])
+    # One differentiable step at the converged point: implicit-function-theorem gradients.
+    return step(sg(a), sg(b), ad, bd, dist)
 
 
 def _fisheye_poly(t2, k):
@@ -404,8 +455,11 @@ def _fisheye_dtheta(theta, k):
 
 def _fisheye_scale(x, y, z, dist):
     """theta_d / rho with a series near the optical axis (no 0/0, finite gradients)."""
+    return _fisheye_scale_rho2(x * x + y * y, z, dist)
+
+
+def _fisheye_scale_rho2(rho2, z, dist):
     k = dist[:4]
-    rho2 = x * x + y * y
     small = rho2 < 1e-4 * z * z  # |rho / z| < 1e-2 in front of the camera: series branch
     series_ok = small & (z > 0)
     rho = jnp.sqrt(jnp.where(series_ok | (rho2 == 0), 1.0, rho2))
@@ -431,8 +485,11 @@ def _fisheye_unproject(a, b, dist, theta_max):
     theta_max = theta_max.astype(a.dtype)
     td_max = theta_max * _fisheye_poly(theta_max * theta_max, k)
 
+    sk = lax.stop_gradient
+    k_fixed, td_fixed = sk(k), sk(td)
+
     def f(theta):
-        return theta * _fisheye_poly(theta * theta, k) - lax.stop_gradient(td)
+        return theta * _fisheye_poly(theta * theta, k_fixed) - td_fixed
 
     # Safeguarded Newton on [0, theta_max] where theta_d is increasing: keep a bracket and
     # fall back to bisection when a Newton step leaves it.
@@ -441,20 +498,22 @@ def _fisheye_unproject(a, b, dist, theta_max):
         fv = f(theta)
         lo = jnp.where(fv < 0, theta, lo)
         hi = jnp.where(fv < 0, hi, theta)
-        d = _fisheye_dtheta(theta, k)
+        d = _fisheye_dtheta(theta, k_fixed)
         newton = theta - fv / jnp.where(d > 0, d, 1.0)
-        inside = (d > 0) & (newton > lo) & (newton < hi)
+        inside = (d > 0) & (newton >= lo) & (newton <= hi)
         return jnp.where(inside, newton, 0.5 * (lo + hi)), lo, hi
 
-    sk = lax.stop_gradient
-    tdc = jnp.minimum(sk(td), sk(td_max))
+    tdc = jnp.minimum(td_fixed, sk(td_max))
     theta0 = jnp.minimum(tdc, sk(theta_max))
     lo0 = jnp.zeros_like(theta0)
     hi0 = jnp.broadcast_to(sk(theta_max), theta0.shape)
     theta, _, _ = lax.fori_loop(0, _NEWTON_STEPS, body, (theta0, lo0, hi0))
     theta = sk(theta)
     # Differentiable final Newton step (implicit-function gradients w.r.t. pixel and k).
-    theta = theta - (theta * _fisheye_poly(theta * theta, k) - td) / _fisheye_dtheta(theta, k)
+    # Pixels beyond the lens limit (no solution) stay finite: bounded step, clipped angle.
+    slope = jnp.maximum(_fisheye_dtheta(theta, k), 1e-6)
+    theta = theta - (theta * _fisheye_poly(theta * theta, k) - td) / slope
+    theta = jnp.clip(theta, 0.0, np.pi)
     # sin(theta)/theta_d -> 1 on the axis.
     sin_over_td = jnp.where(nz, jnp.sin(theta) / jnp.where(nz, td, 1.0), 1.0)
     return jnp.stack([a * sin_over_td, b * sin_over_td, jnp.cos(theta)], axis=-1)
