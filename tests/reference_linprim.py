@@ -13,8 +13,9 @@ Parameters (the layout of specs/linprim_*.xpr, raw = pre-activation):
   means [N, 3]; quats [N, 4] (w, x, y, z), normalised; scales [N, 3] (octahedron: vertex distances
   d_i) or [N, 4] (tetrahedron: distances along the regular-tetrahedron directions), activation
   abs; opacities [N] logit, activation sigmoid: o is the primitive's PEAK opacity, the alpha along
-  its longest chord (its diameter L), so the homogeneous density is ``sigma = -ln(1 - o) / L`` and
-  ``alpha = min(0.99, 1 - exp(-sigma * chord))``; sh [N, K, 3].
+  its longest chord (its diameter L), so the homogeneous density is ``sigma = -ln(1 - o) / L``
+  (with 1 - o >= 1e-6 and L >= 1e-6) and ``alpha = min(0.99, 1 - exp(-sigma * chord))``;
+  sh [N, K, 3].
 
 Sampler accuracy: a chord is missed only when it is shorter than the sample spacing ``h``; with
 ``h < 1 / (255 sigma)`` such a chord has alpha < 1/255 and is skipped anyway, so with enough
@@ -53,10 +54,9 @@ def primitives(params, kind):
         raise ValueError(kind)
     verts = mu[:, None] + np.einsum("nij,nvj->nvi", R, local)
     diameter = np.max(np.linalg.norm(verts[:, :, None] - verts[:, None], axis=-1), axis=(1, 2))
-    # -ln(1 - sigmoid(x)) = ln(1 + e^x), computed without overflow.
-    neg_log_transmit = np.logaddexp(0.0, raw_o)
+    # sigma = -ln(1 - o) / L, with the specs' guards: 1 - o >= 1e-6 and L >= 1e-6.
     with np.errstate(divide="ignore", invalid="ignore"):
-        sigma = neg_log_transmit / diameter
+        sigma = -np.log(np.maximum(1.0 - o, 1e-6)) / np.maximum(diameter, 1e-6)
     return {"mu": mu, "R": R, "d": d, "opacity": o, "verts": verts, "diameter": diameter,
             "sigma": sigma, "kind": kind}  # fmt: skip
 
@@ -174,11 +174,10 @@ def alpha_of(prim, chord):
     return np.minimum(ALPHA_MAX, 1.0 - np.exp(-prim["sigma"] * chord))
 
 
-def samples_for(prims, margin=4.0):
-    """A sample count with spacing below 1 / (255 sigma) for every primitive (see module doc)."""
-    r = np.max(np.linalg.norm(prims["verts"] - prims["mu"][:, None], axis=-1), axis=1)
-    need = np.max(2 * r * 255 * prims["sigma"]) * margin
-    return int(max(256, np.ceil(need)))
+def samples_for(prim, margin=1.5):
+    """A sample count with spacing below 1 / (255 sigma) for one primitive (see module doc)."""
+    r = bounding_radius(prim)
+    return int(max(64, np.ceil(2 * r * 255 * prim["sigma"] * margin)))
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -202,7 +201,8 @@ def render(params, kind, viewmat, K, width, height, background=None, chord="samp
            samples=None, near=0.01, alpha_min=1.0 / 255.0, t_min=1e-4):  # fmt: skip
     """Returns (colour [H, W, 3], alpha [H, W], depth-weighted sum [H, W]) in float64.
 
-    chord: "sample" (dense sampling, the default) or "analytic".
+    chord: "sample" (dense sampling, the default) or "analytic"; samples: per ray and primitive
+    (default: `samples_for`, enough that a missed chord is below the alpha threshold).
     """
     prims = primitives(params, kind)
     V = np.asarray(viewmat, np.float64)
@@ -215,8 +215,6 @@ def render(params, kind, viewmat, K, width, height, background=None, chord="samp
     dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
     colour = sh_colour(np.asarray(params["sh"], np.float64), dirs)
     origin, direction = pixel_rays(V, K, width, height)
-    if samples is None:
-        samples = samples_for(prims)
     npx = width * height
     T = np.ones(npx)
     C = np.zeros((npx, 3))
@@ -228,7 +226,8 @@ def render(params, kind, viewmat, K, width, height, background=None, chord="samp
             break
         prim = _one(prims, i)
         if chord == "sample":
-            ell = chord_sampled(prim, origin, direction, samples=samples)
+            n = samples_for(prim) if samples is None else samples
+            ell = chord_sampled(prim, origin, direction, samples=n)
         else:
             ell = chord_analytic(prim, origin, direction)
         alpha = alpha_of(prim, ell)
