@@ -90,15 +90,25 @@ def bin_and_sort(box, valid, depth, grid: TileGrid, capacity: int) -> Bins:
     x0, y0, w, count = rx0[order], ry0[order], rw[order], rcount[order]
     ends = jnp.cumsum(count)  # [N] inclusive
     needed = ends[-1] if n else jnp.int32(0)
+    # Owner of each slot: mark where each primitive's run of entries starts, then a running max.
+    starts = jnp.where(count > 0, ends - count, capacity)
+    owner = jnp.zeros((capacity + 1,), jnp.int32).at[starts].max(jnp.arange(n, dtype=jnp.int32))
+    k = jax.lax.cummax(owner[:capacity])
     slot = jnp.arange(capacity, dtype=jnp.int32)
-    k = jnp.clip(jnp.searchsorted(ends, slot, side="right"), 0, max(n - 1, 0)).astype(jnp.int32)
     local = slot - (ends[k] - count[k])
     wk = jnp.maximum(w[k], 1)
     tile_x = x0[k] + local % wk
     tile_y = y0[k] + local // wk
     live = slot < needed
     tile = jnp.where(live, tile_y * grid.tiles_x + tile_x, grid.num_tiles).astype(jnp.int32)
-    tile, prim = jax.lax.sort((tile, order[k]), num_keys=1, is_stable=True)
+    if (grid.num_tiles + 1) * capacity < 2**32:
+        # One unsigned key (tile, slot): unique, so a plain sort keeps slot (= depth) order.
+        key = tile.astype(jnp.uint32) * jnp.uint32(capacity) + slot.astype(jnp.uint32)
+        key = jax.lax.sort(key)
+        tile = (key // jnp.uint32(capacity)).astype(jnp.int32)
+        prim = order[k[(key % jnp.uint32(capacity)).astype(jnp.int32)]]
+    else:
+        tile, prim = jax.lax.sort((tile, order[k]), num_keys=1, is_stable=True)
     ids = jnp.arange(grid.num_tiles + 1, dtype=jnp.int32)
     tile_start = jnp.searchsorted(tile, ids, side="left").astype(jnp.int32)
     kept = tile_start[1:] - tile_start[:-1]
