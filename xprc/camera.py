@@ -47,7 +47,7 @@ class CameraError(XprError):
         super().__init__(message, filename="<camera>")
 
 
-def _as_array(value, name: str, dtype=None):
+def _as_array(value, dtype=None):
     """numpy/jax/list -> jax array, keeping a floating dtype (float32 stays float32)."""
     arr = jnp.asarray(value) if dtype is None else jnp.asarray(value, dtype=dtype)
     if not jnp.issubdtype(arr.dtype, jnp.floating):
@@ -78,15 +78,15 @@ class Camera:
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise CameraError(f"unknown camera model {self.model!r}; expected one of {MODELS}")
-        viewmat = _as_array(self.viewmat, "viewmat")
-        K = _as_array(self.K, "K")
+        viewmat = _as_array(self.viewmat)
+        K = _as_array(self.K)
         if self.dist is None:
             dist = jnp.zeros(K.shape[:-2] + (NUM_DIST,), K.dtype)
         else:
             # Lists and ints take K's dtype; float arrays keep their own.
             given = getattr(self.dist, "dtype", None)
             given_float = given is not None and jnp.issubdtype(given, jnp.floating)
-            dist = _as_array(self.dist, "dist", None if given_float else K.dtype)
+            dist = _as_array(self.dist, None if given_float else K.dtype)
             if dist.ndim == 0 or dist.shape[-1] > NUM_DIST:
                 raise CameraError(f"dist must have at most {NUM_DIST} entries, got {dist.shape}")
             # Shorter coefficient vectors (e.g. fisheye k1..k4) are zero-padded.
