@@ -1,0 +1,369 @@
+"""The trainer (xprc.train) on a tiny synthetic multi-view scene with the hand-written 3DGS module.
+
+One scene, one image size and one capacity for the whole file, so the train step compiles once.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from xprc import train as tr
+from xprc.camera import look_at
+from xprc.datasets import Dataset, View
+from xprc.io import load_checkpoint, load_ply
+from xprc.pipeline import render
+
+SIZE = 32
+N_TRUE = 150
+N_POINTS = 200
+CAPACITY = 260
+
+
+def _handwritten():
+    spec = importlib.util.spec_from_file_location(
+        "handwritten_3dgs_train", ROOT / "benchmarks" / "handwritten_3dgs.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+METHOD = _handwritten()
+
+
+def _view(name, cam, image):
+    return View(
+        name=name,
+        image=np.asarray(image, np.float32),
+        viewmat=np.asarray(cam.viewmat, np.float32),
+        K=np.asarray(cam.K, np.float32),
+        width=cam.width,
+        height=cam.height,
+    )
+
+
+def _tiny_scene():
+    """Coloured Gaussians seen from 10 cameras on a sphere: 8 train, 2 test views, 32x32."""
+    rng = np.random.default_rng(0)
+    means = rng.uniform(-0.8, 0.8, (N_TRUE, 3))
+    colors = rng.uniform(0.05, 0.95, (N_TRUE, 3))
+    gt = {
+        "means": means.astype(np.float32),
+        "quats": rng.standard_normal((N_TRUE, 4)).astype(np.float32),
+        "scales": np.log(rng.uniform(0.06, 0.18, (N_TRUE, 3))).astype(np.float32),
+        "opacities": np.full(N_TRUE, 1.5, np.float32),
+        "sh": np.zeros((N_TRUE, 16, 3), np.float32),
+    }
+    gt["sh"][:, 0] = (colors - 0.5) / tr.SH_C0
+    views = []
+    for i in range(10):
+        theta = 2 * math.pi * i / 10
+        eye = 3.5 * np.array([math.cos(theta), math.sin(theta), 0.4 + 0.3 * (i % 2)])
+        cam = look_at(eye, [0, 0, 0], [0, 0, 1], SIZE, SIZE, 50.0, dtype=np.float32)
+        image = render(METHOD, gt, cam).image
+        views.append(_view(f"v{i}", cam, image))
+    # Initial points: a subset of the true centres, jittered, grey.
+    pick = rng.choice(N_TRUE, N_POINTS - 50, replace=False)
+    pts = np.concatenate([means[pick], rng.uniform(-0.8, 0.8, (50, 3))])
+    pts = pts + 0.05 * rng.standard_normal(pts.shape)
+    train = Dataset(
+        views=tuple(v for i, v in enumerate(views) if i % 5 != 0),
+        points=pts.astype(np.float32),
+        colors=np.full((N_POINTS, 3), 0.5, np.float32),
+    )
+    test = Dataset(views=tuple(v for i, v in enumerate(views) if i % 5 == 0))
+    return train, test
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return _tiny_scene()
+
+
+def _config(**kw):
+    base = dict(
+        steps=300,
+        capacity=CAPACITY,
+        sh_degree_interval=100,
+        relocate_every=50,
+        relocate_from=100,
+        relocate_until=260,
+        eval_every=100,
+        checkpoint_every=100,
+        log_every=10,
+        progress=False,
+        lr={**tr.DEFAULT_LRS, "sh": 1e-2},  # a faster colour fit for a short run
+    )
+    base.update(kw)
+    return tr.TrainConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def run(scene, tmp_path_factory):
+    train_set, test_set = scene
+    out = tmp_path_factory.mktemp("run")
+    builds = tr._step_fn.cache_info().currsize
+    traces = tr.TRACE_COUNT["train_step"]
+    result = tr.train(METHOD, train_set, test_set, out, _config())
+    new_build = tr._step_fn.cache_info().currsize - builds
+    return result, out, new_build, tr.TRACE_COUNT["train_step"] - traces
+
+
+def test_psnr_rises_by_5db(run):
+    result, _, _, _ = run
+    assert result.step == 300 and not result.interrupted
+    assert result.initial_psnr is not None
+    gain = result.metrics["psnr"] - result.initial_psnr
+    assert gain >= 5.0, (result.initial_psnr, result.metrics)
+    assert result.metrics["ssim"] > result.evals[0]["ssim"]
+    assert [e["step"] for e in result.evals] == [0, 100, 200, 300]
+
+
+def test_train_step_traced_once(run):
+    """Relocation events (100, 150, 200, 250) and SH degree changes (100, 200) recompile nothing."""
+    _, _, new_build, traces = run
+    assert new_build == 1
+    assert traces == 1
+
+
+def test_relocation_fills_capacity_and_keeps_shapes(run):
+    result, _, _, _ = run
+    for spec in METHOD.PARAMS:
+        assert result.params[spec.name].shape == (CAPACITY,) + tuple(spec.shape)
+        assert result.params[spec.name].dtype == np.float32
+    live = {r["step"]: r["primitives"] for r in result.history}
+    # Before the first relocation at most the 200 initial points are live; unused slots fill later.
+    assert live[90] <= N_POINTS
+    assert max(live.values()) > N_POINTS
+
+
+def test_sh_degree_schedule_masks_higher_coefficients(run):
+    result, _, _, _ = run
+    sh = result.params["sh"]
+    # Degree 2 was active from step 200; degree 3 (coefficients 9..15) only from step 300.
+    assert np.all(sh[:, 9:] == 0.0)
+    assert np.any(sh[:, 4:9] != 0.0)
+
+
+def test_run_folder(run):
+    result, out, _, _ = run
+    for name in ("metrics.json", "curves.png", "sheet.png", "scene.ply", "checkpoint.npz"):
+        assert (out / name).is_file(), name
+    assert sorted(p.name for p in (out / "renders").iterdir()) == ["v0.png", "v5.png"]
+    report = json.loads((out / "metrics.json").read_text())
+    assert report["method"] == METHOD.NAME
+    assert [e["step"] for e in report["evals"]] == [0, 100, 200, 300]
+    assert set(report["evals"][-1]) == {"step", "psnr", "ssim", "time", "primitives"}
+    assert report["final"]["psnr"] == pytest.approx(result.metrics["psnr"])
+    ply = load_ply(out / "scene.ply")
+    used = np.asarray(load_checkpoint(out / "checkpoint.npz")[0]["state"]["used"])
+    for name, value in ply.items():
+        np.testing.assert_array_equal(value, result.params[name][used])
+
+
+def _interrupt_at(k):
+    def callback(step, info):
+        if step == k:
+            raise KeyboardInterrupt
+
+    return callback
+
+
+def test_interrupt_and_resume_equal_uninterrupted_run(scene, tmp_path):
+    """2k steps in one go vs k steps, Ctrl-C, resume: the same parameters bit for bit."""
+    train_set, test_set = scene
+    config = _config(
+        steps=60,
+        relocate_from=10,
+        relocate_every=10,
+        relocate_until=60,
+        sh_degree_interval=20,
+        eval_every=0,
+        checkpoint_every=0,
+        save_renders=False,
+    )
+    full = tr.train(METHOD, train_set, test_set, tmp_path / "full", config)
+    part = tr.train(
+        METHOD, train_set, test_set, tmp_path / "cut", config, callback=_interrupt_at(30)
+    )
+    assert part.interrupted and part.step == 30
+    assert (tmp_path / "cut" / "checkpoint.npz").is_file()
+    resumed = tr.train(METHOD, train_set, test_set, tmp_path / "cut", config, resume=True)
+    assert resumed.step == 60 and not resumed.interrupted
+    for name, value in full.params.items():
+        np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
+    assert [r["step"] for r in resumed.history] == [r["step"] for r in full.history]
+    assert resumed.metrics["psnr"] == pytest.approx(full.metrics["psnr"], abs=1e-6)
+
+
+def test_resume_rejects_other_method_seed(scene, tmp_path):
+    train_set, test_set = scene
+    config = _config(steps=3, eval_every=0, checkpoint_every=0, save_renders=False)
+    tr.train(METHOD, train_set, test_set, tmp_path, config)
+    with pytest.raises(tr.TrainError, match="seed 0, this run is .* seed 1"):
+        tr.train(METHOD, train_set, test_set, tmp_path, _config(steps=3, seed=1), resume=True)
+
+
+# ----------------------------------------------------------------------------- pieces
+
+
+def test_relocation_moves_dead_onto_live():
+    """Dead slots take a live source's values; source and copies share 1 - (1 - o)^(1/n)."""
+    n = 8
+    logit = lambda o: float(np.log(o / (1 - o)))  # noqa: E731
+    opac = np.array([0.9, 0.001, 0.5, 0.001, 0.001, 0.3, 0.7, 0.002])
+    params = {
+        "means": jnp.asarray(np.arange(n * 3, dtype=np.float32).reshape(n, 3)),
+        "quats": jnp.asarray(np.tile([1.0, 0, 0, 0], (n, 1)).astype(np.float32)),
+        "scales": jnp.asarray(np.full((n, 3), np.log(0.1), np.float32)),
+        "opacities": jnp.asarray(np.array([logit(o) for o in opac], np.float32)),
+        "sh": jnp.asarray(np.arange(n * 48, dtype=np.float32).reshape(n, 16, 3)),
+    }
+    opt = tr._optimizer(tr._lr_arrays(METHOD, tr.TrainConfig()), "means", 1.0)
+    opt_state = jax.tree_util.tree_map(lambda x: x + 1, opt.init(params))
+    used = jnp.asarray(np.array([True] * 7 + [False]))
+    hyper = {"min_opacity": jnp.float32(0.005), "grow_fraction": jnp.float32(0.2)}
+    roles = tr.param_roles(METHOD)
+    relocate = jax.jit(functools.partial(tr._relocate, METHOD, roles))
+    new, new_opt, new_used = relocate(params, opt_state, used, jax.random.PRNGKey(1), hyper)
+    means = np.asarray(new["means"])
+    o_new = np.asarray(jax.nn.sigmoid(new["opacities"]))
+    live = [0, 2, 5, 6]
+    # Used dead slots (1, 3, 4) move; one unused slot (7) fits the allowance floor(0.2 * 4) = 0.
+    moved = [1, 3, 4]
+    assert np.asarray(new_used).tolist() == [True] * 7 + [False]
+    np.testing.assert_array_equal(means[7], np.asarray(params["means"])[7])
+    sources = []
+    for i in moved:
+        (src,) = [j for j in live if np.array_equal(means[i], np.asarray(params["means"])[j])]
+        np.testing.assert_array_equal(np.asarray(new["sh"])[i], np.asarray(params["sh"])[src])
+        sources.append(src)
+    for j in live:
+        copies = sources.count(j)
+        expect = 1 - (1 - opac[j]) ** (1 / (copies + 1))
+        assert o_new[j] == pytest.approx(expect, rel=1e-5)
+        for i in moved:
+            if sources[moved.index(i)] == j:
+                assert o_new[i] == pytest.approx(expect, rel=1e-5)
+        scale_changed = not np.allclose(np.asarray(new["scales"])[j], np.log(0.1))
+        assert scale_changed == (copies > 0)
+    mu = np.asarray(new_opt[0].mu["means"])
+    touched = set(moved) | set(sources)
+    for i in range(n):
+        assert np.all(mu[i] == 0.0) == (i in touched)
+    assert int(new_opt[0].count) == int(opt_state[0].count)
+
+
+def test_mcmc_scale_factor_two_copies():
+    o = jnp.asarray([0.6], jnp.float32)
+    o_new = 1 - jnp.sqrt(1 - o)
+    f = tr._mcmc_scale_factor(o, o_new, jnp.asarray([2], jnp.int32))
+    expect = 0.6 / (2 * float(o_new[0]) - float(o_new[0]) ** 2 / math.sqrt(2))
+    assert float(f[0]) == pytest.approx(expect, rel=1e-6)
+    one = tr._mcmc_scale_factor(o, o, jnp.asarray([1], jnp.int32))
+    assert float(one[0]) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_init_params_rule(scene):
+    train_set, _ = scene
+    params, used = tr.init_params(METHOD, train_set, tr.TrainConfig(capacity=CAPACITY))
+    assert used.tolist() == [True] * N_POINTS + [False] * (CAPACITY - N_POINTS)
+    np.testing.assert_array_equal(params["means"][:N_POINTS], train_set.points)
+    np.testing.assert_array_equal(params["quats"], np.tile([1, 0, 0, 0], (CAPACITY, 1)))
+    np.testing.assert_allclose(params["sh"][:, 0], 0.0, atol=1e-7)  # grey points
+    assert np.all(params["sh"][:, 1:] == 0.0)
+    assert params["opacities"][:N_POINTS] == pytest.approx(math.log(0.1 / 0.9), abs=1e-6)
+    assert np.all(params["opacities"][N_POINTS:] < -15)
+    from scipy.spatial import cKDTree
+
+    d, _ = cKDTree(train_set.points.astype(np.float64)).query(train_set.points, k=4)
+    expect = 0.5 * np.log(np.mean(d[:, 1:] ** 2, axis=1))
+    np.testing.assert_allclose(params["scales"][:N_POINTS, 0], expect, rtol=1e-5)
+    assert all(v.dtype == np.float32 for v in params.values())
+
+
+class TaggedSpec(NamedTuple):
+    name: str
+    kind: str
+    shape: tuple
+    activation: str
+    degree: int | None = None
+    lr: float | None = None
+    init: str | None = None
+    role: str | None = None
+
+
+class _TaggedMethod:
+    NAME = "Tagged"
+    NUM_FEATURES = 3
+    PARAMS = (
+        TaggedSpec("colour", "vec3", (3,), "sigmoid", init="colors"),
+        TaggedSpec("centre", "vec3", (3,), "identity", lr=1e-2, role="position"),
+        TaggedSpec("size", "scalar", (), "exp", lr=2e-2),
+        TaggedSpec("weight", "scalar", (), "sigmoid", init="0.25", role="opacity"),
+        TaggedSpec("density", "scalar", (), "softplus"),
+        TaggedSpec("coeffs", "sh", (4, 3), "identity", degree=1, lr=1e-3),
+    )
+
+
+def test_spec_tags_override_defaults(scene):
+    train_set, _ = scene
+    method = _TaggedMethod()
+    roles = tr.param_roles(method)
+    assert roles == {"position": "centre", "opacity": "weight", "scale": None}
+    config = tr.TrainConfig(lr_default=7e-4)
+    lrs = {k: np.asarray(v) for k, v in tr._lr_arrays(method, config).items()}
+    assert lrs["centre"].shape == (1, 1) and lrs["centre"][0, 0] == np.float32(1e-2)
+    assert lrs["size"].shape == (1,) and lrs["size"][0] == np.float32(2e-2)
+    assert lrs["colour"][0, 0] == np.float32(7e-4)
+    np.testing.assert_allclose(lrs["coeffs"][0, :, 0], [1e-3, 5e-5, 5e-5, 5e-5], rtol=1e-6)
+    params, _ = tr.init_params(method, train_set, tr.TrainConfig())
+    np.testing.assert_array_equal(params["centre"], train_set.points)
+    np.testing.assert_allclose(params["colour"], 0.0, atol=1e-6)  # logit(0.5)
+    assert params["weight"] == pytest.approx(math.log(0.25 / 0.75), abs=1e-6)
+    assert np.all(params["size"] < 0)  # log of small neighbour distances
+    assert np.all(params["density"] == 0.0)
+    assert params["coeffs"].shape == (N_POINTS, 4, 3)
+
+
+def test_unknown_init_is_an_error(scene):
+    class Bad(_TaggedMethod):
+        PARAMS = (TaggedSpec("centre", "vec3", (3,), "identity", init="poinst"),)
+
+    with pytest.raises(tr.TrainError, match="parameter 'centre': unknown init 'poinst'"):
+        tr.init_params(Bad(), scene[0], tr.TrainConfig())
+
+
+def test_sh_mask_blocks_gradient():
+    params = {"sh": jnp.ones((2, 16, 3), jnp.float32)}
+
+    class M:
+        PARAMS = (TaggedSpec("sh", "sh", (16, 3), "identity", degree=3),)
+
+    def f(p, step):
+        return jnp.sum(tr._sh_masked(M, p, step, jnp.int32(1000))["sh"])
+
+    g = jax.grad(f)(params, jnp.int32(1500))["sh"]
+    assert np.all(np.asarray(g[:, :4]) == 1.0) and np.all(np.asarray(g[:, 4:]) == 0.0)
+    g = jax.grad(f)(params, jnp.int32(99999))["sh"]
+    assert np.all(np.asarray(g) == 1.0)
+
+
+def test_mixed_image_sizes_are_an_error(scene):
+    train_set, test_set = scene
+    v = train_set.views[0]
+    cam = look_at([3, 0, 0], [0, 0, 0], [0, 0, 1], 16, 16, 50.0, dtype=np.float32)
+    odd = _view("odd", cam, np.zeros((16, 16, 3), np.float32))
+    mixed = Dataset(views=(v, odd), points=train_set.points, colors=train_set.colors)
+    with pytest.raises(tr.TrainError, match=r"2 different image sizes \[\(16, 16\), \(32, 32\)\]"):
+        tr.train(METHOD, mixed, test_set, None, _config(steps=1))
