@@ -53,7 +53,7 @@ class ParseError(SpecError):
 
 
 class UnknownNameError(SpecError):
-    """A name, function, attribute or type that does not exist (the message suggests the closest)."""
+    """An unknown name, function, attribute or type (the message suggests the closest)."""
 
 
 class DuplicateError(SpecError):
@@ -77,7 +77,7 @@ class ScopeError(SpecError):
 
 
 class MissingOutputError(SpecError):
-    """A required declaration or output is absent (centre, depth, footprint, valid, alpha, color)."""
+    """A required declaration or output is absent (centre, depth, footprint, valid, alpha...)."""
 
 
 class DefineError(SpecError):

@@ -904,7 +904,8 @@ class Checker:
         if fn.name in self.call_stack:
             raise self.err(StaticError, f"recursive call to '{fn.name}'", e.loc)
         scope = _Scope(
-            "function", {a: _Binding("local", v, loc) for (a, loc), v in zip(fn.args, args)}
+            "function",
+            {a: _Binding("local", v, loc) for (a, loc), v in zip(fn.args, args, strict=False)},
         )
         self.call_stack.append(fn.name)
         try:
@@ -944,7 +945,7 @@ class Checker:
 
     def construct(self, t: VecT, args: list[Node], e: ast.Call) -> Node:
         comps = []
-        for a, ae in zip(args, e.args):
+        for a, ae in zip(args, e.args, strict=False):
             if isinstance(a.type, ScalarT):
                 comps.append(a)
             elif isinstance(a.type, VecT):
@@ -1067,7 +1068,7 @@ class Checker:
         if name in ("eye", "zeros"):
             arity(1, 2) if name == "zeros" else arity(1)
             dims = []
-            for a, ae in zip(args, e.args):
+            for a, ae in zip(args, e.args, strict=False):
                 if not _is_int(a) or not 1 <= a.extra <= MAX_VEC:
                     raise self.err(
                         StaticError, f"'{name}' needs a compile-time size in 1..{MAX_VEC}", ae.loc
@@ -1126,7 +1127,7 @@ class Checker:
 
     def elementwise(self, name: str, args: list[Node], e: ast.Call) -> Node:
         t = args[0].type
-        for a, ae in zip(args, e.args):
+        for a, ae in zip(args, e.args, strict=False):
             if not ast.numeric(a.type):
                 raise self.err(
                     XprTypeError,

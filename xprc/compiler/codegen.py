@@ -17,15 +17,29 @@ import sympy
 
 from xprc.compiler.lower import (
     CAMERA_CODE,
+    Abs,
+    Acos,
+    Asin,
+    Atan,
     Atan2,
-    Ceil,
     CameraCall,
+    Ceil,
+    Cos,
+    Exp,
     Floor,
     LAnd,
     LNot,
+    Log,
     LOr,
+    PowF,
+    Recip,
+    RSqrt,
     Sigmoid,
     Sign,
+    Sin,
+    Sqrt,
+    Tan,
+    Tanh,
     Where,
     XMax,
     XMin,
@@ -36,12 +50,13 @@ ATOM, UNARY, MUL, ADD, CMP = 100, 60, 50, 40, 30
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 _FUNCS = {
-    sympy.exp: "jnp.exp", sympy.log: "jnp.log", sympy.sin: "jnp.sin", sympy.cos: "jnp.cos",
-    sympy.tan: "jnp.tan", sympy.asin: "jnp.arcsin", sympy.acos: "jnp.arccos",
-    sympy.atan: "jnp.arctan", sympy.tanh: "jnp.tanh", sympy.Abs: "jnp.abs",
+    Exp: "jnp.exp", Log: "jnp.log", Sin: "jnp.sin", Cos: "jnp.cos",
+    Tan: "jnp.tan", Asin: "jnp.arcsin", Acos: "jnp.arccos",
+    Atan: "jnp.arctan", Tanh: "jnp.tanh", Abs: "jnp.abs",
     Sigmoid: "jax.nn.sigmoid", Floor: "jnp.floor", Ceil: "jnp.ceil", Sign: "jnp.sign",
     Atan2: "jnp.arctan2", XMax: "jnp.maximum", XMin: "jnp.minimum", Where: "jnp.where",
     LAnd: "jnp.logical_and", LOr: "jnp.logical_or", LNot: "jnp.logical_not",
+    Sqrt: "jnp.sqrt", RSqrt: "lax.rsqrt",
 }  # fmt: skip
 _REL = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 
@@ -107,6 +122,10 @@ class Printer:
             return f"{self.wrap(e.lhs, CMP + 1)} {op} {self.wrap(e.rhs, CMP + 1)}", CMP
         if isinstance(e, CameraCall):  # pragma: no cover - simplify turns these into statements
             raise AssertionError("camera call left in an expression")
+        if isinstance(e, Recip):
+            return f"1.0/{self.wrap(e.args[0], MUL + 1)}", MUL
+        if isinstance(e, PowF):
+            return f"{self.wrap(e.args[0], ATOM)} ** {self.wrap(e.args[1], ATOM)}", MUL + 5
         if e.func in _FUNCS:
             if e.func in (XMax, XMin, Where) and len(e.args) > 1:
                 args = ", ".join(self.arg(a) for a in e.args)
@@ -145,7 +164,11 @@ class Printer:
         num: list[str] = []
         den: list[str] = []
         for f in rest:
-            if isinstance(f, sympy.Pow) and f.exp.is_Number and f.exp < 0:
+            if isinstance(f, Recip):
+                den.append(self.wrap(f.args[0], MUL + 1))
+            elif isinstance(f, sympy.Pow) and isinstance(f.base, Recip) and f.exp.is_Integer:
+                den.append(self.wrap(sympy.Pow(f.base.args[0], f.exp), MUL + 1))
+            elif isinstance(f, sympy.Pow) and f.exp.is_Number and f.exp < 0:
                 ex = -f.exp
                 if ex == sympy.Rational(1, 2):
                     num.append(f"lax.rsqrt({self(f.base)})")

@@ -110,27 +110,27 @@ def emit(text: str, filename: str, stage: str, defines=None) -> str:
 def compile_file(path, out=None, defines=None) -> pathlib.Path:
     """Compile the spec at `path`; write the module to `out` (default: the cache); return it."""
     path = pathlib.Path(path)
-    text = _read(path)
+    text = read_spec(path)
     if out is None:
         out = _cache_path(path, text, parse_defines(defines))
         if out.exists():
             return out
     source = compile_source(text, path.name if out is None else str(path.name), defines)
     out = pathlib.Path(out)
-    _write_atomic(out, source)
+    write_atomic(out, source)
     return out
 
 
 def load(path, defines=None):
     """Compile (cached) and import the spec at `path`; returns the generated module."""
     path = pathlib.Path(path)
-    text = _read(path)
+    text = read_spec(path)
     target = _cache_path(path, text, parse_defines(defines))
     mod_name = "xprc_generated_" + target.stem.rsplit("_", 1)[-1]
     if mod_name in sys.modules:
         return sys.modules[mod_name]
     if not target.exists():
-        _write_atomic(target, compile_source(text, path.name, defines))
+        write_atomic(target, compile_source(text, path.name, defines))
     spec = importlib.util.spec_from_file_location(mod_name, target)
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
@@ -145,7 +145,7 @@ def load(path, defines=None):
 # ---------------------------------------------------------------------------------------------
 
 
-def _read(path: pathlib.Path) -> str:
+def read_spec(path: pathlib.Path) -> str:
     from xprc.errors import XprError
 
     try:
@@ -180,7 +180,7 @@ def _cache_path(path: pathlib.Path, text: str, defines: dict) -> pathlib.Path:
     return cache_dir() / f"{stem}_{key.hexdigest()[:20]}.py"
 
 
-def _write_atomic(out: pathlib.Path, source: str) -> None:
+def write_atomic(out: pathlib.Path, source: str) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -242,7 +242,7 @@ def update_golden() -> list[pathlib.Path]:
     written = []
     for spec in sorted((_ROOT / "specs").glob("*.xpr")):
         out = _ROOT / "tests" / "golden" / (spec.stem + ".py")
-        _write_atomic(out, compile_source(_read(spec), spec.name))
+        write_atomic(out, compile_source(read_spec(spec), spec.name))
         written.append(out)
     return written
 

@@ -4,8 +4,9 @@ Inputs (raw parameters, camera attributes, pixel, ray, per-primitive values read
 become plain SymPy symbols whose names are the local variable names of the generated code. The
 camera model is opaque: `camera.project`, `.project_valid` and `.jacobian` become `CameraCall`
 applications. Operations that SymPy would rewrite in unhelpful ways (min, max, select, logic)
-are our own unevaluated functions; numbers are folded in Python so SymPy never sees a complex
-intermediate.
+and elementary functions are our own unevaluated functions (SymPy's `exp` alone can spend
+seconds in `logcombine` on a large argument); numbers are folded in Python so SymPy never sees
+a complex intermediate.
 """
 
 from __future__ import annotations
@@ -23,53 +24,123 @@ from xprc.compiler.ast import MatT, Node, ScalarT, VecT
 # Our SymPy functions (printed by codegen).
 
 
-class Where(sympy.Function):
+class Op(sympy.Function):
+    """Base of our functions: never evaluated by SymPy, and declared finite so SymPy's
+    assumption queries (asked whenever it builds a Pow or Mul) stop here instead of walking
+    the whole expression."""
+
+    is_finite = True
+
+
+class Recip(Op):
+    """1 / x"""
+
+    nargs = 1
+
+
+class Sqrt(Op):
+    nargs = 1
+
+
+class RSqrt(Op):
+    """1 / sqrt(x), printed as lax.rsqrt"""
+
+    nargs = 1
+
+
+class PowF(Op):
+    """x ** y for a non-integer or symbolic exponent."""
+
+    nargs = 2
+
+
+class Where(Op):
     """where(cond, a, b), elementwise select."""
 
     nargs = 3
 
 
-class XMax(sympy.Function):
+class XMax(Op):
     nargs = 2
 
 
-class XMin(sympy.Function):
+class XMin(Op):
     nargs = 2
 
 
-class Sigmoid(sympy.Function):
+class Sigmoid(Op):
     nargs = 1
 
 
-class Floor(sympy.Function):
+class Floor(Op):
     nargs = 1
 
 
-class Ceil(sympy.Function):
+class Ceil(Op):
     nargs = 1
 
 
-class Sign(sympy.Function):
+class Sign(Op):
     nargs = 1
 
 
-class Atan2(sympy.Function):
+class Atan2(Op):
     nargs = 2
 
 
-class LAnd(sympy.Function):
+class LAnd(Op):
     nargs = 2
 
 
-class LOr(sympy.Function):
+class LOr(Op):
     nargs = 2
 
 
-class LNot(sympy.Function):
+class LNot(Op):
     nargs = 1
 
 
-class CameraCall(sympy.Function):
+class Exp(Op):
+    nargs = 1
+
+
+class Log(Op):
+    nargs = 1
+
+
+class Sin(Op):
+    nargs = 1
+
+
+class Cos(Op):
+    nargs = 1
+
+
+class Tan(Op):
+    nargs = 1
+
+
+class Asin(Op):
+    nargs = 1
+
+
+class Acos(Op):
+    nargs = 1
+
+
+class Atan(Op):
+    nargs = 1
+
+
+class Tanh(Op):
+    nargs = 1
+
+
+class Abs(Op):
+    nargs = 1
+
+
+class CameraCall(Op):
     """CameraCall(method, output, x, y, z): output `output` of camera.<method>(x, y, z)."""
 
     nargs = 5
@@ -198,7 +269,7 @@ class Lowerer:
             sym_name = base + "__" + "_".join(map(str, index))
         else:
             sym_name = base
-        s = sympy.Symbol(sym_name)
+        s = sympy.Symbol(sym_name, finite=True)
         self.inputs[s] = Input(kind, name, index)
         if kind == "prim":
             self.display[s] = name + _component_suffix(typ, index)
@@ -264,7 +335,7 @@ class Lowerer:
         if any(isinstance(a, tuple) for a in args):
             n = max(len(a) for a in args if isinstance(a, tuple))
             parts = [a if isinstance(a, tuple) else (a,) * n for a in args]
-            return tuple(self.elementwise(op, *xs) for xs in zip(*parts))
+            return tuple(self.elementwise(op, *xs) for xs in zip(*parts, strict=False))
         return scalar_op(op, *args)
 
     def camera(self, method: str, p):
@@ -315,14 +386,14 @@ class Lowerer:
             n = len(a) if isinstance(a, tuple) else len(b)
             a = a if isinstance(a, tuple) else (a,) * n
             b = b if isinstance(b, tuple) else (b,) * n
-            return tuple(self.elementwise_where(c, x, y) for x, y in zip(a, b))
+            return tuple(self.elementwise_where(c, x, y) for x, y in zip(a, b, strict=False))
         return where(c, a, b)
 
     def map_fn(self, name, *args):
         if any(isinstance(a, tuple) for a in args):
             n = max(len(a) for a in args if isinstance(a, tuple))
             parts = [a if isinstance(a, tuple) else (a,) * n for a in args]
-            return tuple(self.map_fn(name, *xs) for xs in zip(*parts))
+            return tuple(self.map_fn(name, *xs) for xs in zip(*parts, strict=False))
         if name in UNARY:
             return UNARY[name](args[0])
         if name == "min":
@@ -374,24 +445,38 @@ def scalar_op(op, a, b=None):
     if op == "mul":
         return a * b
     if op == "div":
-        if b == 0:
-            return a * _num(math.inf)
-        return a / b
+        if _is_number(b):
+            return a * (_num(math.inf) if b == 0 else 1 / b)
+        return a * recip(b)
     if op == "pow":
         return power(a, b)
     raise AssertionError(op)  # pragma: no cover
 
 
 def power(a, b):
+    """a ** b: integer powers stay SymPy Pow (printed as products), the rest our functions."""
     if isinstance(b, sympy.Float) and float(b) == int(float(b)) and abs(float(b)) <= 64:
         b = sympy.Integer(int(float(b)))
     elif isinstance(b, sympy.Float) and float(b * 2) == int(float(b * 2)):
         b = sympy.Rational(int(float(b * 2)), 2)
     if _is_number(a) and _is_number(b):
         return _num(_safe(math.pow, _fnum(a), _fnum(b)))
-    if a == 0 and _is_number(b) and b <= 0:
-        return _num(math.inf) if b < 0 else sympy.S.One
-    return sympy.Pow(a, b)
+    if b.is_Integer and abs(int(b)) <= 64:
+        n = int(b)
+        if n == 0:
+            return sympy.S.One
+        return sympy.Pow(a, n) if n > 0 else recip(sympy.Pow(a, -n))
+    if b == sympy.Rational(1, 2):
+        return Sqrt(a)
+    if b == sympy.Rational(-1, 2):
+        return RSqrt(a)
+    return PowF(a, b)
+
+
+def recip(x):
+    if _is_number(x):
+        return scalar_op("div", sympy.S.One, x)
+    return Recip(x)
 
 
 def _unary(fn_sym, fn_math):
@@ -404,18 +489,18 @@ def _unary(fn_sym, fn_math):
 
 
 UNARY = {
-    "exp": _unary(sympy.exp, math.exp),
-    "log": _unary(sympy.log, math.log),
-    "sqrt": _unary(lambda x: sympy.Pow(x, sympy.Rational(1, 2)), math.sqrt),
-    "rsqrt": _unary(lambda x: sympy.Pow(x, sympy.Rational(-1, 2)), lambda x: 1 / math.sqrt(x)),
-    "sin": _unary(sympy.sin, math.sin),
-    "cos": _unary(sympy.cos, math.cos),
-    "tan": _unary(sympy.tan, math.tan),
-    "asin": _unary(sympy.asin, math.asin),
-    "acos": _unary(sympy.acos, math.acos),
-    "atan": _unary(sympy.atan, math.atan),
-    "tanh": _unary(sympy.tanh, math.tanh),
-    "abs": _unary(sympy.Abs, abs),
+    "exp": _unary(Exp, math.exp),
+    "log": _unary(Log, math.log),
+    "sqrt": _unary(Sqrt, math.sqrt),
+    "rsqrt": _unary(RSqrt, lambda x: 1 / math.sqrt(x)),
+    "sin": _unary(Sin, math.sin),
+    "cos": _unary(Cos, math.cos),
+    "tan": _unary(Tan, math.tan),
+    "asin": _unary(Asin, math.asin),
+    "acos": _unary(Acos, math.acos),
+    "atan": _unary(Atan, math.atan),
+    "tanh": _unary(Tanh, math.tanh),
+    "abs": _unary(Abs, abs),
     "sigmoid": _unary(Sigmoid, lambda x: 1 / (1 + math.exp(-x))),
     "floor": _unary(Floor, math.floor),
     "ceil": _unary(Ceil, math.ceil),
@@ -506,7 +591,7 @@ def _sum(xs):
 
 
 def dot(a, b):
-    return _sum([x * y for x, y in zip(a, b)])
+    return _sum([x * y for x, y in zip(a, b, strict=False)])
 
 
 def matmul(ta, a, tb, b):
@@ -519,7 +604,7 @@ def matmul(ta, a, tb, b):
 
 
 def transpose(m):
-    return tuple(zip(*m))
+    return tuple(zip(*m, strict=False))
 
 
 def cross(a, b):
@@ -560,7 +645,7 @@ def det(m):
 def inverse(m):
     n = len(m)
     d = det(m)
-    inv = 1 / d if not _is_number(d) else scalar_op("div", sympy.S.One, d)
+    inv = recip(d)
     if n == 1:
         return ((inv,),)
     if n == 2:

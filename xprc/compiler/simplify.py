@@ -20,10 +20,19 @@ from sympy.core.parameters import distribute
 from xprc.compiler.lower import (
     CAMERA_METHODS,
     CAMERA_OUTPUTS,
+    Acos,
+    Asin,
     Atan2,
     CameraCall,
+    Exp,
     Input,
+    Log,
     Lowered,
+    PowF,
+    Recip,
+    RSqrt,
+    Sqrt,
+    Tan,
     Where,
     is_boolean,
 )
@@ -72,10 +81,22 @@ class _Hoister:
         self.attrs: dict[sympy.Expr, sympy.Symbol] = {}  # project-side expr -> attr symbol
         self.attr_exprs: list[tuple[sympy.Symbol, sympy.Expr, str]] = []
         self.memo: dict[sympy.Expr, sympy.Expr] = {}
+        self.fs: dict = {}
+
+    def symbols(self, e) -> frozenset:
+        """free_symbols, memoised (SymPy recomputes it on every call)."""
+        got = self.fs.get(e)
+        if got is None:
+            if isinstance(e, sympy.Symbol):
+                got = frozenset([e])
+            else:
+                got = frozenset().union(*[self.symbols(a) for a in e.args])
+            self.fs[e] = got
+        return got
 
     def kind(self, e) -> str:
         """'pixel' if e depends on the pixel/ray, 'prim' on a primitive, else 'uniform'."""
-        syms = e.free_symbols
+        syms = self.symbols(e)
         if syms & self.per_pixel:
             return "pixel"
         if syms & self.prim:
@@ -137,18 +158,17 @@ def _dangerous(e) -> bool:
     if isinstance(e, sympy.Pow):
         ex = e.exp
         return not (ex.is_Integer and ex >= 0)
-    return isinstance(
-        e, (sympy.exp, sympy.log, sympy.tan, sympy.asin, sympy.acos, Atan2, CameraCall)
-    )
+    return isinstance(e, (Exp, Log, Tan, Asin, Acos, Atan2, CameraCall, Recip, Sqrt, RSqrt, PowF))
 
 
 def _safe_value(e):
-    return sympy.S.Zero if isinstance(e, sympy.exp) else sympy.S.One
+    return sympy.S.Zero if isinstance(e, (Exp, Asin, Acos)) else sympy.S.One
 
 
 class _Guard:
     def __init__(self) -> None:
         self.memo: dict = {}
+        self.made: set = set()  # the guard selects we created (already safe: never rewrapped)
 
     def guard(self, e):
         if e in self.memo:
@@ -158,8 +178,8 @@ class _Guard:
         elif isinstance(e, Where):
             c, a, b = e.args
             c = self.guard(c)
-            a = _Protect(c, True).run(self.guard(a))
-            b = _Protect(c, False).run(self.guard(b))
+            a = _Protect(c, True, self.made).run(self.guard(a))
+            b = _Protect(c, False, self.made).run(self.guard(b))
             out = Where(c, a, b)
         else:
             out = e.func(*[self.guard(a) for a in e.args])
@@ -170,14 +190,16 @@ class _Guard:
 class _Protect:
     """Make every dangerous op in one branch of a select safe when the branch is not taken."""
 
-    def __init__(self, cond, taken: bool) -> None:
-        self.cond, self.taken = cond, taken
+    def __init__(self, cond, taken: bool, made: set) -> None:
+        self.cond, self.taken, self.made = cond, taken, made
         self.memo: dict = {}
 
     def wrap(self, arg, safe):
-        if isinstance(arg, sympy.Number) or not arg.free_symbols:
+        if isinstance(arg, sympy.Number) or not arg.free_symbols or arg in self.made:
             return arg
-        return Where(self.cond, arg, safe) if self.taken else Where(self.cond, safe, arg)
+        out = Where(self.cond, arg, safe) if self.taken else Where(self.cond, safe, arg)
+        self.made.add(out)
+        return out
 
     def run(self, e):
         if e in self.memo:
@@ -189,6 +211,8 @@ class _Protect:
         elif _dangerous(e):
             if isinstance(e, sympy.Pow):
                 out = sympy.Pow(self.wrap(self.run(e.base), sympy.S.One), e.exp)
+            elif isinstance(e, PowF):  # only the base can make x ** y blow up
+                out = PowF(self.wrap(self.run(e.args[0]), sympy.S.One), self.run(e.args[1]))
             elif isinstance(e, CameraCall):
                 m, k, *xs = e.args
                 out = CameraCall(m, k, *[self.wrap(self.run(x), sympy.S.One) for x in xs])
@@ -312,7 +336,7 @@ def simplify(lowered: Lowered) -> Simplified:
         identity = {
             p.name for p in lowered.checked.params
             if all(e.is_Symbol and inputs.get(e) == Input("raw", p.name, idx)
-                   for e, idx in zip(lowered.activate[p.name], _indices(p.shape)))
+                   for e, idx in zip(lowered.activate[p.name], _indices(p.shape), strict=False))
         }  # fmt: skip
         activate = _program(
             {k: v for k, v in activate_out.items() if k not in identity}, inputs, "t"
