@@ -9,7 +9,8 @@ The cache directory is $XPRC_CACHE_DIR or ~/.cache/xprc; a module's file name ca
 sha256 of (spec text, defines, compiler version, compiler source), so a changed spec, option or
 compiler never reuses a stale module. Modules are imported from their file with importlib.
 
-`python -m xprc.compiler.driver --update-golden` rewrites tests/golden/*.py from specs/*.xpr.
+`python -m xprc.compiler.driver --update-golden [SPEC...]` rewrites tests/golden/*.py (every
+existing golden file, plus the named specs) from specs/*.xpr.
 """
 
 from __future__ import annotations
@@ -237,20 +238,24 @@ def _dump_programs(s: simplify.Simplified) -> str:
     return "\n".join(out) + "\n"
 
 
-def update_golden() -> list[pathlib.Path]:
-    """Regenerate tests/golden/<name>.py from every specs/<name>.xpr."""
+def update_golden(names=()) -> list[pathlib.Path]:
+    """Regenerate tests/golden/<name>.py from specs/<name>.xpr: every golden file that exists,
+    plus the specs named in `names` (stems or paths)."""
+    golden = _ROOT / "tests" / "golden"
+    stems = {p.stem for p in golden.glob("*.py")} | {pathlib.Path(n).stem for n in names}
     written = []
-    for spec in sorted((_ROOT / "specs").glob("*.xpr")):
-        out = _ROOT / "tests" / "golden" / (spec.stem + ".py")
+    for stem in sorted(stems):
+        spec = _ROOT / "specs" / f"{stem}.xpr"
+        out = golden / f"{stem}.py"
         write_atomic(out, compile_source(read_spec(spec), spec.name))
         written.append(out)
     return written
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--update-golden"]:
-        for p in update_golden():
+    if sys.argv[1:2] == ["--update-golden"]:
+        for p in update_golden(sys.argv[2:]):
             print(f"wrote {p.relative_to(_ROOT)}")
     else:
-        print("usage: python -m xprc.compiler.driver --update-golden", file=sys.stderr)
+        print("usage: python -m xprc.compiler.driver --update-golden [SPEC...]", file=sys.stderr)
         sys.exit(2)
