@@ -25,7 +25,7 @@ samples (`samples_for`) the sampled render equals the exact one up to the bisect
 from __future__ import annotations
 
 import numpy as np
-from reference_3dgs import quat_to_rot, sh_colour
+from reference_3dgs import sh_colour
 
 # Unit directions of a regular tetrahedron's vertices from its centre.
 TET_DIRS = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], np.float64) / np.sqrt(3)
@@ -33,6 +33,18 @@ ALPHA_MAX = 0.99
 
 
 # ----------------------------------------------------------------------------- primitives
+
+
+def quat_to_rot(q):
+    """(w, x, y, z) [N, 4], normalised -> R [N, 3, 3]; a zero quaternion gives the identity."""
+    q = np.asarray(q, np.float64)
+    q = q / np.maximum(np.linalg.norm(q, axis=-1, keepdims=True), 1e-12)
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    return np.stack([
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    ], -1).reshape(-1, 3, 3)  # fmt: skip
 
 
 def primitives(params, kind):
@@ -70,6 +82,8 @@ def _one(prims, i):
 
 def inside(prim, x):
     """Point-in-polyhedron for one primitive; x [..., 3] world -> bool [...]."""
+    if degenerate(prim):
+        return np.zeros(x.shape[:-1], bool)
     if prim["kind"] == "octahedron":
         local = (x - prim["mu"]) @ prim["R"]  # R^T (x - mu)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -79,6 +93,12 @@ def inside(prim, x):
     M = np.stack([v[1] - v[0], v[2] - v[0], v[3] - v[0]], axis=1)  # columns
     b = (x - v[0]) @ np.linalg.inv(M).T
     return np.all(b >= 0, axis=-1) & (np.sum(b, axis=-1) <= 1.0)
+
+
+def degenerate(prim):
+    """Zero volume: every ray's chord is 0 except on a set of measure zero. An octahedron is flat
+    when one distance is 0; a tetrahedron only when two are (one 0 puts a vertex at the centre)."""
+    return bool(np.sum(prim["d"] == 0) >= (1 if prim["kind"] == "octahedron" else 2))
 
 
 def bounding_radius(prim):
@@ -156,6 +176,8 @@ def chord_analytic(prim, origin, direction):
     """Exact chord by clipping the ray t >= 0 against every face half-space. [M, 3] -> [M]."""
     origin = np.asarray(origin, np.float64).reshape(-1, 3)
     direction = np.asarray(direction, np.float64).reshape(-1, 3)
+    if degenerate(prim):
+        return np.zeros(len(origin))
     n, c = planes(prim)
     t_in = np.zeros(len(origin))
     t_out = np.full(len(origin), np.inf)
@@ -212,7 +234,7 @@ def render(params, kind, viewmat, K, width, height, background=None, chord="samp
     valid = np.all(z_verts > near, axis=1)  # straddling the near plane: culled
     campos = -R.T @ t
     dirs = prims["mu"] - campos
-    dirs /= np.linalg.norm(dirs, axis=-1, keepdims=True)
+    dirs /= np.maximum(np.linalg.norm(dirs, axis=-1, keepdims=True), 1e-12)
     colour = sh_colour(np.asarray(params["sh"], np.float64), dirs)
     origin, direction = pixel_rays(V, K, width, height)
     npx = width * height
