@@ -88,8 +88,14 @@ def project(params, viewmat, K, width, height, eps2d=0.3, near=0.01, antialiased
 
 
 def render(params, viewmat, K, width, height, background=None, antialiased=False,
-           alpha_max=0.99, alpha_min=1.0 / 255.0, t_min=1e-4):
-    """Returns (colour [H, W, 3], alpha [H, W], depth-weighted sum [H, W]) in float64."""
+           alpha_max=0.99, alpha_min=1.0 / 255.0, t_min=1e-4, ambiguous=False):
+    """Returns (colour [H, W, 3], alpha [H, W], depth-weighted sum [H, W]) in float64.
+
+    With `ambiguous=True` a fourth array [H, W] bool marks pixels where a discrete decision
+    (alpha against alpha_min, the transmittance stop, sigma >= 0) is so close to its threshold
+    that float32 rounding may decide it the other way; such a pixel may legitimately differ
+    by up to one primitive's contribution.
+    """
     pr = project(params, viewmat, K, width, height, antialiased=antialiased)
     jj, ii = np.meshgrid(np.arange(width), np.arange(height))
     px, py = (jj + 0.5).ravel(), (ii + 0.5).ravel()
@@ -97,6 +103,7 @@ def render(params, viewmat, K, width, height, background=None, antialiased=False
     C = np.zeros(px.shape + (3,))
     D = np.zeros(px.shape)
     done = np.zeros(px.shape, bool)
+    amb = np.zeros(px.shape, bool)
     order = np.argsort(np.where(pr["valid"], pr["depth"], np.inf), kind="stable")
     for i in order:
         if not pr["valid"][i]:
@@ -107,6 +114,9 @@ def render(params, viewmat, K, width, height, background=None, antialiased=False
         alpha = np.minimum(alpha_max, pr["opacity"][i] * np.exp(-sigma))
         use = (sigma >= 0) & (alpha >= alpha_min) & ~done
         test_t = T * (1 - alpha)
+        near_alpha = np.abs(alpha - alpha_min) < 1e-4 * alpha_min
+        near_stop = np.abs(test_t - t_min) < 1e-3 * t_min
+        amb |= ~done & (near_alpha | (np.abs(sigma) < 1e-6) | ((alpha >= alpha_min) & near_stop))
         stop = use & (test_t < t_min)
         done |= stop
         use &= ~stop
@@ -116,4 +126,8 @@ def render(params, viewmat, K, width, height, background=None, antialiased=False
         T = np.where(use, test_t, T)
     if background is not None:
         C += T[:, None] * np.asarray(background, np.float64)
-    return C.reshape(height, width, 3), (1 - T).reshape(height, width), D.reshape(height, width)
+    result = (C.reshape(height, width, 3), (1 - T).reshape(height, width),
+              D.reshape(height, width))
+    if ambiguous:
+        result += (amb.reshape(height, width),)
+    return result

@@ -54,6 +54,17 @@ def as_np(x):
     return np.asarray(x, np.float64)
 
 
+def assert_close_except_ambiguous(actual, expected, ambiguous, atol):
+    """float32 may decide a threshold tie (alpha ~ 1/255, T ~ 1e-4) differently from float64:
+    such pixels are excluded from the 1e-4 comparison, must be rare, and may differ by at most
+    one primitive's contribution."""
+    if actual.ndim == 3:
+        ambiguous = ambiguous[..., None] & np.ones(actual.shape[-1], bool)[None, None, :]
+    assert ambiguous.mean() < 1e-3, f"{ambiguous.sum()} ambiguous pixels"
+    np.testing.assert_allclose(actual[~ambiguous], expected[~ambiguous], atol=atol, rtol=0)
+    assert np.all(np.abs(actual - expected)[ambiguous] <= 0.05)
+
+
 @pytest.mark.parametrize("sh_degree", [0, 3])
 @pytest.mark.parametrize("background", [None, (0.1, 0.2, 0.3)])
 def test_random_scene_matches_reference(method, sh_degree, background):
@@ -88,12 +99,24 @@ def test_garden_subset_matches_reference(method, cam_index):
     params, cams = garden_workload(GARDEN, num=5000, scale=0.25)
     cam = cams[cam_index]
     out = render(method, params, cam, mode="RGB+D")
-    colour, alpha, dsum = ref.render(params, cam.viewmat, cam.K, cam.width, cam.height)
+    colour, alpha, dsum, amb = ref.render(
+        params, cam.viewmat, cam.K, cam.width, cam.height, ambiguous=True
+    )
     assert int(out.stats["dropped"]) == 0
-    np.testing.assert_allclose(as_np(out.image), colour, atol=1e-4, rtol=0)
-    np.testing.assert_allclose(as_np(out.alpha)[..., 0], alpha, atol=1e-4, rtol=0)
+    assert_close_except_ambiguous(as_np(out.image), colour, amb, 1e-4)
+    assert_close_except_ambiguous(as_np(out.alpha)[..., 0], alpha, amb, 1e-4)
     # Depth sums scale with the scene depth (up to ~6 units): compare relative to it.
-    np.testing.assert_allclose(as_np(out.depth)[..., 0], dsum, atol=1e-4 * 10, rtol=1e-5)
+    np.testing.assert_allclose(as_np(out.depth)[..., 0][~amb], dsum[~amb], atol=1e-3, rtol=1e-5)
+
+
+@pytest.mark.skipif(not GARDEN.exists(), reason="shared garden data not present")
+def test_garden_subset_float64_matches_reference_everywhere(method):
+    params, cams = garden_workload(GARDEN, num=5000, scale=0.25, dtype=np.float64)
+    cam = cams[2]
+    out = render(method, params, cam, mode="RGB")
+    colour, alpha, _ = ref.render(params, cam.viewmat, cam.K, cam.width, cam.height)
+    np.testing.assert_allclose(as_np(out.image), colour, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(as_np(out.alpha)[..., 0], alpha, atol=1e-6, rtol=0)
 
 
 def test_renders_trace_once_across_new_values(method):
