@@ -264,6 +264,11 @@ class Checker:
             self.consts[item.name] = _Binding("const", value, item.loc)
             self.const_values[item.name] = value.extra
 
+        # Function bodies are checked for types at each call; names are checked here, so an
+        # unused function with a typo is still reported.
+        for fn in self.fns.values():
+            self.fn_names(fn.body, {a for a, _ in fn.args})
+
         # Parameters and their activations.
         for p in self.params.values():
             self.param_info[p.name] = self.param(p)
@@ -290,7 +295,7 @@ class Checker:
                 )
             self._cur_loc = color.loc
             emits["color"] = (self.expr(color.value, _Scope("color", scope.vars)), color.loc)
-        outputs = self.outputs(proj, emits)
+        outputs = self.outputs(proj, emits, [k for k, b in scope.vars.items() if b.kind == "local"])
 
         # Response.
         resp = blocks["response"]
@@ -330,6 +335,38 @@ class Checker:
             alpha=alpha.node,
             uses_ray=self.uses_ray,
         )
+
+    def fn_names(self, e: ast.Expr, bound: set) -> None:
+        """Every name in a function body is an argument, a constant or a function."""
+        if isinstance(e, ast.Name):
+            if e.id not in bound and e.id not in self.consts and e.id not in ("camera", "ray"):
+                if e.id in self.params or e.id == "pixel":
+                    raise self.err(
+                        ScopeError,
+                        f"'{e.id}' is not available in a function (pass it as an argument)",
+                        e.loc,
+                    )
+                raise self.err(
+                    UnknownNameError,
+                    f"unknown name '{e.id}'" + suggest(e.id, list(bound) + list(self.consts)),
+                    e.loc,
+                )
+        elif isinstance(e, ast.Call):
+            if not isinstance(e.func, ast.Name):
+                self.fn_names(e.func, bound)
+            for a in e.args:
+                self.fn_names(a, bound)
+        elif isinstance(e, ast.Comprehension):
+            self.fn_names(e.start, bound)
+            self.fn_names(e.stop, bound)
+            self.fn_names(e.body, bound | {e.var})
+        else:
+            for f in ("operand", "left", "right", "target"):
+                if hasattr(e, f):
+                    self.fn_names(getattr(e, f), bound)
+            for f in ("items", "indices"):
+                for x in getattr(e, f, ()):
+                    self.fn_names(x, bound)
 
     def _unique(self, name: str, loc: Loc) -> None:
         for table, what in (
@@ -407,12 +444,17 @@ class Checker:
                     return MatT(m, n)
         raise self.err(UnknownNameError, f"unknown type '{name}'" + suggest(name, _TYPE_NAMES), loc)
 
-    def outputs(self, proj: ast.Block, emits) -> dict[str, Node]:
+    def outputs(self, proj: ast.Block, emits, local_names=()) -> dict[str, Node]:
         out = {}
         for name, typ in REQUIRED.items():
             if name not in emits:
+                hint = (
+                    f"; it is assigned but not emitted: write 'emit {name} = ...'"
+                    if (name in local_names)
+                    else ""
+                )
                 raise self.err(
-                    MissingOutputError, f"projection must emit '{name}' ({typ})", proj.loc
+                    MissingOutputError, f"projection must emit '{name}' ({typ}){hint}", proj.loc
                 )
             node, loc = emits[name]
             if ast.plain(node.type) != typ:
