@@ -42,7 +42,14 @@ METHODS = {"handwritten": _handwritten, "spec": _compiled}
 
 @pytest.fixture(scope="module", params=sorted(METHODS))
 def method(request):
+    """Both modules: for the comparisons against the references."""
     return METHODS[request.param]()
+
+
+@pytest.fixture(scope="module")
+def spec_method():
+    """The compiled spec only: for pipeline mechanics that do not depend on the method."""
+    return _compiled()
 
 
 def identity_camera(width=70, height=50, f=60.0, dtype=np.float32):
@@ -80,16 +87,16 @@ def test_random_scene_matches_reference(method, sh_degree, background):
     np.testing.assert_allclose(as_np(out.depth)[..., 0], expected_depth, atol=1e-4, rtol=1e-5)
 
 
-def test_depth_modes(method):
+def test_depth_modes(spec_method):
     params = random_scene(200, seed=2, sh_degree=1)
     cam = identity_camera()
     _, alpha, dsum = ref.render(params, np.eye(4), cam.K, 70, 50)
-    d = render(method, params, cam, mode="D")
+    d = render(spec_method, params, cam, mode="D")
     assert d.image is None
     np.testing.assert_allclose(as_np(d.depth)[..., 0], dsum, atol=1e-4 * 8, rtol=1e-5)
-    ed = render(method, params, cam, mode="ED")
+    ed = render(spec_method, params, cam, mode="ED")
     np.testing.assert_allclose(as_np(ed.depth)[..., 0] * alpha, dsum, atol=1e-4 * 8, rtol=1e-5)
-    rgb = render(method, params, cam, mode="RGB")
+    rgb = render(spec_method, params, cam, mode="RGB")
     assert rgb.depth is None and rgb.image.shape == (50, 70, 3)
 
 
@@ -110,36 +117,36 @@ def test_garden_subset_matches_reference(method, cam_index):
 
 
 @pytest.mark.skipif(not GARDEN.exists(), reason="shared garden data not present")
-def test_garden_subset_float64_matches_reference_everywhere(method):
+def test_garden_subset_float64_matches_reference_everywhere(spec_method):
     params, cams = garden_workload(GARDEN, num=5000, scale=0.25, dtype=np.float64)
     cam = cams[2]
-    out = render(method, params, cam, mode="RGB")
+    out = render(spec_method, params, cam, mode="RGB")
     colour, alpha, _ = ref.render(params, cam.viewmat, cam.K, cam.width, cam.height)
     np.testing.assert_allclose(as_np(out.image), colour, atol=1e-6, rtol=0)
     np.testing.assert_allclose(as_np(out.alpha)[..., 0], alpha, atol=1e-6, rtol=0)
 
 
-def test_renders_trace_once_across_new_values(method):
+def test_renders_trace_once_across_new_values(spec_method):
     cam = identity_camera()
-    render(method, random_scene(64, seed=3), cam)
+    render(spec_method, random_scene(64, seed=3), cam)
     before = TRACE_COUNT["render"]
     for seed in (4, 5, 6):
-        out = render(method, random_scene(64, seed=seed), identity_camera(f=50.0 + seed))
+        out = render(spec_method, random_scene(64, seed=seed), identity_camera(f=50.0 + seed))
         out.image.block_until_ready()
     assert TRACE_COUNT["render"] == before
 
 
-def test_overflow_is_counted_exactly(method):
+def test_overflow_is_counted_exactly(spec_method):
     # 40 primitives spread over the image: every entry count is known from the footprints.
     params = random_scene(40, seed=7)
     cam = identity_camera()
-    full = render(method, params, cam, config=RenderConfig(max_entries=4096))
+    full = render(spec_method, params, cam, config=RenderConfig(max_entries=4096))
     needed = int(full.stats["entries_needed"])
     assert int(full.stats["dropped"]) == 0 and needed > 20
     demand = np.asarray(full.stats["entries_per_tile"])
     assert demand.sum() == needed
     cap = needed - 17
-    small = render(method, params, cam, config=RenderConfig(max_entries=cap))
+    small = render(spec_method, params, cam, config=RenderConfig(max_entries=cap))
     assert int(small.stats["dropped"]) == 17
     per_tile = np.asarray(small.stats["dropped_per_tile"])
     assert per_tile.sum() == 17 and per_tile.min() >= 0
@@ -149,13 +156,13 @@ def test_overflow_is_counted_exactly(method):
     np.testing.assert_allclose(as_np(full.image), colour, atol=1e-4, rtol=0)
 
 
-def test_batched_cameras_equal_single_renders(method):
+def test_batched_cameras_equal_single_renders(spec_method):
     params = random_scene(150, seed=8)
     cams = [identity_camera(f=f) for f in (50.0, 60.0, 75.0)]
-    batch = render(method, params, Camera.stack(cams), mode="RGB+D")
+    batch = render(spec_method, params, Camera.stack(cams), mode="RGB+D")
     assert batch.image.shape == (3, 50, 70, 3)
     for i, cam in enumerate(cams):
-        single = render(method, params, cam, mode="RGB+D")
+        single = render(spec_method, params, cam, mode="RGB+D")
         np.testing.assert_allclose(as_np(batch.image[i]), as_np(single.image), atol=1e-6)
         np.testing.assert_allclose(as_np(batch.depth[i]), as_np(single.depth), atol=1e-5)
 
@@ -191,7 +198,7 @@ def test_gradients_match_finite_differences(method):
             assert got == pytest.approx(fd, rel=1e-4, abs=1e-6), (name, idx)
 
 
-def test_gradients_finite_for_degenerate_primitives(method):
+def test_gradients_finite_for_degenerate_primitives(spec_method):
     params = _f64(random_scene(8, seed=10, sh_degree=1))
     means = np.asarray(params["means"]).copy()
     means[0] = [0.0, 0.0, 0.0]  # exactly at the camera centre
@@ -206,7 +213,7 @@ def test_gradients_finite_for_degenerate_primitives(method):
     cam = identity_camera(width=24, height=20, f=20.0, dtype=np.float64)
 
     def loss(p):
-        return jnp.sum(render(method, p, cam, mode="RGB+ED").image)
+        return jnp.sum(render(spec_method, p, cam, mode="RGB+ED").image)
 
     value, grads = jax.value_and_grad(loss)(params)
     assert np.isfinite(float(value))
@@ -214,15 +221,15 @@ def test_gradients_finite_for_degenerate_primitives(method):
         assert np.all(np.isfinite(np.asarray(g))), name
 
 
-def test_bad_inputs_raise_xpr_errors(method):
+def test_bad_inputs_raise_xpr_errors(spec_method):
     params = random_scene(10, seed=11)
     cam = identity_camera()
     with pytest.raises(XprError, match="unknown render mode 'RGBD'"):
-        render(method, params, cam, mode="RGBD")
+        render(spec_method, params, cam, mode="RGBD")
     broken = dict(params)
     del broken["scales"]
     with pytest.raises(XprError, match="parameters missing .*: scales"):
-        render(method, broken, cam)
+        render(spec_method, broken, cam)
     bad = dict(params, means=params["means"][:, :2])
     with pytest.raises(XprError, match="parameter 'means' has shape"):
-        render(method, bad, cam)
+        render(spec_method, bad, cam)

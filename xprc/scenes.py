@@ -76,7 +76,7 @@ def garden_workload(
     params = gaussian_params(means, scales, quats, opacities, colors, sh_degree, dtype)
     w, h = round(width * scale), round(height * scale)
     cams = []
-    for viewmat, k in zip(viewmats, ks):
+    for viewmat, k in zip(viewmats, ks, strict=False):
         k = np.array(k, np.float64)
         k[0] *= w / width
         k[1] *= h / height
