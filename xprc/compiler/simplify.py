@@ -69,6 +69,19 @@ class Simplified:
     identity: set[str] = field(default_factory=set)  # params whose activation is the identity
 
 
+def free_symbols(e, memo: dict) -> frozenset:
+    """`e.free_symbols`, memoised: SymPy recomputes it by walking the tree, which for our
+    heavily shared DAGs can take exponential time."""
+    got = memo.get(e)
+    if got is None:
+        if isinstance(e, sympy.Symbol):
+            got = frozenset([e])
+        else:
+            got = frozenset().union(*[free_symbols(a, memo) for a in e.args])
+        memo[e] = got
+    return got
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. Hoisting per-primitive work out of the response
 
@@ -84,15 +97,7 @@ class _Hoister:
         self.fs: dict = {}
 
     def symbols(self, e) -> frozenset:
-        """free_symbols, memoised (SymPy recomputes it on every call)."""
-        got = self.fs.get(e)
-        if got is None:
-            if isinstance(e, sympy.Symbol):
-                got = frozenset([e])
-            else:
-                got = frozenset().union(*[self.symbols(a) for a in e.args])
-            self.fs[e] = got
-        return got
+        return free_symbols(e, self.fs)
 
     def kind(self, e) -> str:
         """'pixel' if e depends on the pixel/ray, 'prim' on a primitive, else 'uniform'."""
@@ -169,6 +174,7 @@ class _Guard:
     def __init__(self) -> None:
         self.memo: dict = {}
         self.made: set = set()  # the guard selects we created (already safe: never rewrapped)
+        self.fs: dict = {}  # free_symbols memo
 
     def guard(self, e):
         if e in self.memo:
@@ -178,8 +184,8 @@ class _Guard:
         elif isinstance(e, Where):
             c, a, b = e.args
             c = self.guard(c)
-            a = _Protect(c, True, self.made).run(self.guard(a))
-            b = _Protect(c, False, self.made).run(self.guard(b))
+            a = _Protect(c, True, self.made, self.fs).run(self.guard(a))
+            b = _Protect(c, False, self.made, self.fs).run(self.guard(b))
             out = Where(c, a, b)
         else:
             out = e.func(*[self.guard(a) for a in e.args])
@@ -190,12 +196,12 @@ class _Guard:
 class _Protect:
     """Make every dangerous op in one branch of a select safe when the branch is not taken."""
 
-    def __init__(self, cond, taken: bool, made: set) -> None:
-        self.cond, self.taken, self.made = cond, taken, made
+    def __init__(self, cond, taken: bool, made: set, fs: dict) -> None:
+        self.cond, self.taken, self.made, self.fs = cond, taken, made, fs
         self.memo: dict = {}
 
     def wrap(self, arg, safe):
-        if isinstance(arg, sympy.Number) or not arg.free_symbols or arg in self.made:
+        if isinstance(arg, sympy.Number) or not free_symbols(arg, self.fs) or arg in self.made:
             return arg
         out = Where(self.cond, arg, safe) if self.taken else Where(self.cond, safe, arg)
         self.made.add(out)
