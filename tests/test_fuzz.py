@@ -58,11 +58,11 @@ def compiles_or_raises_xpr_error(name: str, text: str) -> None:
     compile(source, name + ".py", "exec")  # the generated module is valid Python
 
 
-FAST = settings(max_examples=150, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
-@FAST
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=SLOW_OK)  # fmt: skip
 @given(mutants())
 def test_mutated_specs(mutant):
     compiles_or_raises_xpr_error(*mutant)
@@ -75,8 +75,7 @@ def test_random_text(text):
 
 
 @pytest.mark.slow
-@settings(max_examples=2000, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@settings(max_examples=2000, deadline=None, database=None, suppress_health_check=SLOW_OK)
 @given(mutants())
 def test_mutated_specs_long(mutant):
     compiles_or_raises_xpr_error(*mutant)
