@@ -9,8 +9,9 @@ Initialisation rule (per parameter, first match wins; `init` on the ParamSpec ov
     points ("points"), or uniform in a box around where the cameras look when there are none;
   - kind `quat`: the identity rotation (1, 0, 0, 0) ("identity");
   - kind `sh`: DC from the point colours, `(c - 0.5) / C0`, higher coefficients 0 ("colors");
-  - activation `exp`: log of the mean distance to the 3 nearest points, `sqrt(mean d^2)` as in
-    3DGS ("nn_distance");
+  - activation `exp` (or `abs`, `softplus`, `relu`: a length): the mean distance to the 3
+    nearest points, `sqrt(mean d^2)` as in 3DGS, mapped back through the activation (log for
+    exp) ("nn_distance");
   - activation `sigmoid`, scalar: the raw value of opacity 0.1, `logit(0.1)`;
   - activation `sigmoid`, `[3]`: logit of the point colours ("colors");
   - anything else: zeros ("zeros").
@@ -32,7 +33,8 @@ scale param is known, the MCMC scale correction; their Adam moments restart. Unu
 (slots beyond the initial points) is filled at most `grow_fraction` of the live count per event.
 Every step, position noise ~ N(0, mean(scale^2)) * lr_position * sigmoid(100 (1 - o - 0.995))
 * noise_lr moves near-dead primitives. Roles come from `role` tags (`position`, `opacity`,
-`scale`), else the first `[3]` param, the first scalar sigmoid param and the first `[3]` exp param.
+`scale`), else the first `[3]` param, the first scalar sigmoid param and the first length-like
+param (see `param_roles`).
 
 The whole train step (render, loss, gradient, Adam, noise, relocation) is one jitted function
 traced once per (method, render config); every run-time choice is a traced array.
@@ -71,6 +73,8 @@ __all__ = [
 ]
 
 SH_C0 = 0.28209479177387814
+# Activations of length-like params (scales, radii): initialised from neighbour distances.
+SIZE_ACTIVATIONS = ("exp", "abs", "softplus", "relu")
 CHECKPOINT = "checkpoint.npz"
 
 # Incremented each time the train step is traced: a test proves "compiled once per run".
@@ -182,7 +186,8 @@ def param_roles(method) -> dict[str, str | None]:
 
     `role` tags on the ParamSpecs win; else the param initialised from points (position), the
     first [3] param (identity activation preferred), the first scalar with sigmoid activation
-    and the first [3] param with exp activation other than the position.
+    and the first size-like param (activation exp, abs, softplus or relu; [3] preferred, then
+    [1..4]) other than the position.
     """
     specs = list(method.PARAMS)
     roles: dict[str, str | None] = {"position": None, "opacity": None, "scale": None}
@@ -199,11 +204,9 @@ def param_roles(method) -> dict[str, str | None]:
         cands = [s for s in specs if _is_scalar(s) and s.activation == "sigmoid"]
         roles["opacity"] = cands[0].name if cands else None
     if roles["scale"] is None:
-        cands = [
-            s
-            for s in specs
-            if _is_vec3(s) and s.activation == "exp" and s.name != roles["position"]
-        ]
+        sized = [s for s in specs if s.activation in SIZE_ACTIVATIONS]
+        sized = [s for s in sized if s.name != roles["position"] and len(_shape(s)) <= 1]
+        cands = [s for s in sized if _is_vec3(s)] + sized
         roles["scale"] = cands[0].name if cands else None
     return roles
 
@@ -358,7 +361,7 @@ def _default_rule(spec, roles, init_opacity: float):
         return "identity"
     if spec.kind == "sh":
         return "colors"
-    if spec.activation == "exp":
+    if spec.activation in SIZE_ACTIVATIONS:
         return "nn_distance"
     if spec.activation == "sigmoid" and _is_scalar(spec):
         return init_opacity
@@ -551,11 +554,13 @@ def _relocate(method, roles, params, opt_state, used, key, hyper):
             raw_o.reshape((n,) + (1,) * (p.ndim - 1)).astype(p.dtype),
             p,
         )
-    if sc_name is not None and specs[sc_name].activation == "exp":
+    if sc_name is not None and specs[sc_name].activation in ("exp", "abs", "relu"):
         factor = _mcmc_scale_factor(o, o_new, total)[src]
         p = new[sc_name]
-        log_f = jnp.log(factor).astype(p.dtype).reshape((n,) + (1,) * (p.ndim - 1))
-        new[sc_name] = jnp.where(change.reshape((n,) + (1,) * (p.ndim - 1)), p + log_f, p)
+        factor = factor.astype(p.dtype).reshape((n,) + (1,) * (p.ndim - 1))
+        # exp: log-space shift; abs / relu are positively homogeneous: scale the raw value.
+        scaled = p + jnp.log(factor) if specs[sc_name].activation == "exp" else p * factor
+        new[sc_name] = jnp.where(change.reshape((n,) + (1,) * (p.ndim - 1)), scaled, p)
 
     def reset(leaf):
         if getattr(leaf, "ndim", 0) >= 1 and leaf.shape[0] == n:
@@ -830,6 +835,7 @@ def train(
     *,
     resume: bool = False,
     callback: Callable[[int, dict], None] | None = None,
+    devices: int = 1,
 ) -> TrainResult:
     """Train `method` (a generated module) on `train_set`; evaluate on `test_set`.
 
@@ -840,8 +846,10 @@ def train(
     resume: continue from out_dir/checkpoint.npz when it exists (same seed and config give the
     same result as an uninterrupted run). callback(step, info) runs after every step; a
     KeyboardInterrupt (Ctrl-C or from the callback) saves a checkpoint and returns early with
-    `interrupted=True`.
+    `interrupted=True`. devices: only 1 is supported (one device trains).
     """
+    if devices != 1:
+        raise TrainError(f"training on {devices} devices is not supported yet; use one device")
     out = Path(out_dir) if out_dir is not None else None
     if int(getattr(method, "NUM_FEATURES", 3)) != 3:
         raise TrainError(
