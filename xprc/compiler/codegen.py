@@ -290,8 +290,6 @@ def _component(e, varying, printer: Printer, like: str) -> str:
 
 
 def _stack(items: list[str], axis_note: str = "") -> str:
-    if len(items) == 1:
-        return f"{items[0]}[..., None]"
     return "jnp.stack([" + ", ".join(items) + "], -1)"
 
 
