@@ -1,0 +1,115 @@
+"""Checking: types and shapes of outputs, generic functions, constants and -D, the parameter
+table, scopes."""
+
+import pytest
+
+from xprc.compiler import ast, check, parse
+from xprc.compiler.ast import BOOL, SCALAR, MatT, VecT
+
+BASE = """primitive P
+param means : vec3
+param quats : quat = normalize(raw)
+param scales : vec3 = exp(raw)
+param o : scalar = sigmoid(raw)
+param w : scalar = 2 * raw + k
+param sh : sh(1)
+const k = 2
+const k2 = k * 3 + 1
+fn twice(x) = 2 * x
+projection {{
+  {body}
+  emit centre = [0, 0], depth = 1, radius = 1, valid = true
+}}
+response {{ alpha = 0 }}
+color = [1, 1, 1]
+"""
+
+
+def checked(body="x = 1", defines=None):
+    return check.check(parse.parse(BASE.format(body=body), "t.xpr"), defines)
+
+
+def probe(expr: str, body: str = ""):
+    spec = parse.parse(BASE.format(body=f"{body}\n  emit probe = {expr}"), "t.xpr")
+    c = check.check(spec)
+    return c.prim["probe"]
+
+
+@pytest.mark.parametrize("expr,typ", [
+    ("means", VecT(3)),
+    ("quats", VecT(4, True)),
+    ("quats * 2", VecT(4, True)),
+    ("quats + [1, 2, 3, 4]", VecT(4)),
+    ("means.xy", VecT(2)),
+    ("quat_to_rotmat(quats)", MatT(3, 3)),
+    ("quat_to_rotmat(quats) * diag(scales)", MatT(3, 3)),
+    ("[[1, 2, 3], [4, 5, 6]] * means", VecT(2)),
+    ("[[1, 2, 3], [4, 5, 6]]^T", MatT(3, 2)),
+    ("outer(means, [1, 2])", MatT(3, 2)),
+    ("means * [[1, 2], [3, 4], [5, 6]]", VecT(2)),
+    ("[means, means]", MatT(2, 3)),
+    ("[[means, means], [means, means]]", ast.ArrayT(MatT(2, 3), 2)),
+    ("[i for i in 0..5]", VecT(5)),
+    ("means.z > 1 and true", BOOL),
+    ("eval_sh(sh, means)", VecT(3)),
+    ("twice(means)", VecT(3)),
+    ("twice(o)", SCALAR),
+    ("zeros(2, 4)", MatT(2, 4)),
+    ("vec3(means.xy, 1)", VecT(3)),
+    ("camera.jacobian(means)", MatT(2, 3)),
+    ("camera.project_valid(means)", BOOL),
+])  # fmt: skip
+def test_types(expr, typ):
+    assert probe(expr).type == typ
+
+
+def test_quat_components_are_wxyz():
+    p = probe("[quats.w, quats.x]")
+    assert [a.extra for a in p.args] == [0, 1]
+    p = probe("[[1, 2, 3, 4].w, [1, 2, 3, 4].x]")
+    assert [a.extra for a in p.args] == [4, 1]  # folded numbers: vec4 .w is component 3
+
+
+def test_constants_fold_and_defines():
+    c = checked()
+    assert c.constants == {"k": 2.0, "k2": 7.0}
+    c = checked(defines={"k": 5})
+    assert c.constants == {"k": 5.0, "k2": 16.0} and c.defines == {"k": 5}
+
+
+def test_parameter_table():
+    c = checked()
+    table = [(p.name, p.kind, p.shape, p.activation, p.degree) for p in c.params]
+    assert table == [
+        ("means", "vec3", (3,), "identity", None),
+        ("quats", "quat", (4,), "normalize", None),
+        ("scales", "vec3", (3,), "exp", None),
+        ("o", "scalar", (), "sigmoid", None),
+        ("w", "scalar", (), "2 * raw + k", None),
+        ("sh", "sh", (4, 3), "identity", 1),
+    ]
+
+
+def test_static_where_picks_a_branch():
+    assert probe("where(k > 1, means, 0)").op == "input"
+    assert probe("where(k > 10, means, 0)").op == "pack"  # broadcast 0
+
+
+def test_loops_unroll_with_reassignment():
+    p = probe("acc", body="acc = 0\n  for i in 0..3 { acc = acc + means[i] }")
+    assert p.op == "add"
+
+
+def test_uses_ray_and_prim_values():
+    spec = BASE.format(body="x = 1").replace(
+        "response { alpha = 0 }", "response { alpha = dot(ray.dir, means) * o }"
+    )
+    c = check.check(parse.parse(spec, "t.xpr"))
+    assert c.uses_ray
+    assert set(c.prim) >= {"means", "o", "centre", "depth", "radius", "valid"}
+
+
+def test_footprint_becomes_box():
+    c = checked()
+    assert c.outputs["box"].type == VecT(4)
+    assert set(c.outputs) == {"centre", "depth", "box", "valid", "color"}
