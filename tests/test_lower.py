@@ -331,3 +331,12 @@ def test_linprim_octahedron_chord_and_box(tmp_path):
         chord = 2 / np.sum(np.abs(local) / dist)
         got = mod.response(None, jnp.asarray(raw["means"][0] - 3 * d), jnp.asarray(d), attrs, cam)
         np.testing.assert_allclose(got, min(0.99, o_ * (1 - np.exp(-10 * chord))), rtol=1e-9)
+
+
+def test_number_folding_never_raises():
+    """SymPy's Float(0.0) == 0 is False; folding must not divide by a float zero (a fuzz find)."""
+    one, zero = sympy.Float(1.0), sympy.Float(0.0)
+    assert lower.scalar_op("div", one, zero) == sympy.oo
+    assert lower.scalar_op("div", zero, zero) is sympy.nan
+    assert lower.scalar_op("div", sympy.Symbol("x"), zero).has(sympy.oo)
+    assert lower.power(zero, sympy.Float(-1.0)) == sympy.oo

@@ -179,9 +179,9 @@ class Printer:
             else:
                 num.append(self.wrap(f, MUL))
         sign = ""
-        if coeff == -1:
+        if float(coeff) == -1.0:
             sign = "-"
-        elif coeff != 1:
+        elif float(coeff) != 1.0:
             c = self.arg(coeff) if isinstance(coeff, sympy.Integer) else self(coeff)
             if c.startswith("-"):
                 sign, c = "-", c[1:]

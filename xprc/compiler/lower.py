@@ -435,9 +435,14 @@ def scalar_op(op, a, b=None):
             return _num(-_fnum(a)) if isinstance(a, sympy.Float) else -a
         return -a
     if _is_number(a) and _is_number(b) and op != "pow":
-        if op == "div" and b == 0:
-            return _num(math.nan if a == 0 else math.copysign(math.inf, _fnum(a)))
-        return {"add": a + b, "sub": a - b, "mul": a * b, "div": a / b}[op]
+        # (SymPy's Float(0.0) == 0 is False: compare as Python floats)
+        if op == "div" and _fnum(b) == 0.0:
+            return _num(math.nan if _fnum(a) == 0.0 else math.copysign(math.inf, _fnum(a)))
+        if op == "add":
+            return a + b
+        if op == "sub":
+            return a - b
+        return a * b if op == "mul" else a / b
     if op == "add":
         return a + b
     if op == "sub":
@@ -446,7 +451,7 @@ def scalar_op(op, a, b=None):
         return a * b
     if op == "div":
         if _is_number(b):
-            return a * (_num(math.inf) if b == 0 else 1 / b)
+            return a * (_num(math.inf) if _fnum(b) == 0.0 else 1 / b)
         return a * recip(b)
     if op == "pow":
         return power(a, b)
@@ -460,6 +465,8 @@ def power(a, b):
     elif isinstance(b, sympy.Float) and float(b * 2) == int(float(b * 2)):
         b = sympy.Rational(int(float(b * 2)), 2)
     if _is_number(a) and _is_number(b):
+        if _fnum(a) == 0.0 and _fnum(b) < 0:
+            return _num(math.inf)
         return _num(_safe(math.pow, _fnum(a), _fnum(b)))
     if b.is_Integer and abs(int(b)) <= 64:
         n = int(b)

@@ -141,7 +141,12 @@ class _Hoister:
                 out = e.func(*rest, *group)
             elif len(group) == 1:
                 g = group[0]
-                if isinstance(e, sympy.Add) and isinstance(g, sympy.Mul) and g.args[0] == -1:
+                if (
+                    isinstance(e, sympy.Add)
+                    and isinstance(g, sympy.Mul)
+                    and g.args[0].is_Number
+                    and float(g.args[0]) == -1.0
+                ):
                     # keep `p - q` a subtraction: export q, not -q
                     h = sympy.Mul(-1, self.attr(sympy.Mul(*g.args[1:])))
                 else:
