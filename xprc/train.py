@@ -803,17 +803,22 @@ def _load_checkpoint(path: Path, template) -> tuple[dict, dict]:
 
 
 def _is_gaussian_layout(method) -> bool:
-    shapes = {s.name: _shape(s) for s in method.PARAMS}
-    want = {"means": (3,), "quats": (4,), "scales": (3,)}
-    if set(shapes) != {"means", "quats", "scales", "opacities", "sh"}:
+    """The params are the 3DGS PLY layout: names, shapes and the activations the format implies
+    (log scales, opacity logits, raw quaternions, SH colour)."""
+    specs = {s.name: s for s in method.PARAMS}
+    want = {
+        "means": (((3,),), ("identity",)),
+        "quats": (((4,),), ("normalize", "identity")),
+        "scales": (((3,),), ("exp",)),
+        "opacities": (((), (1,)), ("sigmoid",)),
+    }
+    if set(specs) != set(want) | {"sh"}:
         return False
-    sh = shapes["sh"]
-    return (
-        all(shapes[k] == v for k, v in want.items())
-        and shapes["opacities"] in ((), (1,))
-        and len(sh) == 2
-        and sh[1] == 3
-    )
+    for name, (shapes, activations) in want.items():
+        if _shape(specs[name]) not in shapes or specs[name].activation not in activations:
+            return False
+    sh = _shape(specs["sh"])
+    return specs["sh"].kind == "sh" and len(sh) == 2 and sh[1] == 3
 
 
 # ----------------------------------------------------------------------------- the run
