@@ -340,3 +340,16 @@ def test_number_folding_never_raises():
     assert lower.scalar_op("div", zero, zero) is sympy.nan
     assert lower.scalar_op("div", sympy.Symbol("x"), zero).has(sympy.oo)
     assert lower.power(zero, sympy.Float(-1.0)) == sympy.oo
+
+
+def test_project_valid_for_many_primitives(tmp_path):
+    """camera.project_valid returns one array (not a tuple): N > 1 primitives must work."""
+    spec = EXPR_SPEC.replace(
+        "valid = true", "valid = camera.project_valid(camera.world_to_camera(a))"
+    )
+    mod = _load(spec.format(expr="1"), tmp_path, "valid")
+    cam = _camera()[0]
+    raw = {k: jnp.asarray(v) for k, v in RAW.items()}
+    raw["a"] = raw["a"].at[0, 2].set(-10.0)  # behind the camera
+    valid = np.asarray(mod.project(raw, cam)["valid"])
+    assert valid.shape == (5,) and not valid[0] and valid[1:].all()

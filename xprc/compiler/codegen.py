@@ -260,9 +260,7 @@ def _body(prog: Program, inputs, printer: Printer, indent="    ") -> list[str]:
         lines.append(f"{indent}{ident(s.name)} = {_input_code(s, inputs[s])}")
     for st in prog.body:
         if isinstance(st, Call):
-            outs = ", ".join(ident(o.name) for o in st.outs)
-            if len(st.outs) == 1:
-                outs += ","
+            outs = ", ".join(ident(o.name) for o in st.outs)  # project_valid returns one array
             args = ", ".join(printer(a) for a in st.args)
             lines.append(f"{indent}{outs} = camera.{ident(st.method)}({args})")
         else:
