@@ -216,14 +216,14 @@ def test_render_matches_reference(gut, model):
 def test_3dgut_and_3dgs_agree_on_an_undistorted_pinhole(gut, gs):
     # They differ by design: 3DGS splats the EWA 2D Gaussian (with its 0.3 px^2 dilation and a
     # 2D cut-off), 3DGUT evaluates the 3D Gaussian at the closest point of each ray (cut at
-    # response 0.0113). Measured on this scene (200 Gaussians, 64x48): mean |diff| 0.0113,
-    # max 0.095 (RGB); alpha mean 0.0064, max 0.055.
+    # response 0.0113). Measured on this scene (200 Gaussians, 64x48, float32): RGB mean |diff|
+    # 0.0106, max 0.0945; alpha mean 0.0147, max 0.124 (mean alpha 0.731 3DGS, 0.723 3DGUT).
     a = gut_render(gut, "pinhole")
     b = render(gs, scene(), make_camera("pinhole"), jnp.asarray(BG, jnp.float32), "RGB+D")
     diff = np.abs(as_np(a.image) - as_np(b.image))
     dalpha = np.abs(as_np(a.alpha) - as_np(b.alpha))
-    assert diff.mean() < 0.02 and diff.max() < 0.15
-    assert dalpha.mean() < 0.012 and dalpha.max() < 0.1
+    assert diff.mean() < 0.015 and diff.max() < 0.15
+    assert dalpha.mean() < 0.02 and dalpha.max() < 0.18
     assert diff.max() > 1e-3  # two methods, not one
 
 
@@ -256,10 +256,11 @@ def test_kernel_swap_and_defines_compile():
 
 
 def surround_scene():
-    """Gaussians all around the camera at 3 units: near the axis, at 80-88 degrees off axis
-    (inside the 180-degree circle) and behind the camera (culled)."""
+    """Gaussians all around the camera at 3 units: near the axis, at 80-86 degrees off axis
+    (inside the 180-degree circle; beyond 86.2 degrees their camera z drops below the 0.2 of
+    3dgrut's culling) and behind the camera (culled)."""
     rng = np.random.default_rng(7)
-    thetas = np.concatenate([rng.uniform(0, 60, 30), rng.uniform(80, 88, 30),
+    thetas = np.concatenate([rng.uniform(0, 60, 30), rng.uniform(80, 86, 30),
                              rng.uniform(100, 170, 10)])  # fmt: skip
     phis = rng.uniform(0, 2 * np.pi, thetas.size)
     t = np.deg2rad(thetas)
@@ -272,11 +273,29 @@ def surround_scene():
     return params, thetas
 
 
-def fisheye_180(size=64):
+def fisheye_180(size=64, dtype=np.float32):
     f = (size / 2) / (np.pi / 2)  # theta = 90 degrees on the inscribed circle
-    K = np.array([[f, 0, size / 2], [0, f, size / 2], [0, 0, 1]], np.float32)
-    return Camera(viewmat=np.eye(4, dtype=np.float32), K=K, width=size, height=size,
+    K = np.array([[f, 0, size / 2], [0, f, size / 2], [0, 0, 1]], dtype)
+    return Camera(viewmat=np.eye(4, dtype=dtype), K=K, width=size, height=size,
                   model="fisheye")  # fmt: skip
+
+
+def test_fisheye_180_keeps_and_covers_primitives_at_80_degrees(gut):
+    # The fast half of the fisheye check (no pipeline): every primitive in front stays valid,
+    # and its footprint holds every pixel where it can show, out to 86 degrees off axis.
+    params, thetas = surround_scene()
+    cam = fisheye_180(dtype=np.float64)
+    out = gut.project(f64(params), cam)
+    valid, box = np.asarray(out["valid"]), as_np(out["box"])
+    np.testing.assert_array_equal(valid, thetas < 90)
+    lit = ref.lit_pixels(params, cam)
+    jj, ii = np.meshgrid(np.arange(64) + 0.5, np.arange(64) + 0.5)
+    wide = np.nonzero((thetas >= 80) & (thetas <= 86))[0]
+    assert sum(lit[i].any() for i in wide) == wide.size
+    for i in np.nonzero(valid)[0]:
+        x0, y0, x1, y1 = box[i]
+        inside = (jj >= x0) & (jj <= x1) & (ii >= y0) & (ii <= y1)
+        assert not np.any(lit[i] & ~inside), (i, thetas[i], box[i])
 
 
 @pytest.mark.slow
@@ -288,23 +307,25 @@ def test_fisheye_180_sees_primitives_at_80_degrees(gut, gs):
     colour, alpha, _ = ref.render(params, cam, background=BG)
     np.testing.assert_allclose(as_np(out.image), colour, atol=1e-4, rtol=0)
     np.testing.assert_allclose(as_np(out.alpha)[..., 0], alpha, atol=1e-4, rtol=0)
-    # The wide primitives alone: they are drawn, out where theta > 75 degrees.
-    wide = {k: v[(thetas >= 80) & (thetas <= 88)] for k, v in params.items()}
+    # The wide primitives alone: all they draw lies beyond 65 degrees off axis.
+    wide = {k: v[(thetas >= 80) & (thetas <= 86)] for k, v in params.items()}
     wide_colour, wide_alpha, _ = ref.render(wide, cam, background=BG)
     jj, ii = np.meshgrid(np.arange(64) + 0.5, np.arange(64) + 0.5)
-    theta_px = np.rad2deg(np.hypot(jj - 32, ii - 32) / cam.K[0, 0])
-    ring = (theta_px > 75) & (theta_px < 90)
-    assert wide_alpha[ring].sum() > 20 and wide_alpha[~ring].max() < 1e-3
+    theta_px = np.rad2deg(np.hypot(jj - 32, ii - 32) / float(cam.K[0, 0]))
+    ring = theta_px > 65
+    assert wide_alpha[ring].sum() > 50 and wide_alpha[~ring].max() == 0
     got = render(gut, wide, cam, bg)
     np.testing.assert_allclose(as_np(got.image), wide_colour, atol=1e-4, rtol=0)
-    # The EWA path (3DGS with the same camera object: fisheye centres, pinhole Jacobian clamped
-    # to 1.3x the field of view) draws them wrongly. Measured: mean |diff| over the ring 0.052,
-    # max 0.60; alpha sum 26.2 (3DGS) vs 63.0 (reference) on the ring.
+    # The EWA path (3DGS given the same camera object: fisheye centres, but the pinhole
+    # Jacobian, clamped to 1.3x the field of view) smears them over the whole image. Measured:
+    # ring |diff| mean 0.25, max 0.53; alpha sum on the ring 2362 (3DGS) vs 150 (reference),
+    # and 1667 inside 65 degrees where there is nothing. 3DGUT: max abs 1.3e-6.
     ewa = render(gs, wide, cam, bg)
+    ewa_alpha = as_np(ewa.alpha)[..., 0]
     ewa_diff = np.abs(as_np(ewa.image) - wide_colour)[ring]
-    ewa_alpha = as_np(ewa.alpha)[..., 0][ring].sum()
-    assert ewa_diff.max() > 0.2 and ewa_diff.mean() > 0.01
-    assert abs(ewa_alpha - wide_alpha[ring].sum()) > 0.3 * wide_alpha[ring].sum()
+    assert ewa_diff.mean() > 0.1 and ewa_diff.max() > 0.25
+    assert ewa_alpha[ring].sum() > 5 * wide_alpha[ring].sum()
+    assert ewa_alpha[~ring].sum() > 500
 
 
 # ---------------------------------------------------------------------------------------------
