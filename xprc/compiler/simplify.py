@@ -69,6 +69,14 @@ class Simplified:
     identity: set[str] = field(default_factory=set)  # params whose activation is the identity
 
 
+def rebuild(e, args):
+    """e with new arguments; e itself when nothing changed (rebuilding makes SymPy re-evaluate
+    the node, which is most of the cost of these passes)."""
+    if len(args) == len(e.args) and all(a is b for a, b in zip(args, e.args, strict=True)):
+        return e
+    return e.func(*args)
+
+
 def free_symbols(e, memo: dict) -> frozenset:
     """`e.free_symbols`, memoised: SymPy recomputes it by walking the tree, which for our
     heavily shared DAGs can take exponential time."""
@@ -155,7 +163,7 @@ class _Hoister:
             else:
                 out = e.func(*rest, self.attr(e.func(*group)))
         else:
-            out = e.func(*[self.hoist(a) for a in e.args]) if e.args else e
+            out = rebuild(e, [self.hoist(a) for a in e.args]) if e.args else e
         self.memo[e] = out
         return out
 
@@ -193,7 +201,7 @@ class _Guard:
             b = _Protect(c, False, self.made, self.fs).run(self.guard(b))
             out = Where(c, a, b)
         else:
-            out = e.func(*[self.guard(a) for a in e.args])
+            out = rebuild(e, [self.guard(a) for a in e.args])
         self.memo[e] = out
         return out
 
@@ -230,7 +238,7 @@ class _Protect:
             else:
                 out = e.func(*[self.wrap(self.run(a), _safe_value(e)) for a in e.args])
         else:
-            out = e.func(*[self.run(a) for a in e.args])
+            out = rebuild(e, [self.run(a) for a in e.args])
         self.memo[e] = out
         return out
 
@@ -268,7 +276,7 @@ class _Calls:
                 call = self.calls[key] = Call(method, outs, xs)
             out = call.outs[int(k)]
         else:
-            out = e.func(*[self.run(a) for a in e.args])
+            out = rebuild(e, [self.run(a) for a in e.args])
         self.memo[e] = out
         return out
 
