@@ -83,6 +83,8 @@ register("check", "check a spec for errors without generating code", _spec_args,
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from xprc import commands  # noqa: F401  (registers render, train, demo)
+
     parser = argparse.ArgumentParser(prog="xprc", description="point-based rendering compiler")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help, add_arguments, run) in COMMANDS.items():

@@ -23,6 +23,8 @@ class XprError(Exception):
         super().__init__(self.format())
 
     def format(self) -> str:
+        if self.filename is None and self.line is None:
+            return f"error: {self.message}"
         where = self.filename or "<input>"
         if self.line is None:
             return f"{where}: error: {self.message}"

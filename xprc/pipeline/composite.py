@@ -14,7 +14,7 @@ row per step instead of tiles x capacity x pixels alphas.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp

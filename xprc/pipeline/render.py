@@ -128,7 +128,7 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
     return RenderOutput(image, weight, depth_img, stats, mode)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(method, mode: str, config: RenderConfig, batched: bool):
     fn = functools.partial(_render_one, method, mode, config)
     if batched:
