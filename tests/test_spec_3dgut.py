@@ -82,7 +82,7 @@ def variant(tmp_path, old, new, name="variant.xpr"):
 # ---------------------------------------------------------------------------------------------
 # (a) The unscented transform.
 
-BOX_EMIT = "box    = tight + fallback * (whole - tight),"
+BOX_EMIT = "box    = where(rim_ok, tight, whole),"
 DEBUG_BOX = "box    = [cov2d[0, 0], cov2d[0, 1], cov2d[1, 1], 0],"
 
 
