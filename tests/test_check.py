@@ -113,3 +113,32 @@ def test_footprint_becomes_box():
     c = checked()
     assert c.outputs["box"].type == VecT(4)
     assert set(c.outputs) == {"centre", "depth", "box", "valid", "color"}
+
+
+def test_training_annotations():
+    spec = BASE.format(body="x = 1")
+    for old, clauses in [
+        ("param means : vec3", " lr 1.6e-4 init points role position"),
+        ("param o : scalar = sigmoid(raw)", " init 0.1 lr k * 1e-2"),
+        ("param sh : sh(1)", " init colors"),
+        ("param w : scalar = 2 * raw + k", " role scale init -k"),
+    ]:
+        spec = spec.replace(old, old + clauses)
+    c = check.check(parse.parse(spec, "t.xpr"), {"k": 3})
+    table = {p.name: (p.lr, p.init, p.role) for p in c.params}
+    assert table == {
+        "means": (1.6e-4, "points", "position"),
+        "quats": (None, None, None),
+        "scales": (None, None, None),
+        "o": (0.03, 0.1, None),  # constants (and -D) are allowed
+        "w": (None, -3.0, "scale"),
+        "sh": (None, "colors", None),
+    }
+
+
+def test_param_spec_stays_positional():
+    from xprc.runtime import ParamSpec
+
+    p = ParamSpec("means", "vec3", (3,), "identity", None)
+    assert (p.lr, p.init, p.role) == (None, None, None)
+    assert ParamSpec("o", "scalar", (), "sigmoid", None, lr=0.05, init=0.1).init == 0.1

@@ -613,6 +613,106 @@ CASES = [
         "    const k = \"__import__('os')\"\n"
         "              ^",
     ),
+    # training annotations on parameters
+    (
+        "init_unknown_rule",
+        sub("param means : vec3", "param means : vec3 init pionts"),
+        UnknownNameError,
+        "blob.xpr:2:25: error: unknown init rule 'pionts' (did you mean 'points'?)\n"
+        "    param means : vec3 init pionts\n"
+        "                            ^",
+    ),
+    (
+        "init_unknown_rule_no_suggestion",
+        sub("param means : vec3", "param means : vec3 init random"),
+        UnknownNameError,
+        "blob.xpr:2:25: error: unknown init rule 'random' (expected points, colors, identity, nn_distance, zeros, ones or a number)\n"
+        "    param means : vec3 init random\n"
+        "                            ^",
+    ),
+    (
+        "init_not_a_number",
+        sub("param means : vec3", "param means : vec3 init [0, 0, 1]"),
+        StaticError,
+        "blob.xpr:2:25: error: init of 'means' must be a rule name or a compile-time number, got vec3\n"
+        "    param means : vec3 init [0, 0, 1]\n"
+        "                            ^",
+    ),
+    (
+        "init_points_needs_vec3",
+        sub("sigmoid(raw)", "sigmoid(raw) init points"),
+        XprTypeError,
+        "blob.xpr:3:46: error: init 'points' needs a vec3 parameter, 'opacities' is scalar\n"
+        "    param opacities : scalar = sigmoid(raw) init points\n"
+        "                                                 ^",
+    ),
+    (
+        "role_unknown",
+        sub("param means : vec3", "param means : vec3 role postion"),
+        UnknownNameError,
+        "blob.xpr:2:25: error: unknown role 'postion' (did you mean 'position'?)\n"
+        "    param means : vec3 role postion\n"
+        "                            ^",
+    ),
+    (
+        "role_not_a_name",
+        sub("param means : vec3", "param means : vec3 role 1"),
+        ParseError,
+        "blob.xpr:2:25: error: unexpected '1' (expected a name)\n"
+        "    param means : vec3 role 1\n"
+        "                            ^",
+    ),
+    (
+        "role_opacity_needs_scalar",
+        sub("param means : vec3", "param means : vec3 role opacity"),
+        XprTypeError,
+        "blob.xpr:2:25: error: role 'opacity' needs a scalar parameter, 'means' is vec3\n"
+        "    param means : vec3 role opacity\n"
+        "                            ^",
+    ),
+    (
+        "role_given_twice",
+        sub(
+            "param means : vec3",
+            "param means : vec3 role position\nparam offset : vec3 role position",
+        ),
+        DuplicateError,
+        "blob.xpr:3:26: error: role 'position' is already given to 'means' (line 2)\n"
+        "    param offset : vec3 role position\n"
+        "                             ^",
+    ),
+    (
+        "clause_duplicate",
+        sub("param means : vec3", "param means : vec3 lr 1e-3 init points lr 2e-3"),
+        DuplicateError,
+        "blob.xpr:2:40: error: duplicate 'lr' for parameter 'means'\n"
+        "    param means : vec3 lr 1e-3 init points lr 2e-3\n"
+        "                                           ^",
+    ),
+    (
+        "lr_not_a_number",
+        sub("param means : vec3", "param means : vec3 lr [1, 2, 3]"),
+        StaticError,
+        "blob.xpr:2:23: error: lr of 'means' must be a compile-time number, got vec3\n"
+        "    param means : vec3 lr [1, 2, 3]\n"
+        "                          ^",
+    ),
+    (
+        "lr_unknown_name",
+        sub("param means : vec3", "param means : vec3 lr fast"),
+        UnknownNameError,
+        "blob.xpr:2:23: error: unknown name 'fast'\n"
+        "    param means : vec3 lr fast\n"
+        "                          ^",
+    ),
+    (
+        "lr_negative",
+        sub("param means : vec3", "param means : vec3 lr -k"),
+        StaticError,
+        "blob.xpr:2:23: error: lr of 'means' must be a finite number >= 0, got -2.0\n"
+        "    param means : vec3 lr -k\n"
+        "                          ^",
+    ),
     (
         "primitive_keyword",
         BASE.replace("primitive Blob", "primitive class"),

@@ -87,3 +87,17 @@ def test_indexed_assignment_target():
 @pytest.mark.parametrize("path", sorted((ROOT / "specs").glob("*.xpr")), ids=lambda p: p.name)
 def test_shipped_specs_parse(path):
     assert parse.parse(path.read_text(), path.name).items
+
+
+def test_param_clauses():
+    spec = parse.parse(
+        "param s : vec3 = exp(raw)  lr 5e-3  init nn_distance  role scale\n"
+        "param o : scalar init -2 * k\n"
+        "const init = 1\n",  # the clause words are not reserved
+        "t.xpr",
+    )
+    s, o, _ = spec.items
+    assert [(c.key, unparse(c.value)) for c in s.clauses] == [
+        ("lr", "0.005"), ("init", "nn_distance"), ("role", "scale")]  # fmt: skip
+    assert s.clauses[0].loc == ast.Loc(1, 28) and s.clauses[2].value.loc == ast.Loc(1, 60)
+    assert [(c.key, unparse(c.value)) for c in o.clauses] == [("init", "-2 * k")]

@@ -148,6 +148,14 @@ def test_module_constants(method):
     assert [p.activation for p in method.PARAMS] == [
         "identity", "normalize", "exp", "sigmoid", "identity"]  # fmt: skip
     assert method.PARAMS[4].shape == (16, 3) and method.PARAMS[4].degree == 3
+    # training annotations: REFERENCE.md section 8 (init numbers are activated values)
+    assert [(p.lr, p.init, p.role) for p in method.PARAMS] == [
+        (1.6e-4, "points", "position"),
+        (1e-3, "identity", None),
+        (5e-3, "nn_distance", "scale"),
+        (5e-2, 0.1, "opacity"),
+        (2.5e-3, "colors", None),
+    ]
     assert method.CONSTANTS == {"eps2d": 0.3, "antialiased": 0.0}
     assert method.NUM_ATTRS == len(method.ATTRS) == 6  # centre 2, conic 3, opacity 1
     assert method.NUM_FEATURES == 3 and method.USES_RAY is False

@@ -13,8 +13,13 @@ class ParamSpec(NamedTuple):
     name: the spec's parameter name (the key in the params dict)
     kind: "scalar", "vecN", "quat", "matN", "matMxN" or "sh"
     shape: per-primitive shape, e.g. (3,) for vec3, (16, 3) for sh(3)
-    activation: "identity", "exp", "sigmoid", "normalize", "abs", or the expression's text
+    activation: "identity", "exp", "sigmoid", "normalize", "abs", "softplus", or the
+        expression's text
     degree: SH degree for kind "sh", else None
+    lr: the spec's learning rate (`lr 1e-3`), else None (the trainer's default)
+    init: the spec's initialisation (`init ...`): "points", "colors", "identity",
+        "nn_distance", "zeros", "ones", or a number (the activated value), else None
+    role: "position", "opacity" or "scale" (`role ...`), else None
     """
 
     name: str
@@ -22,6 +27,9 @@ class ParamSpec(NamedTuple):
     shape: tuple
     activation: str
     degree: int | None
+    lr: float | None = None
+    init: str | float | None = None
+    role: str | None = None
 
 
 def broadcast(x, like):

@@ -133,11 +133,21 @@ class TypeRef:
 
 
 @dataclass(eq=False)
+class ParamClause:
+    """A training annotation after a parameter: `lr EXPR`, `init EXPR` or `role NAME`."""
+
+    loc: Loc  # the keyword
+    key: str  # "lr" | "init" | "role"
+    value: Expr
+
+
+@dataclass(eq=False)
 class Param:
     loc: Loc
     name: str
     type: TypeRef
     activation: Expr | None
+    clauses: list[ParamClause] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -295,6 +305,9 @@ class ParamInfo:
     activation: str  # "identity", "exp", "sigmoid", "normalize", "abs" or the expression's text
     degree: int | None
     value: Node  # the activated value, in terms of the ("raw", name) input
+    lr: float | None = None  # training annotations (ParamSpec.lr / .init / .role)
+    init: str | float | None = None  # a rule name, or the activated value as a number
+    role: str | None = None  # "position" | "opacity" | "scale"
 
 
 @dataclass

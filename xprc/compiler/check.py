@@ -64,6 +64,12 @@ _OTHER_BUILTINS = {
 BUILTINS = set(_UNARY_MATH) | _OTHER_BUILTINS
 _TYPE_NAMES = ["scalar", "vec2", "vec3", "vec4", "quat", "mat2", "mat3", "mat4", "sh"]
 
+# Training annotations on parameters (read by the trainer through ParamSpec).
+INIT_RULES = ("points", "colors", "identity", "nn_distance", "zeros", "ones")
+ROLES = ("position", "opacity", "scale")
+# Activations ParamSpec names (anything else is recorded as its text).
+NAMED_ACTIVATIONS = ("exp", "sigmoid", "normalize", "abs", "softplus")
+
 FOOTPRINTS = {"radius": SCALAR, "radii": VecT(2), "box": VecT(4)}
 REQUIRED = {"centre": VecT(2), "depth": SCALAR, "valid": BOOL}
 
@@ -269,9 +275,21 @@ class Checker:
         for fn in self.fns.values():
             self.fn_names(fn.body, {a for a, _ in fn.args})
 
-        # Parameters and their activations.
+        # Parameters, their activations and training annotations.
+        roles: dict[str, ast.Param] = {}
         for p in self.params.values():
-            self.param_info[p.name] = self.param(p)
+            info = self.param_info[p.name] = self.param(p)
+            if info.role is not None:
+                if info.role in roles:
+                    first = roles[info.role]
+                    clause = [c for c in p.clauses if c.key == "role"][0]
+                    raise self.err(
+                        DuplicateError,
+                        f"role '{info.role}' is already given to '{first.name}' "
+                        f"(line {first.loc.line})",
+                        clause.value.loc,
+                    )
+                roles[info.role] = p
 
         if "projection" not in blocks:
             raise self.err(MissingOutputError, "missing 'projection { ... }' block", start)
@@ -421,12 +439,88 @@ class Checker:
                 and len(a.args) == 1
                 and isinstance(a.args[0], ast.Name)
                 and a.args[0].id == "raw"
-                and a.func.id in ("exp", "sigmoid", "normalize", "abs")
+                and a.func.id in NAMED_ACTIVATIONS
             ):
                 act = a.func.id
             else:
                 act = unparse(a)
-        return ast.ParamInfo(p.name, kind, typ, ast.shape_of(typ), act, degree, value)
+        info = ast.ParamInfo(p.name, kind, typ, ast.shape_of(typ), act, degree, value)
+        self.clauses(p, info)
+        return info
+
+    def clauses(self, p: ast.Param, info: ast.ParamInfo) -> None:
+        """`lr`, `init` and `role` of a parameter -> info.lr / .init / .role."""
+        declared = f"sh({info.degree})" if info.kind == "sh" else str(info.type)
+        seen: set[str] = set()
+        for c in p.clauses:
+            self._cur_loc = c.loc
+            if c.key in seen:
+                raise self.err(
+                    DuplicateError, f"duplicate '{c.key}' for parameter '{p.name}'", c.loc
+                )
+            seen.add(c.key)
+            v = c.value
+            if c.key == "role":
+                if v.id not in ROLES:
+                    hint = suggest(v.id, ROLES) or " (expected position, opacity or scale)"
+                    raise self.err(UnknownNameError, f"unknown role '{v.id}'{hint}", v.loc)
+                need = {"position": VecT(3), "opacity": SCALAR}.get(v.id)
+                if v.id == "scale" and not isinstance(info.type, (ScalarT, VecT)):
+                    raise self.err(
+                        XprTypeError,
+                        f"role 'scale' needs a scalar or vector parameter, '{p.name}' is "
+                        f"{declared}",
+                        v.loc,
+                    )
+                if need is not None and ast.plain(info.type) != need:
+                    raise self.err(
+                        XprTypeError,
+                        f"role '{v.id}' needs a {need} parameter, '{p.name}' is {declared}",
+                        v.loc,
+                    )
+                info.role = v.id
+            elif c.key == "init" and isinstance(v, ast.Name) and v.id in INIT_RULES:
+                if v.id == "points" and ast.plain(info.type) != VecT(3):
+                    raise self.err(
+                        XprTypeError,
+                        f"init 'points' needs a vec3 parameter, '{p.name}' is {declared}",
+                        v.loc,
+                    )
+                if v.id == "colors" and ast.plain(info.type) != VecT(3) and info.kind != "sh":
+                    raise self.err(
+                        XprTypeError,
+                        f"init 'colors' needs a vec3 or sh parameter, '{p.name}' is {declared}",
+                        v.loc,
+                    )
+                info.init = v.id
+            else:
+                if c.key == "init" and isinstance(v, ast.Name) and v.id not in self.consts:
+                    hint = suggest(v.id, INIT_RULES) or (
+                        " (expected " + ", ".join(INIT_RULES) + " or a number)"
+                    )
+                    raise self.err(UnknownNameError, f"unknown init rule '{v.id}'{hint}", v.loc)
+                what = "a compile-time number"
+                if c.key == "init":
+                    what = "a rule name or " + what
+                value = self.expr(v, _Scope("constant"))
+                if not _is_num(value):
+                    raise self.err(
+                        StaticError,
+                        f"{c.key} of '{p.name}' must be {what}, got {value.type}",
+                        v.loc,
+                    )
+                x = float(value.extra)
+                if not math.isfinite(x) or (c.key == "lr" and x < 0):
+                    bound = " >= 0" if c.key == "lr" else ""
+                    raise self.err(
+                        StaticError,
+                        f"{c.key} of '{p.name}' must be a finite number{bound}, got {x!r}",
+                        v.loc,
+                    )
+                if c.key == "lr":
+                    info.lr = x
+                else:
+                    info.init = x
 
     def type_named(self, name: str, loc: Loc):
         if name == "scalar":

@@ -328,9 +328,17 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         "PARAMS = (",
     ]
     for prm in params:
+        tags = ""
+        if prm.lr is not None:
+            tags += f", lr={_float(prm.lr)}"
+        if prm.init is not None:
+            init = repr(ident(prm.init)) if isinstance(prm.init, str) else _float(prm.init)
+            tags += f", init={init}"
+        if prm.role is not None:
+            tags += f", role={ident(prm.role)!r}"
         out.append(
             f"    ParamSpec({ident(prm.name)!r}, {ident(prm.kind)!r}, {prm.shape!r}, "
-            f"{prm.activation!r}, {prm.degree!r}),"
+            f"{prm.activation!r}, {prm.degree!r}{tags}),"
         )
     out.append(")")
     out.append(

@@ -64,8 +64,14 @@ class _Build(Transformer):
         return ast.TypeRef(_loc(name), str(name), arg)
 
     def param(self, meta, c):
-        name, typ, act = c
-        return ast.Param(_loc(name), str(name), typ, act)
+        name, typ, act, *clauses = c
+        return ast.Param(_loc(name), str(name), typ, act, clauses)
+
+    def param_clause(self, meta, c):
+        key, value = c
+        if isinstance(value, Token):  # role NAME
+            value = ast.Name(_loc(value), str(value))
+        return ast.ParamClause(_loc(key), str(key), value)
 
     def const(self, meta, c):
         return ast.Const(_loc(c[0]), str(c[0]), c[1])
