@@ -168,6 +168,8 @@ color = 1
     "where(v > 0, log(v) + 1 / v, 0)",
     "where(v < 10, 0.5, exp(v * 100))",
     "where(v > 0, where(v > 1, rsqrt(v - 1), pow(v, 0.5)), 0)",
+    "where(v > 0, log1p(v - 1), 0)",
+    "where(v < 10, 0.5, expm1(v * 100))",
 ])  # fmt: skip
 def test_where_gradients_are_finite(expr, tmp_path):
     path = driver.compile_file(_write(tmp_path, GUARD_SPEC.format(expr=expr)), tmp_path / "g.py")
@@ -180,6 +182,30 @@ def test_where_gradients_are_finite(expr, tmp_path):
 
         g = jax.grad(f)(out["attrs"])
         assert np.isfinite(np.asarray(g)).all(), (expr, a)
+
+
+def test_softplus_log1p_expm1(tmp_path):
+    """The printer's functions, their values in float32 at extreme arguments, and finite
+    gradients everywhere softplus is defined (all reals) and log1p/expm1 are finite."""
+    spec = GUARD_SPEC.format(expr="softplus(v) + log1p(softplus(v)) + expm1(-softplus(v))")
+    spec = spec.replace("param a : scalar", "param a : scalar = softplus(raw)")
+    path = driver.compile_file(_write(tmp_path, spec), tmp_path / "sp.py")
+    src = path.read_text()
+    assert "jax.nn.softplus(" in src and "jnp.log1p(" in src and "jnp.expm1(" in src
+    mod = _import(path)
+    assert mod.PARAMS[0].activation == "softplus"
+    x = np.array([-200.0, -30.0, -1.0, 0.0, 1.0, 30.0, 200.0], np.float32)
+
+    def alpha(raw):
+        out = mod.project({"a": raw}, None)
+        return mod.response(jnp.zeros((len(x), 2)), None, None, out["attrs"], None)
+
+    sp = np.logaddexp(np.logaddexp(x.astype(np.float64), 0), 0)  # softplus(softplus(x))
+    want = sp + np.log1p(sp) + np.expm1(-sp)
+    got = np.asarray(alpha(jnp.asarray(x)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    g = np.asarray(jax.grad(lambda r: jnp.sum(alpha(r)))(jnp.asarray(x)))
+    assert np.isfinite(g).all(), g
 
 
 def _write(tmp_path, text, name="spec.xpr"):

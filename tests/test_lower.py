@@ -95,6 +95,17 @@ EXPRS = [
         lambda a, b, m, q, s: 1 / (1 + np.exp(-a)) + np.floor(a) + np.ceil(b) + np.sign(a) + s**1.7,
     ),
     (
+        "softplus(a * 30) + log1p(abs(b)) + expm1(a) + softplus(2) + log1p(0.5) + expm1(-1)",
+        lambda a, b, m, q, s: (
+            np.logaddexp(a * 30, 0)
+            + np.log1p(np.abs(b))
+            + np.expm1(a)
+            + np.logaddexp(2, 0)
+            + np.log1p(0.5)
+            + np.expm1(-1)
+        ),
+    ),
+    (
         "min(a, b) + max(a, 0.5) + clamp(a, -0.3, 0.4) + min(a) + max(b, a, 0)",
         lambda a, b, m, q, s: (
             np.minimum(a, b)

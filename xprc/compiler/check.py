@@ -55,6 +55,8 @@ _UNARY_MATH = {
     "atan": math.atan, "tanh": math.tanh, "abs": abs, "floor": math.floor, "ceil": math.ceil,
     "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
     "sign": lambda x: float((x > 0) - (x < 0)),
+    "softplus": lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x))),
+    "log1p": math.log1p, "expm1": math.expm1,
 }  # fmt: skip
 _OTHER_BUILTINS = {
     "atan2", "pow", "min", "max", "clamp", "where", "dot", "cross", "norm", "normalize", "outer",

@@ -26,10 +26,12 @@ from xprc.compiler.lower import (
     Ceil,
     Cos,
     Exp,
+    Expm1,
     Floor,
     LAnd,
     LNot,
     Log,
+    Log1p,
     LOr,
     PowF,
     Recip,
@@ -37,6 +39,7 @@ from xprc.compiler.lower import (
     Sigmoid,
     Sign,
     Sin,
+    Softplus,
     Sqrt,
     Tan,
     Tanh,
@@ -57,6 +60,7 @@ _FUNCS = {
     Atan2: "jnp.arctan2", XMax: "jnp.maximum", XMin: "jnp.minimum", Where: "jnp.where",
     LAnd: "jnp.logical_and", LOr: "jnp.logical_or", LNot: "jnp.logical_not",
     Sqrt: "jnp.sqrt", RSqrt: "lax.rsqrt",
+    Softplus: "jax.nn.softplus", Log1p: "jnp.log1p", Expm1: "jnp.expm1",
 }  # fmt: skip
 _REL = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 

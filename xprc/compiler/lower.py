@@ -140,6 +140,20 @@ class Abs(Op):
     nargs = 1
 
 
+class Softplus(Op):
+    """log(1 + exp(x)), printed as jax.nn.softplus (stable for large |x|)."""
+
+    nargs = 1
+
+
+class Log1p(Op):
+    nargs = 1
+
+
+class Expm1(Op):
+    nargs = 1
+
+
 class CameraCall(Op):
     """CameraCall(method, output, x, y, z): output `output` of camera.<method>(x, y, z)."""
 
@@ -512,6 +526,9 @@ UNARY = {
     "floor": _unary(Floor, math.floor),
     "ceil": _unary(Ceil, math.ceil),
     "sign": _unary(Sign, lambda x: (x > 0) - (x < 0)),
+    "softplus": _unary(Softplus, lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x)))),
+    "log1p": _unary(Log1p, math.log1p),
+    "expm1": _unary(Expm1, math.expm1),
 }
 
 

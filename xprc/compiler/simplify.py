@@ -25,8 +25,10 @@ from xprc.compiler.lower import (
     Atan2,
     CameraCall,
     Exp,
+    Expm1,
     Input,
     Log,
+    Log1p,
     Lowered,
     PowF,
     Recip,
@@ -176,11 +178,13 @@ def _dangerous(e) -> bool:
     if isinstance(e, sympy.Pow):
         ex = e.exp
         return not (ex.is_Integer and ex >= 0)
-    return isinstance(e, (Exp, Log, Tan, Asin, Acos, Atan2, CameraCall, Recip, Sqrt, RSqrt, PowF))
+    return isinstance(
+        e, (Exp, Expm1, Log, Log1p, Tan, Asin, Acos, Atan2, CameraCall, Recip, Sqrt, RSqrt, PowF)
+    )
 
 
 def _safe_value(e):
-    return sympy.S.Zero if isinstance(e, (Exp, Asin, Acos)) else sympy.S.One
+    return sympy.S.Zero if isinstance(e, (Exp, Expm1, Log1p, Asin, Acos)) else sympy.S.One
 
 
 class _Guard:
