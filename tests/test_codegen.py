@@ -194,6 +194,24 @@ def test_where_gradients_are_finite(expr, tmp_path):
         assert np.isfinite(np.asarray(g)).all(), (expr, a)
 
 
+def test_attrs_shared_up_to_sign(tmp_path):
+    """`w` and `-w` are one attr (LinPrim's face normals s * w); the response negates it."""
+    spec = """primitive G
+param a : vec2
+projection { emit centre = [0, 0], depth = 1, radius = 1, valid = true, w = a.x * a.y }
+response { alpha = pixel.x * w + pixel.y * (-w) + pixel.x * pixel.y * -(a.x * a.y) }
+color = 1
+"""
+    mod = _import(driver.compile_file(_write(tmp_path, spec), tmp_path / "sign.py"))
+    assert mod.NUM_ATTRS == 1
+    raw = jnp.asarray([[2.0, 3.0], [-1.0, 0.5]])
+    px = jnp.asarray([[1.5, 4.0], [2.0, -1.0]])
+    got = mod.response(px, None, None, mod.project({"a": raw}, None)["attrs"], None)
+    w = raw[:, 0] * raw[:, 1]
+    want = px[:, 0] * w - px[:, 1] * w - px[:, 0] * px[:, 1] * w
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12)
+
+
 def test_softplus_log1p_expm1(tmp_path):
     """The printer's functions, their values in float32 at extreme arguments, and finite
     gradients everywhere softplus is defined (all reals) and log1p/expm1 are finite."""

@@ -126,6 +126,12 @@ class _Hoister:
         if flag:
             value = Where(value, sympy.S.One, sympy.S.Zero)
         sym = self.attrs.get(value)
+        if sym is None and not flag:
+            # `w` and `-w` (LinPrim's face normals s * w) share one attr: the response negates it
+            # (exact in floating point). Only structurally equal negations are found.
+            neg = self.attrs.get(-value)
+            if neg is not None:
+                return -neg
         if sym is None:
             sym = sympy.Symbol(f"a{len(self.attrs)}")
             self.attrs[value] = sym
