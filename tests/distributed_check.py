@@ -71,6 +71,25 @@ def main(spec_path):
     for k in g1:
         np.testing.assert_allclose(np.asarray(gs[k]), np.asarray(g1[k]), rtol=1e-5, atol=1e-6)
     print("distributed OK", float(v1), float(v4), float(vs))
+    if len(sys.argv) > 2:
+        check_training(method, sys.argv[2])
+
+
+def check_training(method, tmp):
+    """`train(..., devices=4)`: one view per device and step, traced once, loss goes down."""
+    from xprc.datasets import load_scene
+    from xprc.demo_scene import generate_demo_scene
+    from xprc.train import TRACE_COUNT, TrainConfig, train
+
+    generate_demo_scene(tmp, n_train=4, n_test=1, size=(32, 24), seed=0, n_points=200)
+    train_set, test_set = load_scene(tmp)
+    config = TrainConfig(steps=40, eval_every=40, progress=False, save_renders=False)
+    before = TRACE_COUNT["train_step"]
+    result = train(method, train_set, test_set, None, config, devices=4)
+    assert TRACE_COUNT["train_step"] - before == 1, TRACE_COUNT["train_step"] - before
+    losses = [h["loss"] for h in result.history]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0], losses
+    print("distributed training OK", losses[0], losses[-1])
 
 
 if __name__ == "__main__":

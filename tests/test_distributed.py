@@ -10,13 +10,14 @@ import sys
 from conftest import ROOT
 
 
-def test_four_simulated_devices_match_one():
+def test_four_simulated_devices_match_one(tmp_path):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
     proc = subprocess.run(
         [
             sys.executable,
             str(ROOT / "tests" / "distributed_check.py"),
             str(ROOT / "specs" / "3dgs.xpr"),
+            str(tmp_path / "scene"),
         ],
         env=env,
         capture_output=True,
@@ -26,3 +27,4 @@ def test_four_simulated_devices_match_one():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "distributed OK" in proc.stdout
+    assert "distributed training OK" in proc.stdout

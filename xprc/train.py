@@ -591,12 +591,52 @@ def _inject_noise(method, roles, params, key, lr_pos, hyper):
     return out
 
 
+def _photometric_sharded(method, rconfig: RenderConfig, devices: int):
+    """Data parallelism: (params, cameras [D], images [D], background, ssim_weight) ->
+    (mean loss, mean PSNR, dropped), each device rendering its share of the camera batch with
+    `shard_map`; XLA all-reduces the sums (and, in the backward pass, the gradients)."""
+    from jax.sharding import PartitionSpec as P
+
+    from .distributed import AXIS, device_mesh
+    from .pipeline.render import _compiled
+
+    mesh = device_mesh(devices)
+    render_batch = _compiled(method, "RGB", rconfig, True)
+
+    def local(params, cams, gts, background, ssim_weight):
+        out = render_batch(params, cams, background)
+        pred = out.image
+        l1 = jnp.mean(jnp.abs(pred - gts), axis=(1, 2, 3))
+        per_view = (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - jax.vmap(ssim)(pred, gts))
+        sums = (jnp.sum(per_view), jnp.sum(jax.vmap(psnr)(pred, gts)))
+        dropped = jnp.max(out.stats["dropped"]).astype(jnp.int32)
+        return jax.lax.psum(sums, AXIS), jax.lax.pmax(dropped, AXIS)
+
+    sharded = jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(P(), P(AXIS), P(AXIS), P(), P()),
+        out_specs=(P(), P()),
+        check_vma=False,  # the compositor's skip branch yields unvarying constants
+    )
+
+    def photometric(params, cams, gts, background, ssim_weight):
+        (loss_sum, psnr_sum), dropped = sharded(params, cams, gts, background, ssim_weight)
+        return loss_sum / devices, psnr_sum / devices, dropped
+
+    return photometric
+
+
 @functools.cache
-def _step_fn(method, rconfig: RenderConfig):
-    """The jitted train step for a method and render config (cached: one trace per run shape)."""
+def _step_fn(method, rconfig: RenderConfig, devices: int = 1):
+    """The jitted train step for a method and render config (cached: one trace per run shape).
+
+    With devices > 1, `view` holds one training view per device and the photometric loss is
+    averaged over them (data parallelism, see `_photometric_sharded`)."""
     roles = param_roles(method)
     pos, op_name, sc_name = roles["position"], roles["opacity"], roles["scale"]
     mcmc = pos is not None and op_name is not None
+    sharded = _photometric_sharded(method, rconfig, devices) if devices > 1 else None
 
     def step_fn(state, data, hyper, view):
         TRACE_COUNT["train_step"] += 1
@@ -610,24 +650,26 @@ def _step_fn(method, rconfig: RenderConfig):
         pos_factor = hyper["scene_scale"] * jnp.power(hyper["position_lr_final"], progress)
 
         def loss_fn(p):
-            out = render(
-                method,
-                _sh_masked(method, p, step, hyper["sh_interval"]),
-                cam,
-                hyper["background"],
-                config=rconfig,
-            )
-            pred = out.image
-            l1 = jnp.mean(jnp.abs(pred - gt))
-            loss = (1.0 - hyper["ssim_weight"]) * l1 + hyper["ssim_weight"] * (1.0 - ssim(pred, gt))
+            masked = _sh_masked(method, p, step, hyper["sh_interval"])
+            if sharded is not None:
+                loss, image_psnr, dropped = sharded(
+                    masked, cam, gt, hyper["background"], hyper["ssim_weight"]
+                )
+            else:
+                out = render(method, masked, cam, hyper["background"], config=rconfig)
+                pred = out.image
+                l1 = jnp.mean(jnp.abs(pred - gt))
+                w = hyper["ssim_weight"]
+                loss = (1.0 - w) * l1 + w * (1.0 - ssim(pred, gt))
+                image_psnr, dropped = psnr(pred, gt), out.stats["dropped"]
             if op_name is not None:
                 act = method.activate(p)
                 loss = loss + hyper["opacity_reg"] * jnp.mean(act[op_name])
                 if sc_name is not None:
                     loss = loss + hyper["scale_reg"] * jnp.mean(act[sc_name])
-            return loss, (pred, out.stats["dropped"])
+            return loss, (image_psnr, dropped)
 
-        (loss, (pred, dropped)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        (loss, (image_psnr, dropped)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         opt = _optimizer(hyper["lrs"], pos, pos_factor)
         # optax's bias correction computes `float ** int32`, which strict promotion rejects.
         with jax.numpy_dtype_promotion("standard"):
@@ -663,7 +705,7 @@ def _step_fn(method, rconfig: RenderConfig):
             "used": used,
             "max_dropped": jnp.maximum(state["max_dropped"], dropped.astype(jnp.int32)),
         }
-        info = {"loss": loss, "psnr": psnr(pred, gt), "live": live}
+        info = {"loss": loss, "psnr": image_psnr, "live": live}
         return new_state, info
 
     return jax.jit(step_fn)
@@ -851,10 +893,11 @@ def train(
     resume: continue from out_dir/checkpoint.npz when it exists (same seed and config give the
     same result as an uninterrupted run). callback(step, info) runs after every step; a
     KeyboardInterrupt (Ctrl-C or from the callback) saves a checkpoint and returns early with
-    `interrupted=True`. devices: only 1 is supported (one device trains).
+    `interrupted=True`. devices: train data-parallel on this many devices, one view per device
+    and step (the loss is the mean over those views).
     """
-    if devices != 1:
-        raise TrainError(f"training on {devices} devices is not supported yet; use one device")
+    if devices < 1 or devices > jax.device_count():
+        raise TrainError(f"asked for {devices} devices, {jax.device_count()} available")
     out = Path(out_dir) if out_dir is not None else None
     if int(getattr(method, "NUM_FEATURES", 3)) != 3:
         raise TrainError(
@@ -900,7 +943,13 @@ def train(
         elapsed_before = float(meta.get("elapsed", 0.0))
         _log(f"resuming from {ckpt} at step {int(state['step'])}", config.progress)
 
-    step_fn = _step_fn(method, config.render)
+    step_fn = _step_fn(method, config.render, devices)
+    if devices > 1:
+        # Replicated over the mesh from the start, as the step returns it: one trace.
+        from .distributed import device_mesh, replicate
+
+        mesh = device_mesh(devices)
+        state, data, hyper = replicate((state, data, hyper), mesh)
     eval_fn = _eval_fn(method, config.render)
     n_views = data["images"].shape[0]
     order_cache: dict = {}
@@ -966,7 +1015,16 @@ def train(
     step = start
     try:
         while step < config.steps:
-            view = np.int32(_view_order(config.seed, step, n_views, order_cache))
+            if devices > 1:
+                view = np.asarray(
+                    [
+                        _view_order(config.seed, step * devices + i, n_views, order_cache)
+                        for i in range(devices)
+                    ],
+                    np.int32,
+                )
+            else:
+                view = np.int32(_view_order(config.seed, step, n_views, order_cache))
             state, info = step_fn(state, data, hyper, view)
             step += 1
             if t_first is None:
