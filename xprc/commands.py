@@ -180,7 +180,7 @@ def _report(result) -> None:
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="xprc-demo", help="run folder")
-    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--spec", default=str(DEFAULT_SPEC))
     p.add_argument("--resume", action="store_true")
 
