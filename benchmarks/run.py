@@ -155,6 +155,38 @@ def workload(num, scale, quick):
     return params, cams, "garden"
 
 
+def train_benchmark(methods, quick):
+    """Every method trained with the same budget on the generated demo scene (no download)."""
+    import tempfile
+
+    from xprc.datasets import load_scene
+    from xprc.demo_scene import generate_demo_scene
+    from xprc.train import TrainConfig, train
+
+    steps, size, n_train = (30, (48, 48), 4) if quick else (400, (96, 96), 16)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        generate_demo_scene(tmp, n_train=n_train, n_test=4, size=size, seed=0)
+        train_set, test_set = load_scene(tmp)
+        for name, (method, _) in methods.items():
+            if name == "handwritten":
+                continue
+            config = TrainConfig(steps=steps, eval_every=steps, progress=False,
+                                 save_renders=False)
+            r = train(method, train_set, test_set, None, config)
+            rows.append({
+                "name": name,
+                "budget": f"{steps} steps, {size[0]}x{size[1]}, {n_train} training views",
+                "steps_per_second": r.steps_per_second,
+                "initial_psnr": r.initial_psnr,
+                "psnr": r.metrics["psnr"],
+                "ssim": r.metrics["ssim"],
+                "primitives": int(r.metrics.get("primitives", 0)),
+            })
+            print(f"[done] training {name}: {r.metrics['psnr']:.2f} dB", file=sys.stderr)
+    return rows
+
+
 def fmt_table(rows, columns):
     head = "| " + " | ".join(c for c, _ in columns) + " |"
     sep = "|" + "|".join("---" for _ in columns) + "|"
@@ -172,6 +204,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latest.json"))
     ap.add_argument("--no-scaling", action="store_true")
+    ap.add_argument("--no-training", action="store_true")
     args = ap.parse_args(argv)
 
     names = [n for n in args.methods.split(",") if n]
@@ -243,6 +276,17 @@ def main(argv=None):
              lambda r: f"{r['peak_forward_mib']:.0f}/{r['peak_forward_backward_mib']:.0f}"),
             ("entries/tile mean", lambda r: f"{r['entries_per_tile_mean']:.0f}"),
             ("dropped", lambda r: str(r["dropped"])),
+        ]))
+    if not args.no_training:
+        results["training"] = train_benchmark(methods, args.quick)
+        print(f"\n## Training on the demo scene ({results['training'][0]['budget']})\n")
+        print(fmt_table(results["training"], [
+            ("method", lambda r: r["name"]),
+            ("steps/s", lambda r: f"{r['steps_per_second']:.2f}"),
+            ("test PSNR start -> end (dB)",
+             lambda r: f"{r['initial_psnr']:.2f} -> {r['psnr']:.2f}"),
+            ("test SSIM", lambda r: f"{r['ssim']:.3f}"),
+            ("primitives", lambda r: str(r["primitives"])),
         ]))
     results["process_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out = Path(args.out)
