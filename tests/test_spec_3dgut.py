@@ -298,7 +298,6 @@ def test_fisheye_180_keeps_and_covers_primitives_at_80_degrees(gut):
         assert not np.any(lit[i] & ~inside), (i, thetas[i], box[i])
 
 
-@pytest.mark.slow
 def test_fisheye_180_sees_primitives_at_80_degrees(gut, gs):
     params, thetas = surround_scene()
     cam = fisheye_180()
@@ -338,7 +337,6 @@ def tiny_scene():
     return params
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("model", ["pinhole", "fisheye"])
 def test_gradients_match_finite_differences(gut, model):
     params = tiny_scene()
@@ -366,7 +364,6 @@ def test_gradients_match_finite_differences(gut, model):
             assert got == pytest.approx(fd, rel=1e-4, abs=1e-6), (name, idx)
 
 
-@pytest.mark.slow
 def test_gradients_finite_for_degenerate_primitives(gut):
     params = f64(random_scene(8, seed=10, sh_degree=1))
     means = np.asarray(params["means"]).copy()

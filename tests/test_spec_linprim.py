@@ -432,7 +432,6 @@ def _f64(params):
     return {k: jnp.asarray(v, jnp.float64) for k, v in params.items()}
 
 
-@pytest.mark.slow
 def test_render_gradients_match_finite_differences(kind):
     m = load_kind(kind)
     params = _f64(ref.random_params(6, kind, seed=9, sh_degree=1, spread=0.4, depth=3.0,
@@ -461,7 +460,6 @@ def test_render_gradients_match_finite_differences(kind):
             assert got == pytest.approx(want, rel=1e-4, abs=1e-6), (name, idx)
 
 
-@pytest.mark.slow
 def test_render_gradients_finite_for_awkward_scene(kind):
     m = load_kind(kind)
     params = _f64(scene(kind, seed=14))

@@ -394,7 +394,6 @@ def test_length_like_params_start_at_neighbour_distance(scene):
 SPECS = ["3dgs", "3dgut", "linprim_octahedron", "linprim_tetrahedron"]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
 def test_specs_train(scene, spec, tmp_path):
     """Each shipped spec, compiled, trains on the tiny scene: held-out PSNR rises by >= 5 dB."""
