@@ -163,7 +163,7 @@ def train_benchmark(methods, quick):
     from xprc.demo_scene import generate_demo_scene
     from xprc.train import TrainConfig, train
 
-    steps, size, n_train = (30, (48, 48), 4) if quick else (400, (96, 96), 16)
+    steps, size, n_train = (30, (48, 48), 4) if quick else (300, (96, 96), 16)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         generate_demo_scene(tmp, n_train=n_train, n_test=4, size=size, seed=0)
@@ -171,18 +171,19 @@ def train_benchmark(methods, quick):
         for name, (method, _) in methods.items():
             if name == "handwritten":
                 continue
-            config = TrainConfig(steps=steps, eval_every=steps, progress=False,
-                                 save_renders=False)
+            config = TrainConfig(steps=steps, eval_every=steps, progress=False, save_renders=False)
             r = train(method, train_set, test_set, None, config)
-            rows.append({
-                "name": name,
-                "budget": f"{steps} steps, {size[0]}x{size[1]}, {n_train} training views",
-                "steps_per_second": r.steps_per_second,
-                "initial_psnr": r.initial_psnr,
-                "psnr": r.metrics["psnr"],
-                "ssim": r.metrics["ssim"],
-                "primitives": int(r.metrics.get("primitives", 0)),
-            })
+            rows.append(
+                {
+                    "name": name,
+                    "budget": f"{steps} steps, {size[0]}x{size[1]}, {n_train} training views",
+                    "steps_per_second": r.steps_per_second,
+                    "initial_psnr": r.initial_psnr,
+                    "psnr": r.metrics["psnr"],
+                    "ssim": r.metrics["ssim"],
+                    "primitives": int(r.metrics.get("primitives", 0)),
+                }
+            )
             print(f"[done] training {name}: {r.metrics['psnr']:.2f} dB", file=sys.stderr)
     return rows
 
@@ -199,9 +200,10 @@ def fmt_table(rows, columns):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, for smoke tests")
-    ap.add_argument("--methods", default="handwritten,3dgs,3dgut,linprim_octahedron,"
-                    "linprim_tetrahedron")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--methods", default="handwritten,3dgs,3dgut,linprim_octahedron,linprim_tetrahedron"
+    )
+    ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latest.json"))
     ap.add_argument("--no-scaling", action="store_true")
     ap.add_argument("--no-training", action="store_true")
@@ -214,17 +216,28 @@ def main(argv=None):
     main_num, main_scale = (1500, 0.25) if args.quick else (None, 1.0)
     params, cams, source = workload(main_num, main_scale, args.quick)
 
-    results = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
-                           "cpus": jax.local_device_count() and __import__("os").cpu_count(),
-                           "jax": jax.__version__, "backend": jax.default_backend(),
-                           "device": str(jax.devices()[0])},
-               "workload": source, "methods": {}, "scaling": []}
+    results = {
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": jax.local_device_count() and __import__("os").cpu_count(),
+            "jax": jax.__version__,
+            "backend": jax.default_backend(),
+            "device": str(jax.devices()[0]),
+        },
+        "workload": source,
+        "methods": {},
+        "scaling": [],
+    }
     for name, (method, compile_s) in methods.items():
         r = measure(method, adapt_params(method, params), cams, config, repeat)
         r["spec_compile_s"] = compile_s
         results["methods"][name] = r
-        print(f"[done] {name}: forward {r['forward_s']:.3f} s, fwd+bwd "
-              f"{r['forward_backward_s']:.3f} s", file=sys.stderr)
+        print(
+            f"[done] {name}: forward {r['forward_s']:.3f} s, fwd+bwd "
+            f"{r['forward_backward_s']:.3f} s",
+            file=sys.stderr,
+        )
     base = results["methods"].get("handwritten")
     rows = []
     for name, r in results["methods"].items():
@@ -237,23 +250,38 @@ def main(argv=None):
     def opt(x, f):
         return "-" if x is None else f.format(x)
 
-    table = fmt_table(rows, [
-        ("method", lambda r: r["name"]),
-        ("N", lambda r: f"{r['primitives']:,}"),
-        ("image", lambda r: f"{r['width']}x{r['height']}"),
-        ("spec compile s", lambda r: opt(r["spec_compile_s"], "{:.2f}")),
-        ("XLA compile s (fwd/grad)",
-         lambda r: f"{r['xla_compile_fwd_s']:.1f}/{r['xla_compile_grad_s']:.1f}"),
-        ("forward s/cam", lambda r: f"{r['forward_s']:.3f}"),
-        ("fwd+bwd s/cam", lambda r: f"{r['forward_backward_s']:.3f}"),
-        ("vs hand-written (fwd/fwd+bwd)", lambda r: opt(r["forward_vs_handwritten"], "{:.2f}x")
-         + " / " + opt(r["fwdbwd_vs_handwritten"], "{:.2f}x")),
-        ("XLA peak MiB (fwd/fwd+bwd)",
-         lambda r: f"{r['peak_forward_mib']:.0f}/{r['peak_forward_backward_mib']:.0f}"),
-        ("entries/tile mean (max)",
-         lambda r: f"{r['entries_per_tile_mean']:.0f} ({r['entries_per_tile_max']})"),
-        ("dropped", lambda r: str(r["dropped"])),
-    ])
+    table = fmt_table(
+        rows,
+        [
+            ("method", lambda r: r["name"]),
+            ("N", lambda r: f"{r['primitives']:,}"),
+            ("image", lambda r: f"{r['width']}x{r['height']}"),
+            ("spec compile s", lambda r: opt(r["spec_compile_s"], "{:.2f}")),
+            (
+                "XLA compile s (fwd/grad)",
+                lambda r: f"{r['xla_compile_fwd_s']:.1f}/{r['xla_compile_grad_s']:.1f}",
+            ),
+            ("forward s/cam", lambda r: f"{r['forward_s']:.3f}"),
+            ("fwd+bwd s/cam", lambda r: f"{r['forward_backward_s']:.3f}"),
+            (
+                "vs hand-written (fwd/fwd+bwd)",
+                lambda r: (
+                    opt(r["forward_vs_handwritten"], "{:.2f}x")
+                    + " / "
+                    + opt(r["fwdbwd_vs_handwritten"], "{:.2f}x")
+                ),
+            ),
+            (
+                "XLA peak MiB (fwd/fwd+bwd)",
+                lambda r: f"{r['peak_forward_mib']:.0f}/{r['peak_forward_backward_mib']:.0f}",
+            ),
+            (
+                "entries/tile mean (max)",
+                lambda r: f"{r['entries_per_tile_mean']:.0f} ({r['entries_per_tile_max']})",
+            ),
+            ("dropped", lambda r: str(r["dropped"])),
+        ],
+    )
     print(f"\n## Methods on the {source} workload ({len(cams)} camera(s))\n")
     print(table)
 
@@ -267,27 +295,43 @@ def main(argv=None):
                 r = measure(method, p, c[:1], config, repeat)
                 results["scaling"].append(r)
         print("\n## Scaling (specs/3dgs.xpr, first camera)\n")
-        print(fmt_table(results["scaling"], [
-            ("N", lambda r: f"{r['primitives']:,}"),
-            ("image", lambda r: f"{r['width']}x{r['height']}"),
-            ("forward s", lambda r: f"{r['forward_s']:.3f}"),
-            ("fwd+bwd s", lambda r: f"{r['forward_backward_s']:.3f}"),
-            ("XLA peak MiB (fwd/fwd+bwd)",
-             lambda r: f"{r['peak_forward_mib']:.0f}/{r['peak_forward_backward_mib']:.0f}"),
-            ("entries/tile mean", lambda r: f"{r['entries_per_tile_mean']:.0f}"),
-            ("dropped", lambda r: str(r["dropped"])),
-        ]))
+        print(
+            fmt_table(
+                results["scaling"],
+                [
+                    ("N", lambda r: f"{r['primitives']:,}"),
+                    ("image", lambda r: f"{r['width']}x{r['height']}"),
+                    ("forward s", lambda r: f"{r['forward_s']:.3f}"),
+                    ("fwd+bwd s", lambda r: f"{r['forward_backward_s']:.3f}"),
+                    (
+                        "XLA peak MiB (fwd/fwd+bwd)",
+                        lambda r: (
+                            f"{r['peak_forward_mib']:.0f}/{r['peak_forward_backward_mib']:.0f}"
+                        ),
+                    ),
+                    ("entries/tile mean", lambda r: f"{r['entries_per_tile_mean']:.0f}"),
+                    ("dropped", lambda r: str(r["dropped"])),
+                ],
+            )
+        )
     if not args.no_training:
         results["training"] = train_benchmark(methods, args.quick)
         print(f"\n## Training on the demo scene ({results['training'][0]['budget']})\n")
-        print(fmt_table(results["training"], [
-            ("method", lambda r: r["name"]),
-            ("steps/s", lambda r: f"{r['steps_per_second']:.2f}"),
-            ("test PSNR start -> end (dB)",
-             lambda r: f"{r['initial_psnr']:.2f} -> {r['psnr']:.2f}"),
-            ("test SSIM", lambda r: f"{r['ssim']:.3f}"),
-            ("primitives", lambda r: str(r["primitives"])),
-        ]))
+        print(
+            fmt_table(
+                results["training"],
+                [
+                    ("method", lambda r: r["name"]),
+                    ("steps/s", lambda r: f"{r['steps_per_second']:.2f}"),
+                    (
+                        "test PSNR start -> end (dB)",
+                        lambda r: f"{r['initial_psnr']:.2f} -> {r['psnr']:.2f}",
+                    ),
+                    ("test SSIM", lambda r: f"{r['ssim']:.3f}"),
+                    ("primitives", lambda r: str(r["primitives"])),
+                ],
+            )
+        )
     results["process_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

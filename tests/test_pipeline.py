@@ -233,3 +233,40 @@ def test_bad_inputs_raise_xpr_errors(spec_method):
     bad = dict(params, means=params["means"][:, :2])
     with pytest.raises(XprError, match="parameter 'means' has shape"):
         render(spec_method, bad, cam)
+
+
+def test_antialiased_mode_matches_reference():
+    from xprc.compiler.driver import load
+
+    method = load(ROOT / "specs" / "3dgs.xpr", defines={"antialiased": 1})
+    params = random_scene(200, seed=12)
+    cam = identity_camera()
+    out = render(method, params, cam, background=jnp.full((3,), 0.5, jnp.float32))
+    colour, alpha, _ = ref.render(
+        params, np.eye(4), cam.K, 70, 50, background=(0.5,) * 3, antialiased=True
+    )
+    np.testing.assert_allclose(as_np(out.image), colour, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(as_np(out.alpha)[..., 0], alpha, atol=1e-4, rtol=0)
+
+
+def test_any_number_of_feature_channels(tmp_path):
+    """A spec with 5 feature channels: RGB, a constant 1 (accumulates to alpha) and the world z
+    of the centre (accumulates to the depth sum under an identity camera)."""
+    from xprc.compiler.driver import load
+
+    text = (ROOT / "specs" / "3dgs.xpr").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith("color")]
+    lines.append("rgb = max(eval_sh(sh, normalize(means - camera.position)) + 0.5, 0)")
+    lines.append("color = [rgb.x, rgb.y, rgb.z, 1.0, means.z]")
+    path = tmp_path / "five_channels.xpr"
+    path.write_text("\n".join(lines) + "\n")
+    method = load(path)
+    assert method.NUM_FEATURES == 5
+    params = random_scene(150, seed=13)
+    cam = identity_camera()
+    out = render(method, params, cam, mode="RGB+D")
+    assert out.image.shape == (50, 70, 5)
+    colour, alpha, dsum = ref.render(params, np.eye(4), cam.K, 70, 50)
+    np.testing.assert_allclose(as_np(out.image[..., :3]), colour, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(as_np(out.image[..., 3]), alpha, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(as_np(out.image[..., 4]), dsum, atol=1e-3, rtol=1e-5)

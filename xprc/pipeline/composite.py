@@ -3,8 +3,8 @@
 The sorted entries are cut into chunks of `chunk` primitives that each belong to one tile; chunks
 are visited in (tile, depth) order by one `lax.scan` over groups of `group` chunks, carrying the
 running transmittance of the current tile. Within a chunk, transmittance is a cumulative product
-along the chunk, so the per-pixel stop rule of 3DGS ("stop before the primitive that would bring
-T below t_min") is exact: entry k contributes iff the running product including it stays >= t_min,
+along the chunk, so the per-pixel stop rule ("stop before the primitive that would bring T below
+t_min") is exact: entry k contributes iff the running product including it stays >= t_min,
 which is monotone along the list. A group whose tile is already saturated everywhere, or that is
 capacity padding, is skipped with `lax.cond`.
 

@@ -19,8 +19,8 @@ class RenderConfig:
     chunk:       primitives a tile composites per step (the inner vector width).
     group:       chunks processed per sequential step; a step whose tiles are all saturated is
                  skipped.
-    alpha_min:   alpha below this is no contribution (3DGS: 1/255).
-    t_min:       stop before a primitive would bring transmittance below this (3DGS: 1e-4).
+    alpha_min:   alpha below this is no contribution (REFERENCE.md: 1/255).
+    t_min:       stop before a primitive would bring transmittance below this (REFERENCE.md: 1e-4).
     """
 
     tile_size: int = 16
