@@ -10,20 +10,41 @@ import numpy as np
 
 SH_C0 = 0.28209479177387814
 SH_C1 = 0.4886025119029199
-SH_C2 = [1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792,
-         0.5462742152960396]
-SH_C3 = [-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
-         -0.4570457994644658, 1.445305721320277, -0.5900435899266435]
+SH_C2 = [
+    1.0925484305920792,
+    -1.0925484305920792,
+    0.31539156525252005,
+    -1.0925484305920792,
+    0.5462742152960396,
+]
+SH_C3 = [
+    -0.5900435899266435,
+    2.890611442640554,
+    -0.4570457994644658,
+    0.3731763325901154,
+    -0.4570457994644658,
+    1.445305721320277,
+    -0.5900435899266435,
+]
 
 
 def quat_to_rot(q):
     q = q / np.linalg.norm(q, axis=-1, keepdims=True)
     w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
-    return np.stack([
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    ], -1).reshape(-1, 3, 3)
+    return np.stack(
+        [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - w * z),
+            2 * (x * z + w * y),
+            2 * (x * y + w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - w * x),
+            2 * (x * z - w * y),
+            2 * (y * z + w * x),
+            1 - 2 * (x * x + y * y),
+        ],
+        -1,
+    ).reshape(-1, 3, 3)
 
 
 def sh_colour(sh, dirs):
@@ -33,14 +54,23 @@ def sh_colour(sh, dirs):
     if sh.shape[1] > 1:
         basis += [-SH_C1 * y, SH_C1 * z, -SH_C1 * x]
     if sh.shape[1] > 4:
-        basis += [SH_C2[0] * x * y, SH_C2[1] * y * z, SH_C2[2] * (2 * z * z - x * x - y * y),
-                  SH_C2[3] * x * z, SH_C2[4] * (x * x - y * y)]
+        basis += [
+            SH_C2[0] * x * y,
+            SH_C2[1] * y * z,
+            SH_C2[2] * (2 * z * z - x * x - y * y),
+            SH_C2[3] * x * z,
+            SH_C2[4] * (x * x - y * y),
+        ]
     if sh.shape[1] > 9:
-        basis += [SH_C3[0] * y * (3 * x * x - y * y), SH_C3[1] * x * y * z,
-                  SH_C3[2] * y * (4 * z * z - x * x - y * y),
-                  SH_C3[3] * z * (2 * z * z - 3 * x * x - 3 * y * y),
-                  SH_C3[4] * x * (4 * z * z - x * x - y * y), SH_C3[5] * z * (x * x - y * y),
-                  SH_C3[6] * x * (x * x - 3 * y * y)]
+        basis += [
+            SH_C3[0] * y * (3 * x * x - y * y),
+            SH_C3[1] * x * y * z,
+            SH_C3[2] * y * (4 * z * z - x * x - y * y),
+            SH_C3[3] * z * (2 * z * z - 3 * x * x - 3 * y * y),
+            SH_C3[4] * x * (4 * z * z - x * x - y * y),
+            SH_C3[5] * z * (x * x - y * y),
+            SH_C3[6] * x * (x * x - 3 * y * y),
+        ]
     b = np.stack(basis, -1)
     return np.maximum(np.einsum("nk,nkc->nc", b, sh[:, : b.shape[1]]) + 0.5, 0.0)
 
@@ -83,12 +113,29 @@ def project(params, viewmat, K, width, height, eps2d=0.3, near=0.01, antialiased
     campos = -R.T @ t
     d = mu - campos
     d = d / np.linalg.norm(d, axis=-1, keepdims=True)
-    return {"centre": np.stack([u, v], -1), "conic": conic, "opacity": o, "depth": z,
-            "valid": z > near, "color": sh_colour(sh, d)}
+    return {
+        "centre": np.stack([u, v], -1),
+        "conic": conic,
+        "opacity": o,
+        "depth": z,
+        "valid": z > near,
+        "color": sh_colour(sh, d),
+    }
 
 
-def render(params, viewmat, K, width, height, background=None, antialiased=False,
-           alpha_max=0.99, alpha_min=1.0 / 255.0, t_min=1e-4, ambiguous=False):
+def render(
+    params,
+    viewmat,
+    K,
+    width,
+    height,
+    background=None,
+    antialiased=False,
+    alpha_max=0.99,
+    alpha_min=1.0 / 255.0,
+    t_min=1e-4,
+    ambiguous=False,
+):
     """Returns (colour [H, W, 3], alpha [H, W], depth-weighted sum [H, W]) in float64.
 
     With `ambiguous=True` a fourth array [H, W] bool marks pixels where a discrete decision
@@ -126,8 +173,7 @@ def render(params, viewmat, K, width, height, background=None, antialiased=False
         T = np.where(use, test_t, T)
     if background is not None:
         C += T[:, None] * np.asarray(background, np.float64)
-    result = (C.reshape(height, width, 3), (1 - T).reshape(height, width),
-              D.reshape(height, width))
+    result = (C.reshape(height, width, 3), (1 - T).reshape(height, width), D.reshape(height, width))
     if ambiguous:
         result += (amb.reshape(height, width),)
     return result

@@ -30,8 +30,17 @@ def test_render_garden_example(tmp_path):
 def test_benchmark_runner_quick(tmp_path):
     bench = _load(ROOT / "benchmarks" / "run.py")
     out = tmp_path / "bench.json"
-    bench.main(["--quick", "--methods", "handwritten,3dgs", "--no-scaling", "--no-training",
-                "--out", str(out)])
+    bench.main(
+        [
+            "--quick",
+            "--methods",
+            "handwritten,3dgs",
+            "--no-scaling",
+            "--no-training",
+            "--out",
+            str(out),
+        ]
+    )
     data = json.loads(out.read_text())
     assert set(data["methods"]) == {"handwritten", "3dgs"}
     assert data["methods"]["3dgs"]["dropped"] == 0

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import reference_3dgs as ref
 from conftest import GARDEN, ROOT
+from gradcheck import assert_grads_match_fd
 
 from xprc.camera import Camera
 from xprc.errors import XprError
@@ -183,19 +184,7 @@ def test_gradients_match_finite_differences(method):
         out = render(method, p, cam, background=bg, mode="RGB+ED")
         return jnp.sum(out.image * weights) + 0.1 * jnp.sum(out.depth)
 
-    grads = jax.grad(loss)(params)
-    rng = np.random.default_rng(1)
-    eps = 1e-6
-    for name, value in params.items():
-        flat = np.asarray(value).ravel()
-        for idx in rng.choice(flat.size, size=min(6, flat.size), replace=False):
-            bump = np.zeros_like(flat)
-            bump[idx] = eps
-            plus = dict(params, **{name: jnp.asarray((flat + bump).reshape(value.shape))})
-            minus = dict(params, **{name: jnp.asarray((flat - bump).reshape(value.shape))})
-            fd = (float(loss(plus)) - float(loss(minus))) / (2 * eps)
-            got = float(np.asarray(grads[name]).ravel()[idx])
-            assert got == pytest.approx(fd, rel=1e-4, abs=1e-6), (name, idx)
+    assert_grads_match_fd(loss, params, jax.grad(loss)(params))
 
 
 def test_gradients_finite_for_degenerate_primitives(spec_method):
@@ -256,8 +245,12 @@ def test_any_number_of_feature_channels(tmp_path):
 
     text = (ROOT / "specs" / "3dgs.xpr").read_text()
     lines = [ln for ln in text.splitlines() if not ln.startswith("color")]
-    lines.append("rgb = max(eval_sh(sh, normalize(means - camera.position)) + 0.5, 0)")
-    lines.append("color = [rgb.x, rgb.y, rgb.z, 1.0, means.z]")
+    end = lines.index("response {") - 2  # the projection block's closing brace
+    assert lines[end] == "}"
+    lines[end:end] = [
+        "  rgb = max(eval_sh(sh, normalize(means - camera.position)) + 0.5, 0)",
+        "  emit color = [rgb.x, rgb.y, rgb.z, 1.0, means.z]",
+    ]
     path = tmp_path / "five_channels.xpr"
     path.write_text("\n".join(lines) + "\n")
     method = load(path)
