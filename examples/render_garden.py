@@ -44,8 +44,10 @@ def main(argv=None):
         path = out_dir / f"garden_cam{i}.png"
         Image.fromarray((np.clip(image, 0, 1) * 255 + 0.5).astype(np.uint8)).save(path)
         dropped = int(out.stats["dropped"])
-        print(f"camera {i}: {cam.width}x{cam.height} in {seconds:.2f} s "
-              f"(first call includes compilation), dropped {dropped} -> {path}")
+        print(
+            f"camera {i}: {cam.width}x{cam.height} in {seconds:.2f} s "
+            f"(first call includes compilation), dropped {dropped} -> {path}"
+        )
         paths.append(path)
     return paths
 
