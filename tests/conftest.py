@@ -4,6 +4,8 @@ float64 is enabled so gradient checks against finite differences are meaningful;
 float32 path create float32 arrays explicitly.
 """
 
+import functools
+import importlib.util
 import os
 import pathlib
 
@@ -18,3 +20,14 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 GARDEN = SHARED / "data" / "garden" / "test_garden.npz"
+
+
+@functools.cache
+def load_handwritten():
+    """The hand-written 3DGS baseline (benchmarks/handwritten_3dgs.py), imported once."""
+    spec = importlib.util.spec_from_file_location(
+        "handwritten_3dgs", ROOT / "benchmarks" / "handwritten_3dgs.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -6,14 +6,12 @@ specs/3dgs.xpr, so pipeline and compiler are both held to the reference.
 
 from __future__ import annotations
 
-import importlib.util
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference_3dgs as ref
-from conftest import GARDEN, ROOT
+from conftest import GARDEN, ROOT, load_handwritten
 from gradcheck import assert_grads_match_fd
 
 from xprc.camera import Camera
@@ -24,12 +22,7 @@ from xprc.scenes import garden_workload, random_scene
 
 
 def _handwritten():
-    spec = importlib.util.spec_from_file_location(
-        "handwritten_3dgs", ROOT / "benchmarks" / "handwritten_3dgs.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_handwritten()
 
 
 def _compiled():

@@ -6,7 +6,6 @@ One scene, one image size and one capacity for the whole file, so the train step
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import math
 from typing import NamedTuple
@@ -15,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, load_handwritten
 
 from xprc import train as tr
 from xprc.camera import look_at
@@ -30,12 +29,7 @@ CAPACITY = 260
 
 
 def _handwritten():
-    spec = importlib.util.spec_from_file_location(
-        "handwritten_3dgs_train", ROOT / "benchmarks" / "handwritten_3dgs.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_handwritten()
 
 
 METHOD = _handwritten()

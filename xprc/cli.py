@@ -26,8 +26,8 @@ def register(name: str, help: str, add_arguments: Callable, run: Callable) -> No
     COMMANDS[name] = (help, add_arguments, run)
 
 
-def _spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", help="the .xpr spec")
+def add_define_option(p: argparse.ArgumentParser) -> None:
+    """`-D NAME=VALUE`, repeatable: override a constant of the spec."""
     p.add_argument(
         "-D",
         dest="defines",
@@ -36,6 +36,11 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="override a constant of the spec (repeatable)",
     )
+
+
+def _spec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", help="the .xpr spec")
+    add_define_option(p)
 
 
 def _compile_args(p: argparse.ArgumentParser) -> None:

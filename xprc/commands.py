@@ -10,7 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
-from .cli import register
+from .cli import add_define_option, register
 from .errors import XprError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,14 +19,7 @@ DEFAULT_SPEC = ROOT / "specs" / "3dgs.xpr"
 
 def _spec_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", default=str(DEFAULT_SPEC), help="the .xpr spec (default: 3DGS)")
-    p.add_argument(
-        "-D",
-        dest="defines",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a constant of the spec (repeatable)",
-    )
+    add_define_option(p)
 
 
 def _load_method(args):
