@@ -13,9 +13,15 @@ class RenderConfig:
     """Static options of the shared pipeline.
 
     tile_size:   side of a square tile in pixels.
-    max_entries: capacity of (primitive, tile) pairs; None derives it from the primitive count
-                 and image size (see `entry_capacity`). Entries past it are dropped, counted and
-                 reported in `RenderOutput.stats`.
+    max_entries: capacity of (primitive, tile) pairs. None: `xprc.render` counts the entries the
+                 scene needs (a cheap jitted pass) and picks the capacity bucket above it
+                 (`entry_bucket`), so nothing is dropped; under a caller's own trace (jit, grad,
+                 vmap) it cannot count, and falls back to `entry_capacity` with `on_overflow`.
+    on_overflow: what a render that dropped entries does: "warn" (default: a warning with the
+                 count), "raise" (an `XprError`; under a caller's jit a runtime error carrying
+                 the same message) or "ignore" (only `stats` records it).
+    memory_budget: bytes a render may plan for its entry buffers; None: `default_memory_budget()`
+                 (half the machine's memory, at most 16 GiB; env XPRC_MEMORY_BUDGET overrides).
     chunk:       primitives a tile composites per step (the inner vector width).
     group:       chunks processed per sequential step; a step whose tiles are all saturated is
                  skipped.
@@ -25,6 +31,8 @@ class RenderConfig:
 
     tile_size: int = 16
     max_entries: int | None = None
+    on_overflow: str = "warn"
+    memory_budget: int | None = None
     entries_per_primitive: float = 8.0
     chunk: int = 32
     group: int = 8
@@ -37,3 +45,15 @@ class RenderConfig:
             return int(self.max_entries)
         derived = math.ceil(self.entries_per_primitive * num_primitives) + 4 * num_tiles
         return max(1024, derived)
+
+
+def entry_bucket(needed: int, minimum: int = 1024) -> int:
+    """The capacity bucket for `needed` entries: the smallest m * 2^e >= needed with m in 4..7.
+
+    Four buckets per octave: at most 25% unused capacity, and a handful of compiled variants
+    serve every scene size.
+    """
+    needed = max(int(needed), int(minimum), 4)
+    e = max(needed.bit_length() - 3, 0)
+    m = -(-needed // (1 << e))  # ceil; in 4..8
+    return m << e
