@@ -741,7 +741,11 @@ def test_base_spec_compiles():
 
 
 DEFINE_CASES = [
-    ({"kk": "1"}, "<command line>: error: -D kk: unknown constant 'kk' (did you mean 'k'?)"),
+    (
+        {"kk": "1"},
+        "<command line>: error: -D kk: unknown constant 'kk' (did you mean 'k'?); "
+        "the spec's constants: k",
+    ),
     ({"k": "two"}, "<command line>: error: -D k: value must be a number, got 'two'"),
     ({"k": "nan"}, "<command line>: error: -D k: value must be a finite number, got nan"),
     (["k"], "<command line>: error: -D expects NAME=VALUE, got 'k'"),

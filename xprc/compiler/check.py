@@ -252,7 +252,9 @@ class Checker:
         for name in self.defines:
             if name not in self.consts:
                 raise DefineError(
-                    f"-D {name}: unknown constant '{name}'" + suggest(name, self.consts),
+                    f"-D {name}: unknown constant '{name}'"
+                    + suggest(name, self.consts)
+                    + f"; the spec's constants: {', '.join(self.consts) or 'none'}",
                     filename="<command line>",
                 )
         self.consts = {}

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from xprc.compiler import ast, check, codegen, lower, parse, simplify
 from xprc.errors import DefineError
+from xprc.resources import spec_path
 
 COMPILER_VERSION = "0.1.0"
 STAGES = ("ast", "sympy", "jax")
@@ -110,7 +111,7 @@ def emit(text: str, filename: str, stage: str, defines=None) -> str:
 
 def compile_file(path, out=None, defines=None) -> pathlib.Path:
     """Compile the spec at `path`; write the module to `out` (default: the cache); return it."""
-    path = pathlib.Path(path)
+    path = spec_path(path)  # a path, or a shipped spec's name
     text = read_spec(path)
     if out is None:
         out = _cache_path(path, text, parse_defines(defines))
@@ -124,7 +125,7 @@ def compile_file(path, out=None, defines=None) -> pathlib.Path:
 
 def load(path, defines=None):
     """Compile (cached) and import the spec at `path`; returns the generated module."""
-    path = pathlib.Path(path)
+    path = spec_path(path)  # a path, or a shipped spec's name
     text = read_spec(path)
     target = _cache_path(path, text, parse_defines(defines))
     mod_name = "xprc_generated_" + target.stem.rsplit("_", 1)[-1]

@@ -7,15 +7,13 @@ point at the offending token.
 from __future__ import annotations
 
 import functools
-import pathlib
 
 import lark
 from lark import Token, Transformer, v_args
 
 from xprc.compiler import ast
 from xprc.errors import ParseError
-
-GRAMMAR_PATH = pathlib.Path(__file__).resolve().parent.parent.parent / "grammar" / "xpr.lark"
+from xprc.resources import GRAMMAR_PATH  # grammar/xpr.lark (xprc/grammar in a wheel)
 
 # How tokens are named in "expected ..." messages.
 _TOKEN_TEXT = {

@@ -1,0 +1,53 @@
+"""Where the grammar and the shipped specs are, in a checkout and in an installed wheel.
+
+The repository keeps `grammar/` and `specs/` at its top; the wheel ships them inside the package
+as `xprc/grammar` and `xprc/specs` (setup.py maps them). An editable install or a checkout finds
+them next to the package instead.
+
+A spec argument (`xprc.load(...)`, `--spec`) is a path when that path exists; otherwise a bare
+name such as `3dgs` or `3dgut.xpr` names a shipped spec. Anything else is an error that lists the
+shipped names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import XprError
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    """`grammar` or `specs`: inside the installed package, else at the top of the checkout."""
+    inside = _PACKAGE / name
+    return inside if inside.is_dir() else _PACKAGE.parent / name
+
+
+GRAMMAR_PATH = data_dir("grammar") / "xpr.lark"
+SPECS_DIR = data_dir("specs")
+DEFAULT_SPEC_NAME = "3dgs"
+
+
+def shipped_specs() -> dict[str, Path]:
+    """Shipped spec name (file stem) -> path, sorted by name."""
+    return {p.stem: p for p in sorted(SPECS_DIR.glob("*.xpr"))}
+
+
+def spec_path(spec) -> Path:
+    """A user's path (when it exists) or a shipped spec's name -> the spec file's path."""
+    path = Path(spec)
+    text = str(spec)
+    if path.exists() or "/" in text or "\\" in text:
+        return path  # a path: reading a missing one reports 'cannot read spec' with the path
+    shipped = shipped_specs()
+    stem = text.removesuffix(".xpr")
+    if stem in shipped:
+        return shipped[stem]
+    if text.endswith(".xpr"):
+        return path
+    raise XprError(
+        f"no spec file '{text}' and no shipped spec of that name "
+        f"(shipped: {', '.join(shipped) or 'none'})",
+        filename=text,
+    )
