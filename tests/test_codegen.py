@@ -3,10 +3,13 @@ the generated module, and that nothing from a spec reaches the output except ide
 numbers. Refresh the golden files with `python -m xprc.compiler.driver --update-golden`."""
 
 import ast as pyast
+import io
 import os
 import pathlib
+import re
 import subprocess
 import sys
+import tokenize
 
 import jax
 import jax.numpy as jnp
@@ -79,36 +82,129 @@ def test_module_contract():
 # Nothing but identifiers and numbers from the spec reaches the code.
 
 _ALLOWED_CALLS = {"jnp", "lax", "jax", "rt", "camera", "ParamSpec"}
+_FORBIDDEN_NAMES = {"eval", "exec", "open", "os", "sys", "compile", "getattr", "setattr",
+                    "delattr", "globals", "locals", "vars", "breakpoint", "input", "subprocess",
+                    "importlib", "builtins"}  # fmt: skip
+# Text our codegen writes in comments, docstrings and string constants, around sanitised names
+# (codegen.safe_filename keeps A-Za-z0-9_.+- of a file name) and numbers.
+_COMMENT = re.compile(r"# [A-Za-z0-9_ .,:=+\-`]*")
+_DOCSTRING = re.compile(r"[A-Za-z0-9_ .,:;=>\-*\[\]()\n+]*")
+_STRING = re.compile(r"[A-Za-z0-9_.\[\]*+\-/() ,<>=]*")
 
 
 def _audit(source: str) -> None:
-    tree = pyast.parse(source)
-    docstrings = {id(n.body[0].value) for n in pyast.walk(tree)
-                  if isinstance(n, (pyast.Module, pyast.FunctionDef))}  # fmt: skip
-    for node in pyast.walk(tree):
+    """Every token of a generated module, comments and docstrings included: only our own text,
+    identifiers and numbers; then the syntax tree: only calls into jax/rt/camera, our imports."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    starts = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT}
+    prev = tokenize.NEWLINE
+    for tok in tokens:
+        where = f"line {tok.start[0]}: {tok.string!r}"
+        assert tok.type != tokenize.ERRORTOKEN, where
+        if tok.type == tokenize.COMMENT:
+            assert _COMMENT.fullmatch(tok.string), where
+        elif tok.type == tokenize.NAME:
+            assert not tok.string.startswith("__"), where
+            assert tok.string not in _FORBIDDEN_NAMES, where
+        elif tok.type == tokenize.STRING:
+            assert tok.string[:1] in "'\"", where  # no prefixes: no f-strings, no bytes
+            value = pyast.literal_eval(tok.string)
+            docstring = prev in starts and tok.string.startswith('"""')
+            assert (_DOCSTRING if docstring else _STRING).fullmatch(value), where
+        if tok.type not in (tokenize.NL, tokenize.COMMENT):
+            prev = tok.type
+    for node in pyast.walk(pyast.parse(source)):
         if isinstance(node, pyast.Call):
             f = node.func
             while isinstance(f, pyast.Attribute):
                 f = f.value
             assert isinstance(f, pyast.Name) and f.id in _ALLOWED_CALLS, pyast.dump(node.func)
-        if isinstance(node, pyast.Name):
-            assert not node.id.startswith("__"), node.id
-            assert node.id not in ("eval", "exec", "open", "os", "sys", "compile", "getattr")
         if isinstance(node, (pyast.Import, pyast.ImportFrom)):
             mods = [a.name for a in node.names] + [getattr(node, "module", None)]
             assert set(mods) <= {"jax", "jax.numpy", "lax", "runtime", "ParamSpec", "xprc",
                                  "xprc.runtime", None}, mods  # fmt: skip
-        if (
-            isinstance(node, pyast.Constant)
-            and isinstance(node.value, str)
-            and (id(node) not in docstrings)
-        ):
-            assert all(c.isalnum() or c in "_.[]*+-/() ,<>=" for c in node.value), node.value
+        if isinstance(node, pyast.Attribute):
+            assert not node.attr.startswith("__"), node.attr
 
 
 def test_golden_module_is_clean():
     for g in GOLDEN:
         _audit(g.read_text())
+
+
+# File names that broke out of the header comment or the docstring before codegen.safe_filename
+# (issue 15): each one, compiled and imported by `xprc.load`, must run nothing.
+PAYLOAD = '__import__("pathlib").Path("PWNED").touch()'
+INJECTION_NAMES = [
+    f'a"""; {PAYLOAD}; """.xpr',
+    "a'''; " + PAYLOAD.replace('"', "'") + "; '''.xpr",
+    f"a\n{PAYLOAD}\n.xpr",
+    f"a\r{PAYLOAD}\r.xpr",
+    f"a\\\n{PAYLOAD}\n#.xpr",
+    f"{{{PAYLOAD}}}.xpr",
+]
+INJECTION_IDS = ["triple_double", "triple_single", "newline", "carriage_return", "backslash",
+                 "braces"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", INJECTION_NAMES, ids=INJECTION_IDS)
+def test_injection_file_name_runs_nothing(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("XPRC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / name
+    spec.write_text(f"# {name!r}\n" + GUARD_SPEC.format(expr="v"))  # unique text per case
+    source = driver.compile_source(spec.read_text(), spec.name)
+    _audit(source)
+    safe = codegen.safe_filename(name)
+    assert re.fullmatch(r"[A-Za-z0-9_.+-]+", safe) and "import__(" not in source
+    assert source.startswith(f"# Generated by xprc 0.1.0 from {safe}. Do not edit")
+    mod = driver.load(spec)
+    assert mod.NAME == "G" and not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("name", INJECTION_NAMES, ids=INJECTION_IDS)
+def test_audit_catches_the_unescaped_file_name(name, monkeypatch):
+    """The audit fails on what codegen wrote before the fix (the raw file name)."""
+    monkeypatch.setattr(codegen, "safe_filename", lambda n: n)
+    source = driver.compile_source(GUARD_SPEC.format(expr="v"), name)
+    with pytest.raises((AssertionError, SyntaxError, tokenize.TokenError)):
+        _audit(source)
+
+
+def test_unescaped_file_name_did_run_code(tmp_path, monkeypatch):
+    """Positive control: with the raw file name in the header, `load` runs the payload, so
+    the test above would have seen it."""
+    monkeypatch.setenv("XPRC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(codegen, "safe_filename", lambda n: n)
+    spec = tmp_path / INJECTION_NAMES[0]
+    spec.write_text("# positive control\n" + GUARD_SPEC.format(expr="v"))
+    driver.load(spec)
+    assert (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("inject", [
+    lambda s: s.replace("# spec sha256:", '# from a"""; __import__("os"); """ sha256:', 1),
+    lambda s: s.replace("# spec sha256:", "# spec sha256 (x); import os:", 1),
+    lambda s: s.replace("point-based primitive", 'point-based "primitive"', 1),
+    lambda s: s.replace("point-based primitive", "point-based {primitive}", 1),
+    lambda s: s.replace("import jax\n", "import jax\nimport os\n", 1),
+    lambda s: s.replace("NAME = 'Gaussian3D'", "NAME = 'Gaussian3D'; __x = 1", 1),
+    lambda s: s.replace("NAME = 'Gaussian3D'", "NAME = f'Gaussian3D'", 1),
+    lambda s: s.replace("NAME = 'Gaussian3D'", "NAME = 'Gaussian3D\\n'", 1),
+    lambda s: s.replace("NAME = 'Gaussian3D'", "NAME = getattr(jnp, 'x')", 1),
+    lambda s: s.replace("    return {", "    rt.__dict__\n    return {", 1),
+], ids=["comment_quotes", "comment_semicolon", "docstring_quote", "docstring_brace",
+        "import", "dunder", "fstring", "escape", "getattr", "dunder_attr"])  # fmt: skip
+def test_audit_catches_injected_module(inject):
+    """The audit reads comments and docstrings: it fails on each of these edits of a clean
+    golden module."""
+    clean = (ROOT / "tests" / "golden" / "3dgs.py").read_text()
+    _audit(clean)
+    bad = inject(clean)
+    assert bad != clean
+    with pytest.raises(AssertionError):
+        _audit(bad)
 
 
 def test_hostile_looking_names_stay_data():

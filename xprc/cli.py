@@ -62,18 +62,19 @@ def _compile(args) -> int:
     name = args.spec
     out = driver.emit(text, name, args.emit, args.defines)
     if args.output:
-        driver.write_atomic(pathlib.Path(args.output), out)
+        # keep: `-o` may not overwrite the spec being compiled (XprError)
+        driver.write_atomic(pathlib.Path(args.output), out, keep=(pathlib.Path(name),))
     else:
         sys.stdout.write(out)
     return 0
 
 
 def _check(args) -> int:
-    from xprc.compiler import check, driver, parse
+    from xprc.compiler import driver
 
     path = pathlib.Path(args.spec)
     text = driver.read_spec(path)
-    checked = check.check(parse.parse(text, args.spec), driver.parse_defines(args.defines))
+    checked = driver.check_source(text, args.spec, args.defines)  # on the deep-spec stack
     print(f"{args.spec}: ok ({checked.name}, {len(checked.params)} parameters)")
     return 0
 

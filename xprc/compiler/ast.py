@@ -193,8 +193,14 @@ class Spec:
     source: str
 
     def source_line(self, line: int) -> str | None:
-        lines = self.source.splitlines()
+        lines = source_lines(self.source)
         return lines[line - 1] if 1 <= line <= len(lines) else None
+
+
+def source_lines(source: str) -> list[str]:
+    """Lines as the parser counts them: split at '\\n' only (str.splitlines also splits at
+    '\\x0c', '\\u2028' and others, which a comment may hold, and would shift the caret line)."""
+    return [line.removesuffix("\r") for line in source.split("\n")]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -695,6 +695,8 @@ class Checker:
             )
         self._not_global(stmt.var, stmt.loc)
         for i in range(lo, hi):
+            self._cur_loc = stmt.loc  # every step counts in the node budget, empty ones too
+            self.node("step", None)
             scope.vars[stmt.var] = _Binding("loop", _num(i), stmt.loc)
             self.block(stmt.body, scope, emits, in_loop=True)
         scope.vars.pop(stmt.var, None)
@@ -1001,6 +1003,8 @@ class Checker:
             raise self.err(DuplicateError, f"loop variable '{e.var}' is already defined", e.var_loc)
         items = []
         for i in range(lo, hi):
+            self._cur_loc = e.loc  # every step counts in the node budget
+            self.node("step", None)
             inner = _Scope(scope.context, scope.vars)
             inner.vars[e.var] = _Binding("loop", _num(i), e.var_loc)
             items.append(self.expr(e.body, inner))

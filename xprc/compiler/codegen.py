@@ -51,6 +51,7 @@ from xprc.compiler.simplify import Call, Program, Simplified
 
 ATOM, UNARY, MUL, ADD, CMP = 100, 60, 50, 40, 30
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9_.+-]")
 
 _FUNCS = {
     Exp: "jnp.exp", Log: "jnp.log", Sin: "jnp.sin", Cos: "jnp.cos",
@@ -72,6 +73,12 @@ def ident(name: str) -> str:
     return name
 
 
+def safe_filename(name: str) -> str:
+    """The spec's file name as it may appear in the generated header: every character outside
+    `A-Za-z0-9_.+-` becomes `_` (no quotes, newlines or spaces), at most 80 characters."""
+    return _UNSAFE_IN_NAME.sub("_", name)[:80] or "spec"
+
+
 def _float(x: float) -> str:
     if math.isnan(x):
         return "jnp.nan"
@@ -80,11 +87,30 @@ def _float(x: float) -> str:
     return repr(float(x))
 
 
+# Python's parser refuses more than 200 nested brackets in one statement ("too many nested
+# parentheses"): a deeper subexpression is hoisted into its own statement `z_<n> = ...`.
+HOIST_DEPTH = 50
+
+
+def _nesting(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return deepest
+
+
 class Printer:
-    """SymPy expression -> Python source text, with minimal parentheses."""
+    """SymPy expression -> Python source text, with minimal parentheses. Subexpressions nested
+    deeper than HOIST_DEPTH become statements in `hoisted`, which the caller emits (`flush`)
+    before the lines that use them; use one Printer per generated function."""
 
     def __init__(self) -> None:
         self.memo: dict = {}
+        self.hoisted: list[str] = []
 
     def __call__(self, e) -> str:
         return self.pr(e)[0]
@@ -97,8 +123,17 @@ class Printer:
         if e in self.memo:
             return self.memo[e]
         out = self._pr(e)
+        if out[0].count("(") > HOIST_DEPTH and _nesting(out[0]) > HOIST_DEPTH:
+            name = f"z_{len(self.hoisted)}"
+            self.hoisted.append(f"{name} = {out[0]}")
+            out = (name, ATOM)
         self.memo[e] = out
         return out
+
+    def flush(self, indent: str = "    ") -> list[str]:
+        """The hoisted statements printed so far (then forgotten), indented."""
+        lines, self.hoisted = [indent + h for h in self.hoisted], []
+        return lines
 
     def _pr(self, e) -> tuple[str, int]:
         if e is sympy.true or e is sympy.false:
@@ -266,10 +301,13 @@ def _body(prog: Program, inputs, printer: Printer, indent="    ") -> list[str]:
         if isinstance(st, Call):
             outs = ", ".join(ident(o.name) for o in st.outs)  # project_valid returns one array
             args = ", ".join(printer(a) for a in st.args)
+            lines += printer.flush(indent)
             lines.append(f"{indent}{outs} = camera.{ident(st.method)}({args})")
         else:
             sym, e = st
-            lines.append(f"{indent}{ident(sym.name)} = {printer(e)}")
+            text = printer(e)
+            lines += printer.flush(indent)
+            lines.append(f"{indent}{ident(sym.name)} = {text}")
     return lines
 
 
@@ -301,7 +339,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     ch = low.checked
     inputs = simplified.inputs
     params = ch.params
-    p = Printer()
+    spec_name = safe_filename(spec_name)  # a file name is untrusted text: never raw in the output
 
     consts = ", ".join(f"{ident(k)}={_float(v)}" for k, v in ch.constants.items())
     out = [
@@ -363,6 +401,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         '    """raw parameters [N, *shape] -> activated [N, *shape]."""',
     ]
     act = simplified.activate
+    p = Printer()
     out += _body(act, inputs, p)
     varying = _varying(act, inputs, ("raw",))
     items = []
@@ -374,6 +413,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         like = f"raw[{key}]" + ("[..." + ", 0" * len(prm.shape) + "]" if prm.shape else "")
         comps = [_component(e, varying, p, like) for e in act.outputs[prm.name]]
         items.append(f"{key}: {_shaped(comps, prm.shape)}")
+    out += p.flush()
     out.append("    return {" + ", ".join(items) + "}")
     out.append("")
 
@@ -385,6 +425,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         '    attrs [N,A] (ATTRS order), features [N,C]."""',
     ]
     prj = simplified.project
+    p = Printer()
     out += _body(prj, inputs, p)
     varying = _varying(prj, inputs, ("raw",))
     first = params[0]
@@ -397,17 +438,18 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         return [_component(e, varying, p, like) for e in o[name]]
 
     centre, depth, box = comps("centre"), comps("depth"), comps("box")
+    valid, attrs, color = comps("valid"), comps("attrs"), comps("color")
+    out += p.flush()
     out.append(f"    centre = {_stack(centre)}")
     out.append(f"    depth = {depth[0]}")
     out.append(f"    box = {_stack(box)}")
-    out.append(f"    valid = {comps('valid')[0]}")
+    out.append(f"    valid = {valid[0]}")
     out.append("    valid = rt.finite_and(valid, centre, depth, box)")
-    attrs = comps("attrs")
     if attrs:
         out.append(f"    attrs = {_stack(attrs)}")
     else:
         out.append(f"    attrs = jnp.zeros({like}.shape + (0,), {like}.dtype)")
-    out.append(f"    features = {_stack(comps('color'))}")
+    out.append(f"    features = {_stack(color)}")
     out.append(
         '    return {"centre": centre, "depth": depth, "box": box, "valid": valid, '
         '"attrs": attrs, "features": features}'
@@ -422,13 +464,16 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         'other."""',
     ]
     rsp = simplified.response
+    p = Printer()
     out += _body(rsp, inputs, p)
     varying = _varying(rsp, inputs, ("pixel", "ray_origin", "ray_dir", "attr"))
     alpha = rsp.outputs["alpha"][0]
+    text = p(alpha)
+    out += p.flush()
     if alpha.free_symbols & varying:
-        out.append(f"    return {p(alpha)}")
+        out.append(f"    return {text}")
     else:
-        out.append(f"    return rt.broadcast({p(alpha)}, pixel[..., 0])")
+        out.append(f"    return rt.broadcast({text}, pixel[..., 0])")
     out.append("")
     return "\n".join(out)
 

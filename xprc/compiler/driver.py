@@ -15,17 +15,20 @@ existing golden file, plus the named specs) from specs/*.xpr.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import math
 import os
 import pathlib
+import stat
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 
 from xprc.compiler import ast, check, codegen, lower, parse, simplify
-from xprc.errors import DefineError
+from xprc.errors import DefineError, MissingOutputError, SpecError, XprError
 from xprc.resources import spec_path
 
 COMPILER_VERSION = "0.1.0"
@@ -63,13 +66,23 @@ def parse_defines(defines) -> dict[str, float | int]:
             raise DefineError(
                 f"-D {name}: value must be a number, got {value!r}", filename="<command line>"
             )
+        too_large = DefineError(
+            f"-D {name}: value too large (beyond the float64 range)", filename="<command line>"
+        )
         if isinstance(value, str):
+            digits = value.lstrip("+-")
+            if digits.isdigit() and len(digits.lstrip("0")) > parse.MAX_INT_DIGITS:
+                raise too_large  # int() refuses past 4300 digits, float() overflows sooner
             try:
-                value = int(value) if value.lstrip("+-").isdigit() else float(value)
+                value = int(value) if digits.isdigit() else float(value)
             except ValueError:
                 raise DefineError(
                     f"-D {name}: value must be a number, got '{value}'", filename="<command line>"
                 ) from None
+        try:
+            float(value)
+        except OverflowError:
+            raise too_large from None
         if isinstance(value, float) and not math.isfinite(value):
             raise DefineError(
                 f"-D {name}: value must be a finite number, got {value}", filename="<command line>"
@@ -79,9 +92,14 @@ def parse_defines(defines) -> dict[str, float | int]:
 
 
 def run_stages(text: str, filename: str = "<input>", defines=None) -> Result:
-    """Parse -> check -> lower -> simplify -> codegen."""
+    """Parse -> check -> lower -> simplify -> codegen (in a worker with a deep stack)."""
+    return _deep(_run_stages, text, filename, defines, filename=filename)
+
+
+def _run_stages(text: str, filename: str, defines) -> Result:
     spec = parse.parse(text, filename)
     checked = check.check(spec, parse_defines(defines))
+    _require_params(spec, checked)
     lowered = lower.lower(checked)
     simplified = simplify.simplify(lowered)
     source = codegen.generate(
@@ -93,6 +111,33 @@ def run_stages(text: str, filename: str = "<input>", defines=None) -> Result:
     return Result(spec, checked, lowered, simplified, source)
 
 
+def _require_params(spec: ast.Spec, checked: ast.Checked) -> None:
+    """A primitive without parameters has no per-primitive arrays to render (nor an N)."""
+    if checked.params:
+        return
+    prim = next((item for item in spec.items if isinstance(item, ast.Primitive)), None)
+    loc = prim.loc if prim is not None else ast.Loc(1, 1)
+    raise MissingOutputError(
+        "the spec declares no 'param' (at least one per-primitive parameter is needed)",
+        filename=spec.filename,
+        line=loc.line,
+        column=loc.column,
+        source_line=spec.source_line(loc.line),
+    )
+
+
+def check_source(text: str, filename: str = "<input>", defines=None) -> ast.Checked:
+    """Parse and check only (`xprc check`); raises an XprError for any mistake in the spec."""
+
+    def run():
+        spec = parse.parse(text, filename)
+        checked = check.check(spec, parse_defines(defines))
+        _require_params(spec, checked)
+        return checked
+
+    return _deep(run, filename=filename)
+
+
 def compile_source(text: str, filename: str = "<input>", defines=None) -> str:
     """Spec text -> generated module source (raises an XprError for any mistake in the spec)."""
     return run_stages(text, filename, defines).source
@@ -101,8 +146,11 @@ def compile_source(text: str, filename: str = "<input>", defines=None) -> str:
 def emit(text: str, filename: str, stage: str, defines=None) -> str:
     """The text of one stage: 'ast', 'sympy' (the simplified programs) or 'jax'."""
     if stage == "ast":
-        spec = parse.parse(text, filename)
-        return "\n".join(_dump(item) for item in spec.items) + "\n"
+
+        def dump():
+            return "\n".join(_dump(item) for item in parse.parse(text, filename).items) + "\n"
+
+        return _deep(dump, filename=filename)
     result = run_stages(text, filename, defines)
     if stage == "jax":
         return result.source
@@ -110,16 +158,17 @@ def emit(text: str, filename: str, stage: str, defines=None) -> str:
 
 
 def compile_file(path, out=None, defines=None) -> pathlib.Path:
-    """Compile the spec at `path`; write the module to `out` (default: the cache); return it."""
+    """Compile the spec at `path`; write the module to `out` (default: the cache); return it.
+    `out` may not be the spec itself, a directory or a special file (XprError)."""
     path = spec_path(path)  # a path, or a shipped spec's name
     text = read_spec(path)
     if out is None:
         out = _cache_path(path, text, parse_defines(defines))
         if out.exists():
             return out
-    source = compile_source(text, path.name if out is None else str(path.name), defines)
     out = pathlib.Path(out)
-    write_atomic(out, source)
+    check_output(out, keep=(path,))
+    write_atomic(out, compile_source(text, path.name, defines), keep=(path,))
     return out
 
 
@@ -137,7 +186,8 @@ def load(path, defines=None):
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:
-        spec.loader.exec_module(module)
+        # Python's own compiler recurses over the module too: import it on the deep stack.
+        _deep(spec.loader.exec_module, module, filename=str(path))
     except BaseException:
         del sys.modules[mod_name]
         raise
@@ -145,17 +195,155 @@ def load(path, defines=None):
 
 
 # ---------------------------------------------------------------------------------------------
+# Deep specs: the stages recurse over expression trees, and an unrolled loop of dependent steps
+# (`s = s * 2`, 1024 times) is as deep as a 1024-term expression. So the stages run in a worker
+# thread with a large stack and a raised recursion limit; parse.py rejects (located) nesting
+# deeper than parse.MAX_DEPTH and the checker's node budget bounds what loops can build.
+
+_STACK_BYTES = 1 << 30  # address space: only the pages a compile touches are committed
+_RECURSION_LIMIT = 100_000
+_deep_lock = threading.Lock()
+_deep_state = threading.local()
+
+
+def _deep(fn, *args, filename: str | None = None):
+    """fn(*args) in a worker thread with a deep stack; its result, or its exception re-raised
+    here. A RecursionError that still happens becomes a SpecError, never a traceback."""
+    if getattr(_deep_state, "inside", False):
+        return fn(*args)
+    box: dict = {}
+
+    def work() -> None:
+        _deep_state.inside = True
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001  (re-raised in the caller's thread)
+            box["error"] = e
+
+    with _deep_lock:
+        old_size, old_limit = threading.stack_size(), sys.getrecursionlimit()
+        threading.stack_size(_STACK_BYTES)
+        try:
+            worker = threading.Thread(target=work, name="xprc-compiler", daemon=True)
+            worker.start()
+        finally:
+            threading.stack_size(old_size)
+        sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
+        try:
+            worker.join()
+        finally:
+            sys.setrecursionlimit(old_limit)
+    if "error" in box:
+        error = box.pop("error")
+        if isinstance(error, RecursionError):
+            raise SpecError(
+                "spec is too deeply nested to compile (expressions or dependent loop steps "
+                "tens of thousands deep); split it into smaller steps",
+                filename=filename,
+            ) from None
+        raise error
+    return box["value"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Files: the spec path and the output path are untrusted (special files, directories, the spec
+# itself given as the output).
+
+MAX_SPEC_BYTES = 1 << 20  # the shipped specs are under 8 KiB
+
+
+class _Refused(Exception):
+    pass
 
 
 def read_spec(path: pathlib.Path) -> str:
-    from xprc.errors import XprError
-
+    """The text of the spec at `path`. Only a regular file of at most MAX_SPEC_BYTES is read
+    (a FIFO would block, /dev/zero never ends); anything else raises an XprError."""
+    path = pathlib.Path(path)
+    too_big = f"larger than {MAX_SPEC_BYTES // 1024} KiB"
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise _Refused("is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            raise _Refused("not a regular file")
+        if st.st_size > MAX_SPEC_BYTES:
+            raise _Refused(too_big)
+        with open(path, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+        if len(data) > MAX_SPEC_BYTES:
+            raise _Refused(too_big)
+        return data.decode("utf-8")
+    except OSError as e:
+        problem = e.strerror or str(e)
+    except (UnicodeDecodeError, _Refused) as e:
+        problem = str(e)
+    raise XprError(f"cannot read spec: {problem}", filename=str(path))
+
+
+def check_output(out: pathlib.Path, keep=()) -> None:
+    """Raise an XprError unless `out` can take a generated file: not one of `keep` (the spec
+    being compiled), not a directory or a special file, and under a folder, not a file."""
+    out = pathlib.Path(out)
+    if any(_same_file(out, pathlib.Path(k)) for k in keep):
         raise XprError(
-            f"cannot read spec: {e.strerror if isinstance(e, OSError) else e}", filename=str(path)
-        ) from None
+            "refusing to overwrite the spec being compiled; choose another output file",
+            filename=str(out),
+        )
+    try:
+        mode = os.stat(out).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        raise XprError(f"cannot write: {e.strerror or e}", filename=str(out)) from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise XprError("cannot write: is a directory", filename=str(out))
+    if mode is not None and not stat.S_ISREG(mode):
+        raise XprError("cannot write: not a regular file", filename=str(out))
+    parent = next((p for p in out.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise XprError(f"cannot write: {parent} is not a directory", filename=str(out))
+
+
+def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def write_atomic(out: pathlib.Path, source: str, keep=()) -> None:
+    """Write `source` to `out` through a temporary sibling and a rename, with the permissions a
+    new file normally gets (0666 less the umask). `out` is checked with `check_output`; failures
+    raise an XprError naming `out` and leave no temporary file behind."""
+    out = pathlib.Path(out)
+    check_output(out, keep)
+    tmp = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name[:40]}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, out)
+        tmp = None
+    except OSError as e:
+        raise XprError(f"cannot write: {e.strerror or e}", filename=str(out)) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _sha(text: str) -> str:
@@ -180,14 +368,6 @@ def _cache_path(path: pathlib.Path, text: str, defines: dict) -> pathlib.Path:
     key.update(_compiler_fingerprint().encode())
     stem = "".join(c if c.isalnum() else "_" for c in path.stem)[:40] or "spec"
     return cache_dir() / f"{stem}_{key.hexdigest()[:20]}.py"
-
-
-def write_atomic(out: pathlib.Path, source: str) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(source)
-    os.replace(tmp, out)
 
 
 def _dump(node, indent: int = 0) -> str:

@@ -7,6 +7,7 @@ point at the offending token.
 from __future__ import annotations
 
 import functools
+import math
 
 import lark
 from lark import Token, Transformer, v_args
@@ -14,6 +15,11 @@ from lark import Token, Transformer, v_args
 from xprc.compiler import ast
 from xprc.errors import ParseError
 from xprc.resources import GRAMMAR_PATH  # grammar/xpr.lark (xprc/grammar in a wheel)
+
+MAX_INT_DIGITS = 308  # 10**308 < 1.8e308, the largest float64
+# Deepest nesting of the parse tree (brackets, calls, unary signs, terms of one sum...). The
+# later stages recurse over it; driver.py runs them with a stack sized for this depth.
+MAX_DEPTH = 2000
 
 # How tokens are named in "expected ..." messages.
 _TOKEN_TEXT = {
@@ -149,7 +155,13 @@ class _Build(Transformer):
 
     def number(self, meta, c):
         text = str(c[0])
+        # Every number becomes a float somewhere (constants, SymPy, the generated literals):
+        # digits beyond float range are a located error, not an OverflowError later.
+        if text.isdigit() and len(text.lstrip("0")) > MAX_INT_DIGITS:
+            raise _Located(f"number too large (more than {MAX_INT_DIGITS} digits)", _loc(c[0]))
         value = int(text) if text.isdigit() else float(text)
+        if not math.isfinite(value):
+            raise _Located("number too large (beyond the float64 range)", _loc(c[0]))
         return ast.Num(_loc(c[0]), value, text)
 
     def name(self, meta, c):
@@ -177,7 +189,7 @@ class _Located(Exception):
 
 
 def _error(message: str, loc: ast.Loc, filename: str, source: str) -> ParseError:
-    lines = source.splitlines()
+    lines = ast.source_lines(source)
     line = lines[loc.line - 1] if 1 <= loc.line <= len(lines) else ""
     return ParseError(
         message, filename=filename, line=loc.line, column=loc.column, source_line=line
@@ -204,7 +216,7 @@ def _expected(names) -> str:
 
 
 def _end_loc(source: str) -> ast.Loc:
-    lines = source.splitlines() or [""]
+    lines = ast.source_lines(source) or [""]
     # Point just past the last non-blank line.
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].strip():
@@ -234,6 +246,7 @@ def parse(source: str, filename: str = "<input>") -> ast.Spec:
         ) from None
     except lark.exceptions.UnexpectedEOF:
         raise _error("unexpected end of file", _end_loc(source), filename, source) from None
+    _check_depth(tree, filename, source)
     try:
         items = _Build().transform(tree)
     except lark.exceptions.VisitError as e:
@@ -241,3 +254,17 @@ def parse(source: str, filename: str = "<input>") -> ast.Spec:
             raise _error(e.orig_exc.message, e.orig_exc.loc, filename, source) from None
         raise
     return ast.Spec(items, filename, source)
+
+
+def _check_depth(tree: lark.Tree, filename: str, source: str) -> None:
+    """A located error where the parse tree is deeper than MAX_DEPTH (walked without
+    recursion, so any depth can be measured)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            meta = node.meta
+            loc = ast.Loc(getattr(meta, "line", 1), getattr(meta, "column", 1))
+            message = f"expression nested too deeply (more than {MAX_DEPTH} levels)"
+            raise _error(message, loc, filename, source)
+        stack.extend((c, depth + 1) for c in node.children if isinstance(c, lark.Tree))
