@@ -1,5 +1,6 @@
 """The command line: `xprc compile` / `xprc check`, exit codes, messages on stderr."""
 
+import argparse
 import pathlib
 import subprocess
 import sys
@@ -49,7 +50,8 @@ def test_errors_exit_1_on_stderr(tmp_path, capsys):
     assert "Traceback" not in err
     assert cli.main(["compile", SPEC, "-D", "nope=1"]) == 1
     assert capsys.readouterr().err.strip() == (
-        "<command line>: error: -D nope: unknown constant 'nope'"
+        "<command line>: error: -D nope: unknown constant 'nope'; "
+        "the spec's constants: eps2d, antialiased"
     )
     assert cli.main(["compile", SPEC, "-D", "eps2d=abc"]) == 1
     assert "value must be a number, got 'abc'" in capsys.readouterr().err
@@ -82,3 +84,98 @@ def test_console_entry_point(tmp_path):
                        capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert out.exists()
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out == "xprc 0.1.0\n"
+
+
+def _subparsers():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return parser, sub.choices
+
+
+def test_every_option_shows_help_and_default():
+    parser, commands = _subparsers()
+    assert set(commands) >= {"compile", "check", "render", "train", "view", "demo"}
+    for name, sub in [("xprc", parser), *commands.items()]:
+        formatter = sub._get_formatter()
+        for action in sub._actions:
+            if not action.option_strings or action.dest in ("help", "version"):
+                continue
+            text = formatter._get_help_string(action)
+            where = f"{name} {action.option_strings[-1]}"
+            assert action.help and not action.help.startswith("("), where
+            assert "(default: " in text or text.endswith("(required)"), where
+        assert "(default: " in sub.format_help() or name == "xprc"
+
+
+def test_help_text_shows_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["render", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--downscale DOWNSCALE image downscale factor (default: 1)" in out
+    assert "--data DATA dataset folder (Blender or COLMAP) (required)" in out
+    assert "(3dgs, 3dgut, linprim_octahedron, linprim_tetrahedron) (default: 3dgs)" in out
+
+
+@pytest.mark.parametrize("name", ["3dgs", "3dgut", "linprim_octahedron", "linprim_tetrahedron.xpr"])
+def test_shipped_spec_by_name(name, capsys):
+    assert cli.main(["check", name]) == 0
+    assert capsys.readouterr().out.startswith(f"{name}: ok (")
+
+
+def test_unknown_spec_name_lists_shipped(capsys):
+    assert cli.main(["check", "3dgz"]) == 1
+    assert capsys.readouterr().err == (
+        "3dgz: error: no spec file '3dgz' and no shipped spec of that name "
+        "(shipped: 3dgs, 3dgut, linprim_octahedron, linprim_tetrahedron)\n"
+    )
+
+
+BAD_OPTIONS = [
+    (["render", "x.ply", "--data", "d", "--downscale", "0"],
+     "argument --downscale: expected a positive integer (1, 2, ...), got '0'"),
+    (["render", "x.ply", "--data", "d", "--background", "1,2"],
+     "argument --background: expected three numbers in [0, 1] as R,G,B (e.g. 1,1,1 for white), "
+     "got '1,2'"),
+    (["render", "x.ply", "--data", "d", "--background", "0,0,nan"],
+     "argument --background: expected three numbers in [0, 1] as R,G,B (e.g. 1,1,1 for white), "
+     "got '0,0,nan'"),
+    (["render", "x.ply", "--data", "d", "--max-entries", "0"],
+     "argument --max-entries: expected a positive integer (1, 2, ...), got '0'"),
+    (["render", "x.ply", "--data", "d", "--max-entries=-5"],
+     "argument --max-entries: expected a positive integer (1, 2, ...), got '-5'"),
+    (["train", "--data", "d", "--out", "o", "--steps=-5"],
+     "argument --steps: expected a positive integer (1, 2, ...), got '-5'"),
+    (["train", "--data", "d", "--out", "o", "--capacity", "0"],
+     "argument --capacity: expected a positive integer (1, 2, ...), got '0'"),
+    (["train", "--data", "d", "--out", "o", "--eval-every=-1"],
+     "argument --eval-every: expected an integer >= 0, got '-1'"),
+    (["demo", "--steps", "2.5"],
+     "argument --steps: expected a positive integer (1, 2, ...), got '2.5'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv,message", BAD_OPTIONS, ids=[" ".join(a[-2:]) for a, _ in BAD_OPTIONS]
+)
+def test_bad_option_values_name_the_option_and_allowed_values(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"xprc {argv[0]}: error: {message}"
+    assert "Traceback" not in err
+
+
+def test_bad_mode_lists_the_modes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["render", "x.ply", "--data", "d", "--kind", "normals"])
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("xprc render: error: argument --kind: invalid choice: 'normals'")
+    assert all(k in last for k in ("rgb", "depth", "alpha"))

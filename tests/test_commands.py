@@ -37,28 +37,101 @@ def test_render_errors_are_messages(tiny_scene, tmp_path, capsys):
     save_ply(ply, random_scene(5, seed=0))
     code = main(["render", str(ply), "--data", str(tiny_scene), "--view", "9"])
     assert code == 1
-    assert capsys.readouterr().err.strip() == "error: --view 9: the test split has 2 views"
+    assert capsys.readouterr().err.strip() == "error: --view 9: the test split has 2 views (0..1)"
     code = main(["render", str(tmp_path / "missing.ply"), "--data", str(tiny_scene)])
     assert code == 1
     assert "missing.ply" in capsys.readouterr().err
 
 
-def test_train_command_writes_a_run_folder(tiny_scene, tmp_path, capsys):
-    out = tmp_path / "run"
-    code = main(
-        [
-            "train",
-            "--data",
-            str(tiny_scene),
-            "--out",
-            str(out),
-            "--steps",
-            "20",
-            "--eval-every",
-            "20",
-        ]
+@pytest.fixture(scope="module")
+def tiny_run(tiny_scene, tmp_path_factory):
+    """A 20-step 3DGS run on the tiny scene, through the CLI."""
+    out = tmp_path_factory.mktemp("runs") / "run"
+    argv = ["train", "--data", str(tiny_scene), "--out", str(out), "--steps", "20"]
+    assert main([*argv, "--eval-every", "20"]) == 0
+    return out
+
+
+def test_train_command_writes_a_run_folder(tiny_scene, tiny_run, capsys):
+    assert (tiny_run / "metrics.json").exists()
+    assert (tiny_run / "checkpoint.npz").exists() and (tiny_run / "scene.ply").exists()
+    out = str(tiny_run)
+    assert main(["train", "--data", str(tiny_scene), "--out", out, "--devices", "x"]) == 1
+
+
+def _render_npy(scene, data, tmp_path, *extra) -> np.ndarray:
+    out = tmp_path / "view.npy"
+    assert main(["render", str(scene), "--data", str(data), "-o", str(out), *extra]) == 0
+    return np.load(out)
+
+
+def test_render_of_a_run_equals_the_trainers_render(tiny_scene, tiny_run, tmp_path, capsys):
+    """The PLY, the checkpoint and the run folder render the trainer's own test view, on the
+    background the run was trained with (the demo scene is composited on white)."""
+    import xprc
+    from xprc.commands import load_trained
+    from xprc.datasets import load_scene
+    from xprc.plots import to_uint8
+
+    ply = _render_npy(tiny_run / "scene.ply", tiny_scene, tmp_path, "--view", "r_1")
+    ckpt = _render_npy(tiny_run / "checkpoint.npz", tiny_scene, tmp_path, "--view", "r_1")
+    run = _render_npy(tiny_run, tiny_scene, tmp_path, "--view", "1")
+    assert np.abs(ply - ckpt).max() < 1e-5 and np.abs(run - ckpt).max() == 0
+    trainers = np.asarray(Image.open(tiny_run / "renders" / "r_1.png"))
+    assert np.array_equal(to_uint8(ckpt), trainers)
+    # Independently: the checkpoint's parameters on a white background.
+    trained = load_trained(tiny_run / "checkpoint.npz", load_scene(tiny_scene)[0].views)
+    assert trained.background == (1.0, 1.0, 1.0)
+    cam = load_scene(tiny_scene)[1].views[1].camera()
+    white = np.ones(3, np.float32)
+    ref = xprc.render(xprc.load("3dgs"), trained.params, cam, background=white).image
+    assert np.abs(np.asarray(ref) - ckpt).max() < 1e-5
+    black = _render_npy(tiny_run, tiny_scene, tmp_path, "--view", "1", "--background", "0,0,0")
+    assert np.abs(black - ckpt).max() > 0.5  # --background wins over the recorded one
+
+
+def test_render_kinds(tiny_scene, tiny_run, tmp_path, capsys):
+    alpha = _render_npy(tiny_run, tiny_scene, tmp_path, "--kind", "alpha")
+    depth = _render_npy(tiny_run, tiny_scene, tmp_path, "--kind", "depth")
+    assert alpha.shape == depth.shape == (32, 40, 1)
+    assert 0 <= alpha.min() and alpha.max() <= 1 and alpha.max() > 0.5
+    covered = alpha[..., 0] > 0.5
+    assert np.all(np.isfinite(depth)) and 1.0 < np.median(depth[covered]) < 10.0  # camera at 4
+    png = tmp_path / "depth.png"
+    assert main(["render", str(tiny_run), "--data", str(tiny_scene), "--kind", "depth",
+                 "-o", str(png)]) == 0  # fmt: skip
+    assert np.asarray(Image.open(png)).shape == (32, 40, 3)
+
+
+RENDER_ERRORS = [
+    (["--view", "r_7"],
+     "error: --view 'r_7': no such image in the test split; its views are r_0, r_1 "
+     "(or an index 0..1, or 'all')"),
+    (["--view", "5"], "error: --view 5: the test split has 2 views (0..1)"),
+    (["--split", "train", "--view", "./test/r_0"],
+     "error: --view './test/r_0': no such image in the train split; its views are r_0, r_1, r_2 "
+     "(or an index 0..2, or 'all')"),
+    (["-o", "{tmp}"], "error: -o '{tmp}' is a folder: give a file name ending in .png or .npy"),
+    (["-o", "{tmp}/picture"], "error: -o '{tmp}/picture': give a file name ending in .png or .npy"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("extra,message", RENDER_ERRORS, ids=[e[-1] for e, _ in RENDER_ERRORS])
+def test_render_errors_list_the_choices(tiny_scene, tiny_run, tmp_path, capsys, extra, message):
+    extra = [e.format(tmp=tmp_path) for e in extra]
+    assert main(["render", str(tiny_run), "--data", str(tiny_scene), *extra]) == 1
+    assert capsys.readouterr().err.strip() == message.format(tmp=tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["r_0", "./test/r_0", "test/r_0.png", "0"])
+def test_render_view_names(tiny_scene, tiny_run, tmp_path, capsys, name):
+    _render_npy(tiny_run, tiny_scene, tmp_path, "--view", name)
+    assert "view 0 (./test/r_0): 40x32" in capsys.readouterr().out
+
+
+def test_render_folder_without_a_scene(tiny_scene, tmp_path, capsys):
+    assert main(["render", str(tmp_path), "--data", str(tiny_scene), "-o", "x.png"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"{tmp_path}: error: not a run folder: no checkpoint.npz or scene.ply in it"
     )
-    assert code == 0
-    assert (out / "metrics.json").exists()
-    assert "test PSNR" in capsys.readouterr().out
-    assert main(["train", "--data", str(tiny_scene), "--out", str(out), "--devices", "x"]) == 1

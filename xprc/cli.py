@@ -2,6 +2,9 @@
 
     xprc compile SPEC [-o OUT.py] [--emit ast|sympy|jax] [-D NAME=VALUE]...
     xprc check SPEC [-D NAME=VALUE]...
+    xprc render | train | view | demo ...   (xprc/commands.py)
+
+SPEC is a .xpr path or a shipped spec's name (`3dgs`): see xprc.resources.
 
 Each subcommand is a pair (add its arguments, run it) registered in COMMANDS; other modules add
 theirs with `register`. Exit status 0 on success, 1 on a user error (an XprError, printed to
@@ -38,8 +41,25 @@ def add_define_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default: argparse's own '(default: X)', 'off' for a
+    flag; an option whose default is None says in its own help what happens without it."""
+
+    def _get_help_string(self, action) -> str:
+        text = action.help or ""
+        if action.required:
+            return text + " (required)"
+        if "default:" in text or not action.option_strings or action.default is None:
+            return text
+        if action.default is False:
+            return text + " (default: off)"
+        if action.default == []:
+            return text + " (default: none)"
+        return super()._get_help_string(action)
+
+
 def _spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", help="the .xpr spec")
+    p.add_argument("spec", help="a .xpr file, or the name of a shipped spec (e.g. 3dgs)")
     add_define_option(p)
 
 
@@ -51,15 +71,23 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
         choices=("ast", "sympy", "jax"),
         default="jax",
         help="what to output: the parsed AST, the simplified SymPy programs, or the "
-        "generated JAX module (default)",
+        "generated JAX module",
     )
+
+
+def _read(spec: str) -> tuple[str, str]:
+    """A spec argument (a path, or a shipped spec's name) -> (text, the name errors show)."""
+    from xprc.compiler import driver
+    from xprc.resources import spec_path
+
+    path = spec_path(spec)
+    return driver.read_spec(path), spec if path == pathlib.Path(spec) else str(path)
 
 
 def _compile(args) -> int:
     from xprc.compiler import driver
 
-    text = driver.read_spec(pathlib.Path(args.spec))
-    name = args.spec
+    text, name = _read(args.spec)
     out = driver.emit(text, name, args.emit, args.defines)
     if args.output:
         # keep: `-o` may not overwrite the spec being compiled (XprError)
@@ -72,9 +100,8 @@ def _compile(args) -> int:
 def _check(args) -> int:
     from xprc.compiler import driver
 
-    path = pathlib.Path(args.spec)
-    text = driver.read_spec(path)
-    checked = driver.check_source(text, args.spec, args.defines)  # on the deep-spec stack
+    text, name = _read(args.spec)
+    checked = driver.check_source(text, name, args.defines)  # on the deep-spec stack
     print(f"{args.spec}: ok ({checked.name}, {len(checked.params)} parameters)")
     return 0
 
@@ -89,12 +116,15 @@ register("check", "check a spec for errors without generating code", _spec_args,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from xprc import commands  # noqa: F401  (registers render, train, demo)
+    from xprc import __version__, commands  # noqa: F401  (registers render, train, view, demo)
 
-    parser = argparse.ArgumentParser(prog="xprc", description="point-based rendering compiler")
+    parser = argparse.ArgumentParser(
+        prog="xprc", description="point-based rendering compiler", formatter_class=HelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"xprc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help, add_arguments, run) in COMMANDS.items():
-        p = sub.add_parser(name, help=help, description=help)
+        p = sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter)
         add_arguments(p)
         p.set_defaults(_run=run)
     return parser

@@ -7,22 +7,65 @@ CLI prints without a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 from pathlib import Path
 
 from .cli import add_define_option, register
-from .errors import XprError
+from .errors import DataError, XprError
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC = ROOT / "specs" / "3dgs.xpr"
+SCENE_HELP = "a run folder (its checkpoint.npz, else scene.ply), a checkpoint (.npz) or a 3DGS PLY"
+RENDER_KINDS = ("rgb", "depth", "alpha")
 
 
-def _spec_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--spec", default=str(DEFAULT_SPEC), help="the .xpr spec (default: 3DGS)")
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (the error names the option and the allowed values)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or str(text).strip() != str(text):
+        raise argparse.ArgumentTypeError(f"expected a positive integer (1, 2, ...), got '{text}'")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got '{text}'")
+    return value
+
+
+def rgb(text: str) -> tuple[float, float, float]:
+    """argparse type: `R,G,B`, three numbers in [0, 1]."""
+    try:
+        values = tuple(float(c) for c in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3 or not all(0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"expected three numbers in [0, 1] as R,G,B (e.g. 1,1,1 for white), got '{text}'"
+        )
+    return values
+
+
+def spec_option(p: argparse.ArgumentParser) -> None:
+    from .resources import DEFAULT_SPEC_NAME, shipped_specs
+
+    p.add_argument(
+        "--spec",
+        default=DEFAULT_SPEC_NAME,
+        help="a .xpr file, or the name of a shipped spec (" + ", ".join(shipped_specs()) + ")",
+    )
     add_define_option(p)
 
 
-def _load_method(args):
+def load_method(args):
     from .compiler.driver import load, parse_defines
 
     return load(args.spec, defines=parse_defines(args.defines) or None)
@@ -61,64 +104,171 @@ def _setup_devices(args) -> int:
     return n
 
 
+# ------------------------------------------------------------------------- trained scenes
+
+
+@dataclasses.dataclass
+class Trained:
+    """A trained scene: raw parameters, the background it was trained on (None: unknown)."""
+
+    params: dict
+    background: tuple[float, ...] | None
+    source: Path  # the file the parameters came from
+    run_dir: Path | None  # the run folder, when the file sits in one
+
+
+def load_trained(path, train_views=None) -> Trained:
+    """A run folder, the trainer's checkpoint (.npz) or a 3DGS PLY -> `Trained`.
+
+    The background is the one the run recorded (checkpoint metadata or metrics.json); a run that
+    recorded none (it inferred it from the data) gets it re-inferred from `train_views` the way
+    the trainer does.
+    """
+    from .io import load_checkpoint, load_ply
+
+    path = Path(path)
+    if path.is_dir():
+        found = [path / n for n in ("checkpoint.npz", "scene.ply") if (path / n).is_file()]
+        if not found:
+            raise DataError(path, "not a run folder: no checkpoint.npz or scene.ply in it")
+        path = found[0]
+    meta: dict = {}
+    if path.suffix.lower() == ".ply":
+        params = load_ply(path)
+    else:
+        tree, meta = load_checkpoint(path)
+        # The trainer's checkpoint nests {params, opt, state}; a plain one is flat.
+        params = tree["params"] if isinstance(tree.get("params"), dict) else tree
+    run_dir = path.parent if (path.parent / "metrics.json").is_file() else None
+    background = meta.get("background")
+    if background is None and run_dir is not None:
+        background = _run_background(run_dir, train_views)
+    return Trained(params, None if background is None else tuple(background), path, run_dir)
+
+
+def _run_background(run_dir: Path, train_views):
+    try:
+        report = json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict):
+        return None
+    config = report.get("config") if isinstance(report.get("config"), dict) else {}
+    background = report.get("background", config.get("background"))
+    if background is None and "config" in report and train_views:
+        background = inferred_background(train_views)
+    return background
+
+
+def inferred_background(train_views) -> list[float]:
+    """The background the trainer infers from a dataset (median colour where alpha is 0)."""
+    from .train.data import infer_background
+
+    return [float(c) for c in infer_background(train_views)]
+
+
 # ------------------------------------------------------------------------------------ render
 
 
 def _render_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scene", help="a PLY (3DGS layout) or a native checkpoint (.npz)")
-    _spec_option(p)
+    p.add_argument("scene", help=SCENE_HELP)
+    spec_option(p)
     p.add_argument("--data", required=True, help="dataset folder (Blender or COLMAP)")
-    p.add_argument("--split", default="test", choices=("train", "test"))
-    p.add_argument("--view", default="0", help="view index or image name, or 'all'")
-    p.add_argument("--downscale", type=int, default=1)
-    p.add_argument("--background", default="0,0,0", help="R,G,B in [0, 1]")
-    p.add_argument("--max-entries", type=int, default=None)
+    p.add_argument("--split", default="test", choices=("train", "test"), help="dataset split")
     p.add_argument(
-        "-o", "--output", default="render.png", help="PNG path (a folder when --view all)"
+        "--view", default="0", help="view index, image name (e.g. r_0, test/r_0.png) or 'all'"
     )
+    p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
+    p.add_argument(
+        "--background",
+        type=rgb,
+        default=None,
+        help="R,G,B in [0, 1] (default: the background the scene was trained with, "
+        "recorded in its run folder; black when unknown)",
+    )
+    p.add_argument(
+        "--max-entries",
+        type=positive_int,
+        default=None,
+        help="static (primitive, tile) capacity (default: counted per render)",
+    )
+    p.add_argument("--kind", default="rgb", choices=RENDER_KINDS, help="what to write")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="render.png",
+        help="a .png (8-bit) or .npy (float32) file; a folder with --view all",
+    )
+
+
+def _pick_views(views, view: str, split: str) -> list:
+    if view == "all":
+        return list(enumerate(views))
+    if view.isdigit():
+        i = int(view)
+        if i >= len(views):
+            raise XprError(
+                f"--view {i}: the {split} split has {len(views)} views (0..{len(views) - 1})"
+            )
+        return [(i, views[i])]
+
+    def names(v) -> set[str]:
+        full = v.name.replace("\\", "/").removeprefix("./")
+        return {v.name, full, Path(full).name, Path(full).stem, str(Path(full).with_suffix(""))}
+
+    query = view.replace("\\", "/").removeprefix("./")
+    wanted = {query, str(Path(query).with_suffix(""))}
+    chosen = [(i, v) for i, v in enumerate(views) if wanted & names(v)]
+    if not chosen:
+        shown = ", ".join(Path(v.name).name for v in views[:12])
+        more = f", ... ({len(views)} in all)" if len(views) > 12 else ""
+        raise XprError(
+            f"--view '{view}': no such image in the {split} split; its views are {shown}{more} "
+            f"(or an index 0..{len(views) - 1}, or 'all')"
+        )
+    return chosen
+
+
+def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
+    out = Path(output)
+    if many:
+        if out.exists() and not out.is_dir():
+            raise XprError(f"-o '{output}': with --view all, -o is a folder; this is a file")
+        return [out / f"{split}_{i:03d}.png" for i, _ in chosen]
+    if out.is_dir():
+        raise XprError(f"-o '{output}' is a folder: give a file name ending in .png or .npy")
+    if out.suffix.lower() not in (".png", ".npy"):
+        raise XprError(f"-o '{output}': give a file name ending in .png or .npy")
+    return [out]
 
 
 def _render(args) -> int:
     import numpy as np
 
     from .datasets import load_scene
-    from .io import load_checkpoint, load_ply
     from .pipeline import RenderConfig, render, warn_if_dropped
-    from .plots import save_png
+    from .plots import kind_image, save_png
 
-    method = _load_method(args)
-    scene = Path(args.scene)
-    if scene.suffix == ".ply":
-        params = load_ply(scene)
-    else:
-        params, _ = load_checkpoint(scene)
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
     views = (test_set if args.split == "test" else train_set).views
     if not views:
         raise XprError(f"{args.data}: the {args.split} split has no views")
-    if args.view == "all":
-        chosen = list(enumerate(views))
-    elif args.view.isdigit():
-        i = int(args.view)
-        if i >= len(views):
-            raise XprError(f"--view {i}: the {args.split} split has {len(views)} views")
-        chosen = [(i, views[i])]
-    else:
-        chosen = [(i, v) for i, v in enumerate(views) if v.name == args.view]
-        if not chosen:
-            raise XprError(f"--view '{args.view}': no such image in the {args.split} split")
-    try:
-        bg = np.asarray([float(c) for c in args.background.split(",")], np.float32)
-    except ValueError:
-        raise XprError(f"--background '{args.background}': expected R,G,B") from None
+    chosen = _pick_views(views, args.view, args.split)
+    targets = _output_paths(args.output, chosen, args.split, args.view == "all")
+    trained = load_trained(args.scene, train_set.views)
+    method = load_method(args)
+    choices = (args.background, trained.background, (0.0, 0.0, 0.0))
+    bg = np.asarray(next(b for b in choices if b is not None), np.float32)
     config = RenderConfig(max_entries=args.max_entries)
-    out_path = Path(args.output)
-    for i, view in chosen:
-        out = render(method, params, view.camera(), background=bg, config=config)
+    mode = "RGB+ED" if args.kind == "depth" else "RGB"
+    for (i, view), target in zip(chosen, targets, strict=True):
+        out = render(method, trained.params, view.camera(), background=bg, mode=mode, config=config)
         warn_if_dropped(out)
-        target = out_path / f"{args.split}_{i:03d}.png" if args.view == "all" else out_path
         target.parent.mkdir(parents=True, exist_ok=True)
-        save_png(target, np.asarray(out.image))
+        if target.suffix.lower() == ".npy":
+            np.save(target, kind_image(out, args.kind, raw=True))
+        else:
+            save_png(target, kind_image(out, args.kind))
         print(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}")
     return 0
 
@@ -127,16 +277,43 @@ def _render(args) -> int:
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
-    _spec_option(p)
+    spec_option(p)
     p.add_argument("--data", required=True, help="dataset folder (Blender or COLMAP)")
     p.add_argument("--out", required=True, help="run folder")
-    p.add_argument("--steps", type=int, default=7000)
-    p.add_argument("--downscale", type=int, default=1)
-    p.add_argument("--capacity", type=int, default=None, help="static primitive count")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-every", type=int, default=1000)
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    p.add_argument("--steps", type=positive_int, default=7000, help="optimisation steps")
+    p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
+    p.add_argument(
+        "--capacity",
+        type=positive_int,
+        default=None,
+        help="static primitive count (default: the number of initial points)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument(
+        "--eval-every", type=non_negative_int, default=1000, help="test every N steps (0: off)"
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=non_negative_int,
+        default=1000,
+        help="write checkpoint.npz every N steps (0: only at the end)",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the run folder's checkpoint"
+    )
     _devices_option(p)
+    p.add_argument(
+        "--view",
+        action="store_true",
+        help="show training live in the browser viewer (needs xprc[viewer]); the scene is "
+        "reloaded from each checkpoint, so combine with --checkpoint-every",
+    )
+    viewer_options(p)
+
+
+def viewer_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="viewer: address to listen on")
+    p.add_argument("--port", type=positive_int, default=8080, help="viewer: port")
 
 
 def _train(args) -> int:
@@ -144,13 +321,36 @@ def _train(args) -> int:
     from .train import TrainConfig, train
 
     devices = _setup_devices(args)
-    method = _load_method(args)
+    method = load_method(args)
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
     config = TrainConfig(
-        steps=args.steps, seed=args.seed, capacity=args.capacity, eval_every=args.eval_every
+        steps=args.steps,
+        seed=args.seed,
+        capacity=args.capacity,
+        eval_every=args.eval_every,
+        checkpoint_every=args.checkpoint_every,
     )
     kwargs = {"devices": devices} if devices > 1 else {}
-    result = train(method, train_set, test_set, args.out, config, resume=args.resume, **kwargs)
+    server = None
+    if args.view:
+        from .viewer import Viewer
+
+        server = Viewer(
+            method,
+            Path(args.out),
+            train_set.views,
+            background=inferred_background(train_set.views),
+            host=args.host,
+            port=args.port,
+            wait=True,
+        )
+        server.watch()
+        print(f"viewer: {server.url} (updates with each checkpoint)")
+    try:
+        result = train(method, train_set, test_set, args.out, config, resume=args.resume, **kwargs)
+    finally:
+        if server is not None:
+            server.stop()
     _report(result)
     return 0
 
@@ -173,9 +373,11 @@ def _report(result) -> None:
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="xprc-demo", help="run folder")
-    p.add_argument("--steps", type=int, default=1500)
-    p.add_argument("--spec", default=str(DEFAULT_SPEC))
-    p.add_argument("--resume", action="store_true")
+    p.add_argument("--steps", type=positive_int, default=1500, help="optimisation steps")
+    p.add_argument("--spec", default="3dgs", help="a .xpr file or the name of a shipped spec")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the run folder's checkpoint"
+    )
 
 
 def _demo(args) -> int:
@@ -187,8 +389,37 @@ def _demo(args) -> int:
     return 0
 
 
-register("render", "render a PLY or checkpoint from a dataset camera", _render_args, _render)
+# -------------------------------------------------------------------------------------- view
+
+
+def _view_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scene", help=SCENE_HELP)
+    spec_option(p)
+    p.add_argument(
+        "--data",
+        default=None,
+        help="dataset folder: its cameras are drawn and the first one starts the view "
+        "(default: the run folder's scene/ when it has one, as a demo run does; else none)",
+    )
+    p.add_argument(
+        "--background",
+        type=rgb,
+        default=None,
+        help="R,G,B in [0, 1] (default: the background the scene was trained with; black when "
+        "unknown)",
+    )
+    viewer_options(p)
+
+
+def _view(args) -> int:
+    from .viewer import serve
+
+    return serve(args)
+
+
+register("render", "render a scene from a dataset camera", _render_args, _render)
 register("train", "train any spec on a Blender or COLMAP dataset", _train_args, _train)
+register("view", "look at a trained scene in the browser (needs xprc[viewer])", _view_args, _view)
 register(
     "demo", "generate the bundled demo scene and train 3DGS on it (no download)", _demo_args, _demo
 )

@@ -1,0 +1,361 @@
+"""`xprc view`: a browser viewer for a trained scene, built on viser (`pip install "xprc[viewer]"`).
+
+Every frame is rendered by the compiled spec through `xprc.render` and sent to the page as the
+scene's background image. While the camera moves, frames are rendered at 1/`moving_scale` of the
+resolution; once it has been still for `settle_s`, the full-resolution frame follows. The control
+panel shows the frame rate and chooses what is shown (RGB, depth, alpha); dataset cameras are
+drawn as frusta (click one to look through it). With `watch()`, the scene is reloaded whenever its
+file changes, which is how `xprc train --view` shows a run while it trains.
+
+Cameras: viser reports a camera as T_world_camera (OpenCV axes, +z forward, +y down) with a
+vertical field of view; `viewer_camera` turns that into an `xprc.Camera` with square pixels and
+the principal point at the image centre.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import XprError
+
+KINDS = {"RGB": "rgb", "Depth": "depth", "Alpha": "alpha"}
+
+
+def _import_viser():
+    try:
+        import viser
+    except ImportError:
+        raise XprError(
+            'the viewer needs viser: pip install "xprc[viewer]" (or pip install viser)'
+        ) from None
+    return viser
+
+
+def quat_to_matrix(wxyz) -> np.ndarray:
+    """(w, x, y, z) -> 3x3 rotation matrix (float64), any length."""
+    w, x, y, z = np.asarray(wxyz, np.float64) / np.linalg.norm(wxyz)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def matrix_to_quat(R) -> np.ndarray:
+    """3x3 rotation matrix -> (w, x, y, z) with w >= 0."""
+    R = np.asarray(R, np.float64)
+    q = np.empty(4)
+    t = np.trace(R)
+    if t > 0:
+        s = 2.0 * math.sqrt(t + 1.0)
+        q[:] = (0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s)
+    else:
+        i = int(np.argmax(np.diag(R)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * math.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
+        q[0] = (R[k, j] - R[j, k]) / s
+        q[1 + i] = 0.25 * s
+        q[1 + j] = (R[j, i] + R[i, j]) / s
+        q[1 + k] = (R[k, i] + R[i, k]) / s
+    return q if q[0] >= 0 else -q
+
+
+def viewer_camera(wxyz, position, fov_y: float, width: int, height: int):
+    """A viser camera (T_world_camera as wxyz + position, vertical fov in radians) -> Camera."""
+    from .camera import Camera
+
+    R = quat_to_matrix(wxyz)
+    viewmat = np.eye(4)
+    viewmat[:3, :3] = R.T
+    viewmat[:3, 3] = -R.T @ np.asarray(position, np.float64)
+    f = 0.5 * height / math.tan(0.5 * fov_y)
+    K = np.array([[f, 0.0, 0.5 * width], [0.0, f, 0.5 * height], [0.0, 0.0, 1.0]])
+    return Camera(
+        viewmat=viewmat.astype(np.float32), K=K.astype(np.float32), width=width, height=height
+    )
+
+
+def view_pose(view) -> tuple[np.ndarray, np.ndarray, float]:
+    """A dataset view -> (wxyz, position, vertical fov) in viser's terms."""
+    R = np.asarray(view.viewmat, np.float64)[:3, :3]
+    return (
+        matrix_to_quat(R.T),
+        np.asarray(view.position),
+        2 * math.atan(0.5 * view.height / float(view.K[1, 1])),
+    )
+
+
+@dataclasses.dataclass
+class _ClientState:
+    key: tuple | None = None  # the camera, size, kind and scene version last rendered
+    changed: float = 0.0  # when `key` last changed
+    full: bool = False  # whether the full-resolution frame for `key` was sent
+
+
+class Viewer:
+    """Serve `scene` (a run folder, checkpoint, PLY, or a dict of raw parameters) in the browser.
+
+    method: the compiled spec (`xprc.load`); views: dataset views drawn as frusta (the first one
+    is where new clients start). background: RGB in [0, 1] (None: the one recorded with the run,
+    else black). wait: the scene's file may not exist yet (a run that has not written its first
+    checkpoint); nothing is shown until it does (see `watch`).
+    """
+
+    def __init__(
+        self,
+        method,
+        scene,
+        views=(),
+        *,
+        background=None,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        moving_scale: int = 4,
+        settle_s: float = 0.25,
+        max_pixels: int = 1280 * 800,
+        jpeg_quality: int = 92,
+        wait: bool = False,
+    ) -> None:
+        viser = _import_viser()
+        self.method = method
+        self.views = list(views)
+        self.moving_scale, self.settle_s = moving_scale, settle_s
+        self.max_pixels, self.jpeg_quality = max_pixels, jpeg_quality
+        self._source = None if isinstance(scene, dict) else Path(scene)
+        self._fixed_background = background
+        self.params, self.version, self._mtime = None, 0, None
+        if self._source is None or not (wait and not self._source_file().exists()):
+            self._load(scene)
+        self._states: dict[int, _ClientState] = {}
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._watch_interval: float | None = None
+        self.fps = 0.0
+        self.sent: collections.deque = collections.deque(maxlen=64)  # (client id, key, size)
+        try:
+            self.server = viser.ViserServer(host=host, port=port, verbose=False)
+        except OSError as e:
+            raise XprError(f"viewer: cannot listen on {host}:{port} ({e.strerror})") from None
+        self.server.gui.configure_theme(show_logo=False, show_share_button=False)
+        self._kind = self.server.gui.add_dropdown("Show", tuple(KINDS), initial_value="RGB")
+        self._kind.on_update(lambda _: self._wake.set())
+        self._status = self.server.gui.add_markdown("starting")
+        self._add_frusta()
+        self.server.on_client_connect(self._connect)
+        self._thread = threading.Thread(target=self._loop, name="xprc-viewer", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.server.get_host()}:{self.server.get_port()}"
+
+    def _load(self, scene) -> None:
+        if isinstance(scene, dict):
+            self.params, recorded = scene, None
+        else:
+            from .commands import load_trained
+
+            trained = load_trained(scene, self.views)
+            self.params, recorded = trained.params, trained.background
+            self._mtime = self._source_file().stat().st_mtime_ns
+        choices = (self._fixed_background, recorded, (0.0, 0.0, 0.0))
+        bg = next(b for b in choices if b is not None)
+        self.background = np.asarray(bg, np.float32)
+        self.version += 1
+
+    def _source_file(self) -> Path:
+        src = self._source
+        if src.is_dir():
+            ckpt = src / "checkpoint.npz"
+            return ckpt if ckpt.is_file() else src / "scene.ply"
+        return src
+
+    def watch(self, interval: float = 1.0) -> None:
+        """Reload the scene whenever its file (a run folder's checkpoint) changes."""
+        self._watch_interval = interval
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=10)
+        self.server.stop()
+
+    # ---------------------------------------------------------------------------- clients
+
+    def _connect(self, client) -> None:
+        self._states[client.client_id] = _ClientState()
+        client.camera.on_update(lambda _: self._wake.set())
+        if self.views:
+            self.look_through(client, self.views[0])
+
+    def look_through(self, client, view) -> None:
+        """Put `client`'s camera where a dataset view's camera is."""
+        wxyz, position, fov = view_pose(view)
+        with client.atomic():
+            client.camera.fov = fov
+            client.camera.position = position
+            client.camera.wxyz = wxyz
+
+    def _add_frusta(self) -> None:
+        if not self.views:
+            return
+        centres = np.stack([v.position for v in self.views])
+        extent = float(np.max(np.linalg.norm(centres - centres.mean(0), axis=1))) or 1.0
+        ups = np.stack([-np.asarray(v.viewmat, np.float64)[1, :3] for v in self.views])
+        up = ups.mean(0)
+        if np.linalg.norm(up) > 1e-6:
+            self.server.scene.set_up_direction(up / np.linalg.norm(up))
+        for i, view in enumerate(self.views):
+            wxyz, position, fov = view_pose(view)
+            frustum = self.server.scene.add_camera_frustum(
+                f"/cameras/{i}",
+                fov=fov,
+                aspect=view.width / view.height,
+                scale=0.05 * extent,
+                wxyz=wxyz,
+                position=position,
+                color=(200, 60, 40),
+            )
+            frustum.on_click(lambda event, v=view: self.look_through(event.client, v))
+
+    @staticmethod
+    def camera_known(client) -> bool:
+        """Whether `client` has reported its camera yet."""
+        try:
+            return client.camera.update_timestamp > 0
+        except AssertionError:
+            return False
+
+    def shown(self, client, wxyz, position, fov: float, atol: float = 1e-4) -> bool:
+        """Whether the last frame sent to `client` is the full-resolution one for this camera."""
+        last = [s for s in self.sent if s[0] == client.client_id][-1:]
+        if not last or last[0][3] != 1:
+            return False
+        k_wxyz, k_position, k_fov = last[0][1][:3]
+        return (
+            np.allclose(k_wxyz, wxyz, atol=atol)
+            and np.allclose(k_position, position, atol=atol)
+            and abs(k_fov - fov) < atol
+        )
+
+    # ---------------------------------------------------------------------------- frames
+
+    def _loop(self) -> None:
+        next_watch = 0.0
+        while not self._stop.is_set():
+            self._wake.wait(timeout=0.05)
+            self._wake.clear()
+            now = time.monotonic()
+            if self._watch_interval is not None and now >= next_watch:
+                next_watch = now + self._watch_interval
+                self._reload_if_changed()
+            for client in list(self.server.get_clients().values()):
+                try:
+                    self._serve(client)
+                except (AssertionError, KeyError):
+                    continue  # the client has not reported its camera yet, or has left
+
+    def _reload_if_changed(self) -> None:
+        try:
+            path = self._source_file()
+            if path.exists() and path.stat().st_mtime_ns != self._mtime:
+                self._load(self._source)
+        except (OSError, XprError):
+            pass  # mid-write or gone: keep showing the last good scene
+
+    def _serve(self, client) -> None:
+        state = self._states[client.client_id]
+        cam = client.camera
+        size = (cam.image_width, cam.image_height)
+        key = (
+            tuple(np.round(cam.wxyz, 9)),
+            tuple(np.round(cam.position, 9)),
+            round(cam.fov, 9),
+            size,
+            self._kind.value,
+            self.version,
+        )
+        now = time.monotonic()
+        if key != state.key:
+            state.key, state.changed, state.full = key, now, False
+            self._send(client, key, scale=self.moving_scale)
+        elif not state.full:
+            if now - state.changed >= self.settle_s:
+                self._send(client, key, scale=1)
+                state.full = True
+            else:
+                self._wake.set()
+
+    def frame_size(self, width: int, height: int, scale: int) -> tuple[int, int]:
+        """The rendered size for a canvas of width x height: at most max_pixels, / scale."""
+        shrink = max(1.0, math.sqrt(width * height / self.max_pixels)) * scale
+        return max(1, round(width / shrink)), max(1, round(height / shrink))
+
+    def render_frame(self, wxyz, position, fov: float, width: int, height: int, kind: str):
+        """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
+        from .pipeline import render
+        from .plots import kind_image
+
+        camera = viewer_camera(wxyz, position, fov, width, height)
+        mode = "RGB+ED" if kind == "depth" else "RGB"
+        out = render(self.method, self.params, camera, background=self.background, mode=mode)
+        return kind_image(out, kind)
+
+    def _send(self, client, key, scale: int) -> None:
+        from .plots import to_uint8
+
+        wxyz, position, fov, (w, h), label, _ = key
+        if w <= 0 or h <= 0 or self.params is None:
+            return
+        fw, fh = self.frame_size(w, h, scale)
+        t0 = time.perf_counter()
+        image = self.render_frame(np.array(wxyz), np.array(position), fov, fw, fh, KINDS[label])
+        dt = time.perf_counter() - t0
+        self.fps = 1.0 / max(dt, 1e-6)
+        client.scene.set_background_image(
+            to_uint8(image), format="jpeg", jpeg_quality=self.jpeg_quality
+        )
+        self.sent.append((client.client_id, key, (fw, fh), scale))
+        what = "full" if scale == 1 else f"1/{scale} while moving"
+        self._status.content = f"**{self.fps:.1f} FPS** ({fw}x{fh}, {what})"
+
+
+def serve(args) -> int:
+    """`xprc view`: serve until Ctrl-C."""
+    from .commands import load_method
+
+    views = []
+    data = args.data
+    scene = Path(args.scene)
+    if data is None and scene.is_dir() and (scene / "scene" / "transforms_train.json").is_file():
+        data = scene / "scene"  # a demo run keeps its dataset here
+    if data is not None:
+        from .datasets import load_scene
+
+        views = load_scene(data)[0].views
+    viewer = Viewer(
+        load_method(args),
+        scene,
+        views,
+        background=args.background,
+        host=args.host,
+        port=args.port,
+    )
+    print(f"viewer: {viewer.url} (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        viewer.stop()
+    return 0
