@@ -222,14 +222,14 @@ def _deep(fn, *args, filename: str | None = None):
 
     with _deep_lock:
         old_size, old_limit = threading.stack_size(), sys.getrecursionlimit()
-        threading.stack_size(_STACK_BYTES)
+        sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))  # before the worker runs
         try:
-            worker = threading.Thread(target=work, name="xprc-compiler", daemon=True)
-            worker.start()
-        finally:
-            threading.stack_size(old_size)
-        sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
-        try:
+            threading.stack_size(_STACK_BYTES)
+            try:
+                worker = threading.Thread(target=work, name="xprc-compiler", daemon=True)
+                worker.start()
+            finally:
+                threading.stack_size(old_size)
             worker.join()
         finally:
             sys.setrecursionlimit(old_limit)
@@ -292,7 +292,7 @@ def check_output(out: pathlib.Path, keep=()) -> None:
         )
     try:
         mode = os.stat(out).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         mode = None
     except OSError as e:
         raise XprError(f"cannot write: {e.strerror or e}", filename=str(out)) from None
