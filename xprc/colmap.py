@@ -1,0 +1,264 @@
+"""COLMAP sparse models: our own small reader of cameras, images and points3D (.bin and .txt).
+
+pycolmap is a 38 MB native wheel that bundles all of COLMAP, far more than parsing three
+documented files needs. Every count in a binary file is checked against the bytes left before
+anything is allocated, and every malformed file raises `DataError(path, problem)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from xprc.errors import DataError
+
+__all__ = ["COLMAP_MODELS", "ColmapCamera", "ColmapImage", "read_colmap_model"]
+
+# COLMAP model id -> (name, number of parameters); src/colmap/sensor/models.h
+COLMAP_MODELS = {
+    0: ("SIMPLE_PINHOLE", 3),
+    1: ("PINHOLE", 4),
+    2: ("SIMPLE_RADIAL", 4),
+    3: ("RADIAL", 5),
+    4: ("OPENCV", 8),
+    5: ("OPENCV_FISHEYE", 8),
+    6: ("FULL_OPENCV", 12),
+    7: ("FOV", 5),
+    8: ("SIMPLE_RADIAL_FISHEYE", 4),
+    9: ("RADIAL_FISHEYE", 5),
+    10: ("THIN_PRISM_FISHEYE", 12),
+    11: ("RAD_TAN_THIN_PRISM_FISHEYE", 16),
+}
+_COLMAP_BY_NAME = {name: (mid, n) for mid, (name, n) in COLMAP_MODELS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ColmapCamera:
+    id: int
+    model: str
+    width: int
+    height: int
+    params: np.ndarray  # [num_params] float64
+
+
+@dataclasses.dataclass(frozen=True)
+class ColmapImage:
+    id: int
+    qvec: np.ndarray  # [4] (w, x, y, z) world->camera rotation
+    tvec: np.ndarray  # [3]
+    camera_id: int
+    name: str
+
+
+class _Bin:
+    """Sequential reader of a little-endian COLMAP .bin; running out of bytes -> DataError."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.buf = path.read_bytes()
+        self.pos = 0
+
+    def need(self, size: int, what: str) -> None:
+        if self.pos + size > len(self.buf):
+            raise DataError(self.path, f"file is truncated (ends inside {what})")
+
+    def read(self, fmt: str, what: str) -> tuple:
+        size = struct.calcsize("<" + fmt)
+        self.need(size, what)
+        out = struct.unpack_from("<" + fmt, self.buf, self.pos)
+        self.pos += size
+        return out
+
+    def skip(self, size: int, what: str) -> None:
+        self.need(size, what)
+        self.pos += size
+
+    def cstring(self, what: str) -> str:
+        end = self.buf.find(b"\0", self.pos)
+        if end < 0:
+            raise DataError(self.path, f"file is truncated (ends inside {what})")
+        raw = self.buf[self.pos : end]
+        self.pos = end + 1
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DataError(self.path, f"{what}: image name is not UTF-8") from None
+
+    def count(self, what: str) -> int:
+        return self.read("Q", what)[0]
+
+
+def _model_params(path: Path, model_id: int, where: str) -> tuple[str, int]:
+    if model_id not in COLMAP_MODELS:
+        raise DataError(path, f"{where}: unknown camera model id {model_id}")
+    return COLMAP_MODELS[model_id]
+
+
+def _read_cameras_bin(path: Path) -> dict[int, ColmapCamera]:
+    r, cams = _Bin(path), {}
+    n = r.count("the header")
+    for k in range(n):
+        what = f"camera {k + 1} of {n}"
+        cam_id, model_id, w, h = r.read("iiQQ", what)
+        name, num = _model_params(path, model_id, f"camera {cam_id}")
+        params = np.array(r.read("d" * num, what), dtype=np.float64)
+        cams[cam_id] = ColmapCamera(cam_id, name, int(w), int(h), params)
+    return cams
+
+
+def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
+    r, images = _Bin(path), {}
+    n = r.count("the header")
+    for k in range(n):
+        what = f"image {k + 1} of {n}"
+        image_id, *pose, camera_id = r.read("i7di", what)
+        name = r.cstring(what)
+        num_points2d = r.count(what)
+        r.skip(24 * num_points2d, what)  # (x, y, point3D_id) per keypoint; not needed
+        q, t = np.array(pose[:4]), np.array(pose[4:])
+        images[image_id] = ColmapImage(image_id, q, t, camera_id, name)
+    return images
+
+
+def _read_points_bin(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    r = _Bin(path)
+    n = r.count("the header")
+    xyz = np.empty((n, 3), np.float64)
+    rgb = np.empty((n, 3), np.uint8)
+    for k in range(n):
+        what = f"point {k + 1} of {n}"
+        _, x, y, z, cr, cg, cb, _err, track = r.read("Q3d3BdQ", what)
+        r.skip(8 * track, what)  # (image_id, point2D_idx) per observation
+        xyz[k] = (x, y, z)
+        rgb[k] = (cr, cg, cb)
+    return xyz, rgb
+
+
+def _text_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, stripped line) for every line, comments included (images.txt needs them)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(path, "not UTF-8 text") from None
+    return [(i + 1, line.strip()) for i, line in enumerate(text.splitlines())]
+
+
+def _is_data(line: str) -> bool:
+    return bool(line) and not line.startswith("#")
+
+
+def _parse(path: Path, lineno: int, tokens: list[str], types: str, what: str) -> list:
+    if len(tokens) < len(types):
+        raise DataError(path, f"line {lineno}: expected {what}")
+    out = []
+    for tok, t in zip(tokens, types, strict=False):
+        try:
+            out.append(int(tok) if t == "i" else float(tok) if t == "f" else tok)
+        except ValueError:
+            raise DataError(path, f"line {lineno}: expected {what}, got {tok!r}") from None
+    return out
+
+
+def _read_cameras_txt(path: Path) -> dict[int, ColmapCamera]:
+    cams = {}
+    what = "CAMERA_ID MODEL WIDTH HEIGHT PARAMS[]"
+    for lineno, line in _text_lines(path):
+        if not _is_data(line):
+            continue
+        tokens = line.split()
+        cam_id, model, w, h = _parse(path, lineno, tokens, "isii", what)
+        if model not in _COLMAP_BY_NAME:
+            raise DataError(path, f"line {lineno}: unknown camera model '{model}'")
+        num = _COLMAP_BY_NAME[model][1]
+        if len(tokens) - 4 != num:
+            raise DataError(
+                path,
+                f"line {lineno}: camera model {model} takes {num} parameters, "
+                f"got {len(tokens) - 4}",
+            )
+        params = np.array(_parse(path, lineno, tokens[4:], "f" * num, what), dtype=np.float64)
+        cams[cam_id] = ColmapCamera(cam_id, model, w, h, params)
+    return cams
+
+
+def _read_images_txt(path: Path) -> dict[int, ColmapImage]:
+    images = {}
+    what = "IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"
+    lines = iter(_text_lines(path))
+    for lineno, line in lines:
+        if not _is_data(line):
+            continue
+        # NAME may contain spaces: it is everything after the ninth field.
+        tokens = line.split(maxsplit=9)
+        image_id, *pose, camera_id, name = _parse(path, lineno, tokens, "ifffffffis", what)
+        next(lines, None)  # the POINTS2D line follows every image line (it may be empty)
+        images[image_id] = ColmapImage(
+            image_id, np.array(pose[:4]), np.array(pose[4:]), camera_id, name
+        )
+    return images
+
+
+def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    xyz, rgb = [], []
+    what = "POINT3D_ID X Y Z R G B ERROR TRACK[]"
+    for lineno, line in _text_lines(path):
+        if not _is_data(line):
+            continue
+        _, x, y, z, cr, cg, cb, _err = _parse(path, lineno, line.split(), "ifffiiif", what)
+        xyz.append((x, y, z))
+        rgb.append((cr, cg, cb))
+    return (
+        np.array(xyz, dtype=np.float64).reshape(-1, 3),
+        np.clip(np.array(rgb, dtype=np.int64), 0, 255).astype(np.uint8).reshape(-1, 3),
+    )
+
+
+def find_file(sparse: Path, stem: str) -> Path:
+    for ext in (".bin", ".txt"):
+        if (sparse / (stem + ext)).is_file():
+            return sparse / (stem + ext)
+    raise DataError(sparse / f"{stem}.bin", f"file not found (nor {stem}.txt)")
+
+
+def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
+    """Read a COLMAP model folder (.bin preferred over .txt, file by file).
+
+    Returns (cameras {id: ColmapCamera}, images {id: ColmapImage}, points xyz [P, 3] float64,
+    rgb [P, 3] uint8). Every image's camera is checked to exist.
+    """
+    sparse = Path(sparse)
+    if not sparse.is_dir():
+        raise DataError(sparse, "COLMAP model folder not found")
+    paths = {stem: find_file(sparse, stem) for stem in ("cameras", "images", "points3D")}
+    readers = {
+        "cameras": (_read_cameras_bin, _read_cameras_txt),
+        "images": (_read_images_bin, _read_images_txt),
+        "points3D": (_read_points_bin, _read_points_txt),
+    }
+    out = {}
+    for stem, path in paths.items():
+        binary, text = readers[stem]
+        out[stem] = binary(path) if path.suffix == ".bin" else text(path)
+    cameras, images = out["cameras"], out["images"]
+    for img in images.values():
+        if img.camera_id not in cameras:
+            raise DataError(
+                paths["images"],
+                f"image '{img.name}' (id {img.id}) uses camera id {img.camera_id}, "
+                f"which {paths['cameras'].name} does not define",
+            )
+    return cameras, images, *out["points3D"]
+
+
+def qvec_to_rotmat(q: np.ndarray) -> np.ndarray:
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
