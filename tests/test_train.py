@@ -5,9 +5,9 @@ One scene, one image size and one capacity for the whole file, so the train step
 
 from __future__ import annotations
 
-import functools
 import json
 import math
+import types
 from typing import NamedTuple
 
 import jax
@@ -21,6 +21,8 @@ from xprc.camera import look_at
 from xprc.datasets import Dataset, View
 from xprc.io import load_checkpoint, load_ply
 from xprc.pipeline import render
+from xprc.train import optim, strategy
+from xprc.train.step import step_fn
 
 SIZE = 32
 N_TRUE = 150
@@ -28,11 +30,33 @@ N_POINTS = 200
 CAPACITY = 260
 
 
-def _handwritten():
-    return load_handwritten()
+def _annotated(module, **tags):
+    """The hand-written 3DGS module with the spec's training annotations (it has none: roles
+    come only from annotations)."""
+    wrapped = types.ModuleType(f"{module.__name__}_annotated")
+    wrapped.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+    wrapped.PARAMS = tuple(TaggedSpec(*p[:5], **tags.get(p.name, {})) for p in module.PARAMS)
+    return wrapped
 
 
-METHOD = _handwritten()
+class TaggedSpec(NamedTuple):
+    name: str
+    kind: str
+    shape: tuple
+    activation: str
+    degree: int | None = None
+    lr: float | None = None
+    init: str | None = None
+    role: str | None = None
+
+
+METHOD = _annotated(
+    load_handwritten(),
+    means={"lr": 1.6e-4, "role": "position"},
+    quats={"lr": 1e-3},
+    scales={"lr": 5e-3, "role": "scale"},
+    opacities={"lr": 5e-2, "role": "opacity"},
+)
 
 
 def _view(name, cam, image):
@@ -89,14 +113,14 @@ def _config(**kw):
         steps=300,
         capacity=CAPACITY,
         sh_degree_interval=100,
-        relocate_every=50,
-        relocate_from=100,
-        relocate_until=260,
+        refine_every=50,
+        refine_from=100,
+        refine_until=260,
         eval_every=100,
         checkpoint_every=100,
         log_every=10,
         progress=False,
-        lr={**tr.DEFAULT_LRS, "sh": 1e-2},  # a faster colour fit for a short run
+        lr={"sh": 1e-2},  # a faster colour fit for a short run (the spec's own lr wins)
     )
     base.update(kw)
     return tr.TrainConfig(**base)
@@ -106,10 +130,10 @@ def _config(**kw):
 def run(scene, tmp_path_factory):
     train_set, test_set = scene
     out = tmp_path_factory.mktemp("run")
-    builds = tr._step_fn.cache_info().currsize
+    builds = step_fn.cache_info().currsize
     traces = tr.TRACE_COUNT["train_step"]
     result = tr.train(METHOD, train_set, test_set, out, _config())
-    new_build = tr._step_fn.cache_info().currsize - builds
+    new_build = step_fn.cache_info().currsize - builds
     return result, out, new_build, tr.TRACE_COUNT["train_step"] - traces
 
 
@@ -151,14 +175,28 @@ def test_sh_degree_schedule_masks_higher_coefficients(run):
 
 def test_run_folder(run):
     result, out, _, _ = run
-    for name in ("metrics.json", "curves.png", "sheet.png", "scene.ply", "checkpoint.npz"):
+    names = (
+        "metrics.json",
+        "config.json",
+        "curves.png",
+        "sheet.png",
+        "scene.ply",
+        "checkpoint.npz",
+    )
+    for name in names:
         assert (out / name).is_file(), name
     assert sorted(p.name for p in (out / "renders").iterdir()) == ["v0.png", "v5.png"]
     report = json.loads((out / "metrics.json").read_text())
     assert report["method"] == METHOD.NAME
     assert [e["step"] for e in report["evals"]] == [0, 100, 200, 300]
-    assert set(report["evals"][-1]) == {"step", "psnr", "ssim", "time", "primitives"}
+    assert set(report["evals"][-1]) == {"step", "psnr", "ssim", "time", "primitives", "per_view"}
+    per_view = report["final"]["per_view"]
+    assert [v["name"] for v in per_view] == ["v0", "v5"]
+    assert report["final"]["psnr"] == pytest.approx(np.mean([v["psnr"] for v in per_view]))
     assert report["final"]["psnr"] == pytest.approx(result.metrics["psnr"])
+    assert report["strategy"] == "mcmc" and report["entry_capacity"] == result.entry_capacity
+    run_config = json.loads((out / "config.json").read_text())
+    assert run_config["strategy"] == "mcmc" and run_config["config"]["steps"] == 300
     ply = load_ply(out / "scene.ply")
     used = np.asarray(load_checkpoint(out / "checkpoint.npz")[0]["state"]["used"])
     for name, value in ply.items():
@@ -178,9 +216,9 @@ def test_interrupt_and_resume_equal_uninterrupted_run(scene, tmp_path):
     train_set, test_set = scene
     config = _config(
         steps=60,
-        relocate_from=10,
-        relocate_every=10,
-        relocate_until=60,
+        refine_from=10,
+        refine_every=10,
+        refine_until=60,
         sh_degree_interval=20,
         eval_every=0,
         checkpoint_every=0,
@@ -204,7 +242,7 @@ def test_resume_rejects_other_method_seed(scene, tmp_path):
     train_set, test_set = scene
     config = _config(steps=3, eval_every=0, checkpoint_every=0, save_renders=False)
     tr.train(METHOD, train_set, test_set, tmp_path, config)
-    with pytest.raises(tr.TrainError, match="seed 0, this run is .* seed 1"):
+    with pytest.raises(tr.TrainError, match="seed 0 strategy 'mcmc', this run is .* seed 1"):
         tr.train(METHOD, train_set, test_set, tmp_path, _config(steps=3, seed=1), resume=True)
 
 
@@ -223,13 +261,12 @@ def test_relocation_moves_dead_onto_live():
         "opacities": jnp.asarray(np.array([logit(o) for o in opac], np.float32)),
         "sh": jnp.asarray(np.arange(n * 48, dtype=np.float32).reshape(n, 16, 3)),
     }
-    opt = tr._optimizer(tr._lr_arrays(METHOD, tr.TrainConfig()), "means", 1.0)
+    opt = optim.optimizer(optim.lr_arrays(METHOD, tr.TrainConfig()), {"means": 1.0})
     opt_state = jax.tree_util.tree_map(lambda x: x + 1, opt.init(params))
     used = jnp.asarray(np.array([True] * 7 + [False]))
     hyper = {"min_opacity": jnp.float32(0.005), "grow_fraction": jnp.float32(0.2)}
-    roles = tr.param_roles(METHOD)
-    relocate = jax.jit(functools.partial(tr._relocate, METHOD, roles))
-    new, new_opt, new_used = relocate(params, opt_state, used, jax.random.PRNGKey(1), hyper)
+    relocate = jax.jit(strategy.MCMC(METHOD).relocate)
+    new, new_opt, new_used, _ = relocate(params, opt_state, used, jax.random.PRNGKey(1), hyper)
     means = np.asarray(new["means"])
     o_new = np.asarray(jax.nn.sigmoid(new["opacities"]))
     live = [0, 2, 5, 6]
@@ -261,10 +298,10 @@ def test_relocation_moves_dead_onto_live():
 def test_mcmc_scale_factor_two_copies():
     o = jnp.asarray([0.6], jnp.float32)
     o_new = 1 - jnp.sqrt(1 - o)
-    f = tr._mcmc_scale_factor(o, o_new, jnp.asarray([2], jnp.int32))
+    f = strategy.mcmc_scale_factor(o, o_new, jnp.asarray([2], jnp.int32))
     expect = 0.6 / (2 * float(o_new[0]) - float(o_new[0]) ** 2 / math.sqrt(2))
     assert float(f[0]) == pytest.approx(expect, rel=1e-6)
-    one = tr._mcmc_scale_factor(o, o, jnp.asarray([1], jnp.int32))
+    one = strategy.mcmc_scale_factor(o, o, jnp.asarray([1], jnp.int32))
     assert float(one[0]) == pytest.approx(1.0, rel=1e-6)
 
 
@@ -286,24 +323,13 @@ def test_init_params_rule(scene):
     assert all(v.dtype == np.float32 for v in params.values())
 
 
-class TaggedSpec(NamedTuple):
-    name: str
-    kind: str
-    shape: tuple
-    activation: str
-    degree: int | None = None
-    lr: float | None = None
-    init: str | None = None
-    role: str | None = None
-
-
 class _TaggedMethod:
     NAME = "Tagged"
     NUM_FEATURES = 3
     PARAMS = (
         TaggedSpec("colour", "vec3", (3,), "sigmoid", init="colors"),
         TaggedSpec("centre", "vec3", (3,), "identity", lr=1e-2, role="position"),
-        TaggedSpec("size", "scalar", (), "exp", lr=2e-2),
+        TaggedSpec("size", "scalar", (), "exp", lr=2e-2, role="scale"),
         TaggedSpec("weight", "scalar", (), "sigmoid", init="0.25", role="opacity"),
         TaggedSpec("bias", "scalar", (), "identity"),
         TaggedSpec("coeffs", "sh", (4, 3), "identity", degree=1, lr=1e-3),
@@ -316,7 +342,7 @@ def test_spec_tags_override_defaults(scene):
     roles = tr.param_roles(method)
     assert roles == {"position": "centre", "opacity": "weight", "scale": "size"}
     config = tr.TrainConfig(lr_default=7e-4)
-    lrs = {k: np.asarray(v) for k, v in tr._lr_arrays(method, config).items()}
+    lrs = {k: np.asarray(v) for k, v in optim.lr_arrays(method, config).items()}
     assert lrs["centre"].shape == (1, 1) and lrs["centre"][0, 0] == np.float32(1e-2)
     assert lrs["size"].shape == (1,) and lrs["size"][0] == np.float32(2e-2)
     assert lrs["colour"][0, 0] == np.float32(7e-4)
@@ -334,7 +360,8 @@ def test_unknown_init_is_an_error(scene):
     class Bad(_TaggedMethod):
         PARAMS = (TaggedSpec("centre", "vec3", (3,), "identity", init="poinst"),)
 
-    with pytest.raises(tr.TrainError, match="parameter 'centre': unknown init 'poinst'"):
+    msg = "parameter 'centre' of method Tagged: init 'poinst' is unknown"
+    with pytest.raises(tr.TrainError, match=msg):
         tr.init_params(Bad(), scene[0], tr.TrainConfig())
 
 
@@ -345,7 +372,7 @@ def test_sh_mask_blocks_gradient():
         PARAMS = (TaggedSpec("sh", "sh", (16, 3), "identity", degree=3),)
 
     def f(p, step):
-        return jnp.sum(tr._sh_masked(M, p, step, jnp.int32(1000))["sh"])
+        return jnp.sum(optim.sh_masked(M, p, step, jnp.int32(1000))["sh"])
 
     g = jax.grad(f)(params, jnp.int32(1500))["sh"]
     assert np.all(np.asarray(g[:, :4]) == 1.0) and np.all(np.asarray(g[:, 4:]) == 0.0)
@@ -368,10 +395,10 @@ def test_length_like_params_start_at_neighbour_distance(scene):
 
     class Lin(_TaggedMethod):
         PARAMS = (
-            TaggedSpec("means", "vec3", (3,), "identity"),
+            TaggedSpec("means", "vec3", (3,), "identity", role="position"),
             TaggedSpec("quats", "quat", (4,), "normalize"),
-            TaggedSpec("scales", "vec4", (4,), "abs"),
-            TaggedSpec("opacities", "scalar", (), "sigmoid"),
+            TaggedSpec("scales", "vec4", (4,), "abs", role="scale"),
+            TaggedSpec("opacities", "scalar", (), "sigmoid", role="opacity"),
         )
 
     method = Lin()
@@ -381,7 +408,7 @@ def test_length_like_params_start_at_neighbour_distance(scene):
         "scale": "scales",
     }
     params, _ = tr.init_params(method, scene[0], tr.TrainConfig())
-    nn = tr._nn_distance(scene[0].points)
+    nn = tr.nn_distance(scene[0].points)
     np.testing.assert_allclose(params["scales"], np.repeat(nn[:, None], 4, 1), rtol=1e-6)
 
 

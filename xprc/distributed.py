@@ -61,6 +61,40 @@ def replicate(tree, mesh: Mesh):
     return jax.device_put(tree, NamedSharding(mesh, P()))
 
 
+def sharded_views(method, per_view, mesh: Mesh, mode="RGB", config: RenderConfig | None = None):
+    """`(params, cameras [B], targets [B], background, extra) -> (sums, stats)` with the camera
+    batch split across the mesh (`shard_map`); XLA all-reduces the sums (and, in the backward
+    pass, the gradients). The one sharded loss of xprc: `data_parallel_loss` and the trainer
+    both build on it.
+
+    per_view(out: RenderOutput, target, extra) -> {name: scalar} for one camera; `sums` holds
+    each name summed over the batch, `stats` the largest `dropped` and `entries_needed` of any
+    camera. `params` must already be checked (`prepare_params`).
+    """
+    config = config or RenderConfig()
+    render_batch = _compiled(method, mode, config, True)
+
+    def local(params, cameras, targets, background, extra):
+        out = render_batch(params, cameras, background)
+        values = jax.vmap(per_view, in_axes=(0, 0, None))(out, targets, extra)
+        sums = {k: jax.lax.psum(jnp.sum(v), AXIS) for k, v in values.items()}
+        stats = {
+            k: jax.lax.pmax(jnp.max(out.stats[k]).astype(jnp.int32), AXIS)
+            for k in ("dropped", "entries_needed")
+        }
+        return sums, stats
+
+    return jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(P(), P(AXIS), P(AXIS), P(), P()),
+        out_specs=(P(), P()),
+        # The compositor's skip branch yields constants, which the varying-axis check cannot
+        # type; the outputs are made replicated explicitly by the psum / pmax above.
+        check_vma=False,
+    )
+
+
 def data_parallel_loss(method, loss_fn, mesh: Mesh, mode="RGB", config: RenderConfig | None = None):
     """A jitted `(params, cameras, targets, background) -> mean loss` over a camera batch split
     across the mesh; differentiate it with `jax.grad` (XLA inserts the all-reduce).
@@ -68,29 +102,15 @@ def data_parallel_loss(method, loss_fn, mesh: Mesh, mode="RGB", config: RenderCo
     loss_fn(out: RenderOutput, target) -> scalar, for one camera. `cameras` is a batched Camera
     whose batch size is a multiple of the mesh size; targets have the same leading axis.
     """
-    config = config or RenderConfig()
-    render_batch = _compiled(method, mode, config, True)
-
-    def local(params, cameras, targets, background):
-        out = render_batch(params, cameras, background)
-        per_cam = jax.vmap(loss_fn)(out, targets)
-        return jax.lax.psum(jnp.sum(per_cam), AXIS)
-
-    sharded = jax.shard_map(
-        local,
-        mesh=mesh,
-        in_specs=(P(), P(AXIS), P(AXIS), P()),
-        out_specs=P(),
-        # The compositor's skip branch yields constants, which the varying-axis check cannot
-        # type; the loss is made replicated explicitly by the psum above.
-        check_vma=False,
+    sharded = sharded_views(
+        method, lambda out, target, _: {"loss": loss_fn(out, target)}, mesh, mode, config
     )
 
     @jax.jit
     def loss(params, cameras, targets, background):
         params = prepare_params(method, params)
-        batch = targets.shape[0]
-        return sharded(params, cameras, targets, background) / batch
+        sums, _ = sharded(params, cameras, targets, background, ())
+        return sums["loss"] / targets.shape[0]
 
     return loss
 

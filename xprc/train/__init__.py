@@ -1,0 +1,44 @@
+"""The trainer: fits any method module (a compiled spec) to a multi-view dataset.
+
+It knows no method by name: everything comes from the method's `PARAMS` table
+(`ParamSpec(name, kind, shape, activation, degree, lr, init, role)`), and the roles a strategy
+needs (`position`, `opacity`, `scale`) only from the spec's `role` annotations. See
+docs/training.md.
+
+Modules, one job each:
+  config      TrainConfig, TrainResult, TrainError
+  roles       roles and activations from the spec (located errors)
+  init        initial parameters from the dataset's points
+  data        stacked views, background, view order
+  optim       Adam, learning rates, SH schedule
+  strategy    the strategy interface and MCMC;  adc: adaptive density control
+  camera_opt  pose and intrinsics refinement
+  step        the jitted train step and evaluation
+  checkpoint  save / load the train state
+  outputs     the run folder
+  loop        train()
+  demo        demo()
+"""
+
+from .config import STRATEGIES, TrainConfig, TrainError, TrainResult
+from .demo import default_spec_path, demo
+from .init import SH_C0, init_params, nn_distance, scene_scale
+from .loop import train
+from .roles import param_roles
+from .step import TRACE_COUNT
+
+__all__ = [
+    "SH_C0",
+    "STRATEGIES",
+    "TRACE_COUNT",
+    "TrainConfig",
+    "TrainError",
+    "TrainResult",
+    "default_spec_path",
+    "demo",
+    "init_params",
+    "nn_distance",
+    "param_roles",
+    "scene_scale",
+    "train",
+]

@@ -1,0 +1,89 @@
+"""Camera refinement: per-view pose corrections and shared intrinsics / lens corrections.
+
+pose_opt:       each training view v learns (w_v, u_v) [6]: the corrected world->camera matrix
+                is exp([w_v]x) (rotation, axis-angle) and translation u_v applied in the camera
+                frame, `viewmat' = [[exp(w), u], [0, 1]] @ viewmat`.
+intrinsics_opt: all views share (a, b, c, d) [4] and dk [12]: fx' = fx exp(a), fy' = fy exp(b),
+                cx' = cx + c, cy' = cy + d, dist' = dist + dk.
+All corrections start at zero (the dataset's cameras) and are trained by their own Adam with
+learning rates `pose_lr` (rotation in radians; translation x scene scale) and `intrinsics_lr`
+(log-focals and lens coefficients; the principal point 100x, in pixels).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .optim import adam_update, optimizer
+
+
+def init_corrections(n_views: int, pose: bool, intrinsics: bool, num_dist: int) -> dict:
+    out = {}
+    if pose:
+        out["pose"] = jnp.zeros((n_views, 6), jnp.float32)
+    if intrinsics:
+        out["intrinsics"] = jnp.zeros((4,), jnp.float32)
+        out["dist"] = jnp.zeros((num_dist,), jnp.float32)
+    return out
+
+
+def rotation(w: jax.Array) -> jax.Array:
+    """Rodrigues: axis-angle [3] -> rotation [3, 3] (smooth at 0)."""
+    theta2 = jnp.sum(w * w)
+    theta = jnp.sqrt(jnp.maximum(theta2, 1e-24))
+    small = theta2 < 1e-8
+    a = jnp.where(small, 1.0 - theta2 / 6.0, jnp.sin(theta) / theta)
+    b = jnp.where(small, 0.5 - theta2 / 24.0, (1.0 - jnp.cos(theta)) / jnp.maximum(theta2, 1e-24))
+    zero = jnp.zeros((), w.dtype)
+    k = jnp.stack(
+        [
+            jnp.stack([zero, -w[2], w[1]]),
+            jnp.stack([w[2], zero, -w[0]]),
+            jnp.stack([-w[1], w[0], zero]),
+        ]
+    )
+    return jnp.eye(3, dtype=w.dtype) + a * k + b * (k @ k)
+
+
+def correct(camera, corrections: dict, view):
+    """The camera of training view(s) `view` with the learned corrections applied."""
+    viewmat, K, dist = camera.viewmat, camera.K, camera.dist
+    if "pose" in corrections:
+        pose = corrections["pose"][view]
+
+        def one(vm, p):
+            delta = jnp.eye(4, dtype=vm.dtype)
+            delta = delta.at[:3, :3].set(rotation(p[:3]).astype(vm.dtype))
+            delta = delta.at[:3, 3].set(p[3:].astype(vm.dtype))
+            return delta @ vm
+
+        viewmat = jax.vmap(one)(viewmat, pose) if viewmat.ndim == 3 else one(viewmat, pose)
+    if "intrinsics" in corrections:
+        a, b, c, d = (corrections["intrinsics"][i].astype(K.dtype) for i in range(4))
+        K = K.at[..., 0, 0].multiply(jnp.exp(a)).at[..., 1, 1].multiply(jnp.exp(b))
+        K = K.at[..., 0, 2].add(c).at[..., 1, 2].add(d)
+        dist = dist + corrections["dist"].astype(dist.dtype)
+    leaves, treedef = jax.tree_util.tree_flatten(camera)
+    del leaves
+    return jax.tree_util.tree_unflatten(treedef, [viewmat, K, dist])
+
+
+def corrections_optimizer(corrections: dict, pose_lr, intrinsics_lr, scene_scale):
+    """Adam for the corrections (lrs are traced scalars)."""
+    lrs, factors = {}, {}
+    if "pose" in corrections:
+        lrs["pose"] = jnp.concatenate(
+            [jnp.full((1, 3), 1.0, jnp.float32), jnp.full((1, 3), scene_scale, jnp.float32)], 1
+        )
+        factors["pose"] = pose_lr
+    if "intrinsics" in corrections:
+        # log-focals and lens coefficients at intrinsics_lr, the principal point 100x (pixels)
+        lrs["intrinsics"] = jnp.asarray([1.0, 1.0, 100.0, 100.0], jnp.float32)
+        lrs["dist"] = jnp.full((1,), 1.0, jnp.float32)
+        factors["intrinsics"] = factors["dist"] = intrinsics_lr
+    return optimizer(lrs, factors, eps=1e-15)
+
+
+def step_corrections(opt, grads, opt_state, corrections):
+    return adam_update(opt, grads, opt_state, corrections)

@@ -1,0 +1,135 @@
+"""Options and results of a training run, and the trainer's error."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import XprError
+from ..pipeline import RenderConfig
+
+STRATEGIES = ("mcmc", "adc")
+
+
+class TrainError(XprError):
+    """A training run cannot start or resume (missing role, bad dataset, stale checkpoint)."""
+
+    def __init__(self, message: str, path=None) -> None:
+        super().__init__(message, filename=None if path is None else str(path))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Options of a training run. Only `render` sets shapes; everything else is a traced value.
+
+    steps:               optimisation steps.
+    strategy:            "mcmc" (3DGS-MCMC relocation, default) or "adc" (3DGS adaptive density
+                         control in a static capacity); see docs/training.md.
+    capacity:            static primitive count; None: the number of initial points (mcmc) or
+                         `adc_capacity_factor` times it (adc, which needs free slots to grow).
+    lr / lr_default:     learning rates by parameter name / for parameters with neither a spec
+                         `lr` nor an entry in `lr` (a ParamSpec's own `lr` wins over both).
+    position_lr_final:   the position lr decays exponentially to this fraction of its start.
+    sh_degree_interval:  raise the active SH degree by one every this many steps.
+    refine_every / refine_from / refine_until: densification events (relocation for mcmc,
+                         clone/split/prune for adc) every `refine_every` steps in [from, until);
+                         until None: 5/6 of the run (mcmc) or half of it (adc, as 15k of 30k);
+                         refine_every 0 disables them.
+    min_opacity:         dead / prune threshold on the activated opacity.
+    grow_fraction:       mcmc: unused slots filled per event, at most this fraction of the live.
+    noise_lr:            mcmc position noise scale (0 disables it).
+    opacity_reg / scale_reg: mcmc regularisers on mean opacity and mean scale.
+    grad_threshold:      adc: mean screen-space (NDC) gradient norm above which a primitive is
+                         cloned (small) or split (large).
+    percent_dense:       adc: "large" means a largest activated size above this x scene scale.
+    split_factor:        adc: a split divides the sizes by this (1.6 in 3DGS).
+    reset_every:         adc: opacities clamped to 2 x min_opacity every this many steps.
+    prune_scale:         adc: after the first reset, prune sizes above this x scene scale.
+    pose_opt / intrinsics_opt: learn per-view pose corrections / shared intrinsics and lens
+                         coefficients with learning rates `pose_lr` / `intrinsics_lr`.
+    background:          RGB the images were composited on; None: inferred from the views
+                         (median colour where alpha is 0), black without alpha.
+    checkpoint_every:    save a checkpoint every this many steps (0: only at the end or on a
+                         signal).
+    """
+
+    steps: int = 7000
+    seed: int = 0
+    strategy: str = "mcmc"
+    capacity: int | None = None
+    adc_capacity_factor: float = 4.0
+    num_random_points: int = 10_000
+    lr: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    lr_default: float = 1e-3
+    position_lr_final: float = 0.01
+    sh_rest_lr_factor: float = 1.0 / 20.0
+    ssim_weight: float = 0.2
+    sh_degree_interval: int = 1000
+    init_opacity: float = 0.1
+    refine_every: int = 100
+    refine_from: int = 500
+    refine_until: int | None = None
+    min_opacity: float = 0.005
+    grow_fraction: float = 0.05
+    noise_lr: float = 5e5
+    opacity_reg: float = 0.01
+    scale_reg: float = 0.01
+    grad_threshold: float = 2e-4
+    percent_dense: float = 0.01
+    split_factor: float = 1.6
+    reset_every: int = 3000
+    prune_scale: float = 0.1
+    pose_opt: bool = False
+    intrinsics_opt: bool = False
+    pose_lr: float = 1e-3
+    intrinsics_lr: float = 1e-4
+    background: tuple[float, ...] | None = None
+    render: RenderConfig = RenderConfig()
+    eval_every: int = 1000
+    checkpoint_every: int = 1000
+    log_every: int = 10
+    progress: bool = True
+    save_renders: bool = True
+    sheet_views: int = 4
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise TrainError(
+                f"unknown strategy {self.strategy!r} (expected {' or '.join(STRATEGIES)})"
+            )
+        for name in ("steps", "refine_every", "eval_every", "checkpoint_every", "log_every"):
+            if int(getattr(self, name)) < 0:
+                raise TrainError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.capacity is not None and int(self.capacity) < 1:
+            raise TrainError(f"capacity must be >= 1, got {self.capacity}")
+
+    def until(self) -> int:
+        """The end of the densification window."""
+        if self.refine_until is not None:
+            return int(self.refine_until)
+        return (5 * self.steps) // 6 if self.strategy == "mcmc" else self.steps // 2
+
+    def to_json(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["lr"] = dict(self.lr)
+        out["render"] = dataclasses.asdict(self.render)
+        return out
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What `train` returns. params: raw numpy arrays [capacity, *shape] by parameter name."""
+
+    params: dict
+    step: int
+    metrics: dict  # the last evaluation: step, psnr, ssim, time, primitives, per_view
+    evals: list[dict]
+    history: list[dict]  # train log: step, loss, psnr, primitives
+    out_dir: Path | None
+    interrupted: bool
+    elapsed: float  # seconds of training (all runs of a resumed training)
+    steps_per_second: float  # this run's optimisation speed, compile excluded
+    initial_psnr: float | None
+    cameras: dict | None = None  # learned camera corrections (pose_opt / intrinsics_opt)
+    entry_capacity: int = 0  # the render capacity bucket the run ended with

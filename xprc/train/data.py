@@ -1,0 +1,65 @@
+"""Training and test views as stacked device arrays, the background, and the view order."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..camera import Camera
+from .config import TrainError
+
+
+def stack_views(views, what: str) -> dict:
+    """{"images": [V, H, W, 3] float32, "cameras": a Camera batched over V}."""
+    if not views:
+        raise TrainError(f"the {what} set has no views")
+    sizes = {(int(v.width), int(v.height)) for v in views}
+    if len(sizes) > 1:
+        raise TrainError(
+            f"the {what} views have {len(sizes)} different image sizes {sorted(sizes)}; "
+            "training needs one size (resize or downscale the dataset)"
+        )
+    cams = [v.camera() if callable(v.camera) else v.camera for v in views]
+    # float32 leaves whatever the views hold: one trace for every dataset.
+    cams = [jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), c) for c in cams]
+    images = np.stack([np.asarray(v.image, np.float32) for v in views])
+    if images.ndim != 4 or images.shape[-1] != 3:
+        raise TrainError(f"the {what} images must be [H, W, 3], got {list(images.shape[1:])}")
+    return {"images": jnp.asarray(images), "cameras": Camera.stack(cams)}
+
+
+def infer_background(views) -> np.ndarray:
+    """The median colour where the views' alpha is 0 (rounded to 8 bits); black without alpha."""
+    bgs = []
+    for v in views:
+        alpha = getattr(v, "alpha", None)
+        if alpha is None:
+            continue
+        empty = np.asarray(alpha) <= 0.0
+        if empty.any():
+            bgs.append(np.asarray(v.image)[empty])
+    if not bgs:
+        return np.zeros(3, np.float32)
+    return np.round(np.median(np.concatenate(bgs), axis=0) * 255.0).astype(np.float32) / 255.0
+
+
+class ViewOrder:
+    """Each epoch visits every training view once, in a seeded order (stateless in step)."""
+
+    def __init__(self, seed: int, n_views: int) -> None:
+        self.seed, self.n_views = seed, n_views
+        self._epoch, self._perm = -1, None
+
+    def __call__(self, step: int) -> int:
+        epoch = step // self.n_views
+        if epoch != self._epoch:
+            self._epoch = epoch
+            self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.n_views)
+        return int(self._perm[step % self.n_views])
+
+    def views(self, step: int, devices: int):
+        """The view index (devices == 1) or indices [devices] for training step `step`."""
+        if devices == 1:
+            return np.int32(self(step))
+        return np.asarray([self(step * devices + i) for i in range(devices)], np.int32)

@@ -1,0 +1,437 @@
+"""`train()`: the training loop. It knows no method by name (see `xprc.train` for the rules).
+
+One accepted step = one call of the jitted step (`xprc.train.step`). A step whose render
+dropped (primitive, tile) entries for lack of capacity is discarded, never applied: the capacity
+bucket is raised (`entry_bucket` of 1.25 x the entries needed; one compile per bucket), the step
+is redone from the same state and "entry capacity raised to N" is logged. The bucket starts from
+an exact count on the training cameras and is stored in checkpoints. SIGTERM and SIGINT finish
+the current step, save a checkpoint and return `interrupted=True`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..pipeline import RenderConfig, entry_bucket
+from . import checkpoint as ckpt
+from .camera_opt import corrections_optimizer, init_corrections
+from .config import TrainConfig, TrainError, TrainResult
+from .data import ViewOrder, infer_background, stack_views
+from .init import init_params, scene_scale, views_of
+from .optim import lr_arrays, optimizer
+from .outputs import RunRecord, view_names, write_outputs
+from .step import StepKey, eval_fn, step_fn
+from .strategy import make_strategy
+
+GROWTH = 1.25  # a raised capacity bucket leaves this much headroom over the entries needed
+
+
+def log(msg: str, progress: bool = True) -> None:
+    if progress:
+        from tqdm import tqdm
+
+        tqdm.write(msg, file=sys.stderr)
+
+
+class StopRequest:
+    """While active, SIGTERM / SIGINT only set `signal_name`; the loop stops at the next step
+    boundary (handlers are installed from the main thread only)."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self._old: dict = {}
+
+    def _handle(self, signum, frame) -> None:
+        del frame
+        self.signal_name = signal.Signals(signum).name
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+@dataclasses.dataclass
+class Capacity:
+    """The render capacity bucket of the step (or the evaluation) and its growth record."""
+
+    base: RenderConfig
+    bucket: int
+    raises: list = dataclasses.field(default_factory=list)
+
+    def config(self) -> RenderConfig:
+        return dataclasses.replace(self.base, max_entries=self.bucket, on_overflow="ignore")
+
+    def grow(self, needed: int, step: int, what: str, progress: bool) -> None:
+        new = entry_bucket(int(needed * GROWTH))
+        if new <= self.bucket:  # a saturated count: at least double
+            new = entry_bucket(2 * self.bucket)
+        self.bucket = new
+        self.raises.append({"step": step, "what": what, "needed": needed, "capacity": new})
+        log(f"entry capacity raised to {new} ({what} step {step} needed {needed})", progress)
+
+
+def _initial_bucket(method, params, cameras, base: RenderConfig) -> int:
+    """The bucket above GROWTH x the entries the cameras need (exact count), or above the
+    config's own capacity when it sets one."""
+    if base.max_entries is not None:
+        return int(base.max_entries)
+    try:
+        from ..pipeline import count_entries
+    except ImportError:  # a pipeline without the counting pass: grow from the first step
+        n = next(iter(params.values())).shape[0]
+        tiles = -(-cameras.width // base.tile_size) * -(-cameras.height // base.tile_size)
+        return entry_bucket(base.entry_capacity(n, tiles))
+    return entry_bucket(int(count_entries(method, params, cameras, base) * GROWTH))
+
+
+def _hyper(method, config: TrainConfig, strategy, scale: float, background) -> dict:
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    return {
+        "lrs": lr_arrays(method, config),
+        "scene_scale": f32(scale),
+        "position_lr_final": f32(config.position_lr_final),
+        "total_steps": f32(max(config.steps, 1)),
+        "sh_interval": jnp.asarray(config.sh_degree_interval, jnp.int32),
+        "ssim_weight": f32(config.ssim_weight),
+        "background": f32(background),
+        "pose_lr": f32(config.pose_lr),
+        "intrinsics_lr": f32(config.intrinsics_lr),
+        **strategy.hyper(config),
+    }
+
+
+class Run:
+    """The state of one training run between steps (host side)."""
+
+    def __init__(self, method, train_set, test_set, out_dir, config: TrainConfig, devices: int):
+        if devices < 1 or devices > jax.device_count():
+            raise TrainError(f"asked for {devices} devices, {jax.device_count()} available")
+        if int(getattr(method, "NUM_FEATURES", 3)) != 3:
+            raise TrainError(
+                f"{method.NAME} renders {method.NUM_FEATURES} channels; training needs RGB (3)"
+            )
+        self.method, self.config, self.devices = method, config, devices
+        self.out = Path(out_dir) if out_dir is not None else None
+        self.strategy = make_strategy(config.strategy, method)
+        train_views = views_of(train_set)
+        self.test_views = views_of(test_set) if test_set is not None else train_views
+        self.data = stack_views(train_views, "training")
+        self.test_data = stack_views(self.test_views, "test")
+        bg = config.background
+        background = infer_background(train_views) if bg is None else np.asarray(bg, np.float32)
+        self.scale = scene_scale(train_set)
+        self.hyper = _hyper(method, config, self.strategy, self.scale, background)
+        points = getattr(train_set, "points", None)
+        n_points = len(points) if points is not None and len(points) else config.num_random_points
+        cap = config.capacity or self.strategy.default_capacity(n_points, config)
+        params, used = init_params(method, train_set, config, capacity=cap)
+        self.state = self._initial_state(params, used, len(train_views))
+        self.capacity = Capacity(
+            config.render,
+            _initial_bucket(method, params, self.data["cameras"], config.render),
+        )
+        self.eval_capacity = Capacity(
+            config.render,
+            _initial_bucket(method, params, self.test_data["cameras"], config.render),
+        )
+        self.order = ViewOrder(config.seed, len(train_views))
+        self.history: list[dict] = []
+        self.evals: list[dict] = []
+        self.events: dict = {k: 0 for k in self.strategy.count_names}
+        self.elapsed_before = 0.0
+        self.interrupted = False
+
+    def _initial_state(self, params, used, n_views: int) -> dict:
+        config = self.config
+        params = {k: jnp.asarray(v) for k, v in params.items()}
+        position = self.strategy.roles["position"]
+        opt = optimizer(self.hyper["lrs"], {position: jnp.float32(1.0)})
+        dist = self.data["cameras"].dist.shape[-1]
+        cams = init_corrections(n_views, config.pose_opt, config.intrinsics_opt, dist)
+        copt = corrections_optimizer(cams, 1.0, 1.0, 1.0)
+        return {
+            "params": params,
+            "opt": opt.init(params),
+            "step": jnp.asarray(0, jnp.int32),
+            "key": jax.random.PRNGKey(config.seed),
+            "used": jnp.asarray(used),
+            "strategy": self.strategy.init_state(len(used)),
+            "cams": cams,
+            "cams_opt": copt.init(cams) if cams else {},
+        }
+
+    @property
+    def ckpt_path(self) -> Path | None:
+        return None if self.out is None else self.out / ckpt.CHECKPOINT
+
+    @property
+    def step(self) -> int:
+        return int(self.state["step"])
+
+    def step_key(self) -> StepKey:
+        c = self.config
+        return StepKey(
+            self.method, self.capacity.config(), c.strategy, self.devices, c.pose_opt,
+            c.intrinsics_opt,
+        )  # fmt: skip
+
+    def meta(self, elapsed: float) -> dict:
+        return {
+            "method": self.method.NAME,
+            "spec_sha256": getattr(self.method, "SPEC_SHA256", ""),
+            "seed": self.config.seed,
+            "strategy": self.config.strategy,
+            "steps": self.config.steps,
+            "elapsed": elapsed,
+            "history": self.history,
+            "evals": self.evals,
+            "entry_capacity": self.capacity.bucket,
+            "eval_entry_capacity": self.eval_capacity.bucket,
+            "capacity_raises": self.capacity.raises + self.eval_capacity.raises,
+            "densification": self.events,
+        }
+
+    def resume(self) -> None:
+        path = self.ckpt_path
+        if path is None:
+            return
+        stale = ckpt.remove_stale_tmp(path)
+        if stale is not None:
+            log(f"removed {stale} left by an interrupted checkpoint write", self.config.progress)
+        if not path.is_file():
+            return
+        state, meta = ckpt.load(path, self.state)
+        mine = (self.method.NAME, self.config.seed, self.config.strategy)
+        theirs = (meta.get("method"), meta.get("seed"), meta.get("strategy"))
+        if theirs != mine:
+            raise TrainError(
+                f"checkpoint is for method {theirs[0]!r} seed {theirs[1]} strategy "
+                f"{theirs[2]!r}, this run is {mine[0]!r} seed {mine[1]} strategy {mine[2]!r}",
+                path,
+            )
+        self.state = state
+        self.history = list(meta.get("history", []))
+        self.evals = list(meta.get("evals", []))
+        self.elapsed_before = float(meta.get("elapsed", 0.0))
+        self.capacity.bucket = int(meta.get("entry_capacity", self.capacity.bucket))
+        self.eval_capacity.bucket = int(meta.get("eval_entry_capacity", self.eval_capacity.bucket))
+        self.events.update(meta.get("densification", {}))
+        log(f"resuming from {path} at step {self.step}", self.config.progress)
+
+    def replicate(self) -> None:
+        """Place state, data and hyper-parameters on the device mesh (devices > 1)."""
+        if self.devices > 1:
+            from ..distributed import device_mesh, replicate
+
+            mesh = device_mesh(self.devices)
+            self.state, self.data, self.hyper = replicate((self.state, self.data, self.hyper), mesh)
+
+    def advance(self) -> dict:
+        """One accepted optimisation step; a step whose render dropped entries is redone with
+        a larger capacity. Returns the step's info as host numbers."""
+        view = self.order.views(self.step, self.devices)
+        while True:
+            state, info = step_fn(self.step_key())(self.state, self.data, self.hyper, view)
+            info = jax.device_get(info)
+            if int(info["dropped"]) == 0:
+                break
+            self.capacity.grow(
+                int(info["entries_needed"]), self.step + 1, "train", self.config.progress
+            )
+        self.state = state
+        counts = {k: int(info[k]) for k in self.strategy.count_names}
+        if any(counts.values()):
+            for k, v in counts.items():
+                self.events[k] += v
+            text = ", ".join(f"{k} {v}" for k, v in counts.items())
+            log(f"step {self.step}: {self.config.strategy} {text}", self.config.progress)
+        return info
+
+    def evaluate(self, elapsed: float, keep_images: bool = False) -> tuple[dict, list]:
+        rows, images = [], []
+        st = self.state
+        names = view_names(self.test_views)
+        for i in range(self.test_data["images"].shape[0]):
+            while True:
+                fn = eval_fn(self.method, self.eval_capacity.config())
+                img, p, s, dropped, needed = fn(
+                    st["params"], st["step"], self.hyper["sh_interval"],
+                    self.hyper["background"], self.test_data["images"],
+                    self.test_data["cameras"], np.int32(i),
+                )  # fmt: skip
+                if int(dropped) == 0:
+                    break
+                self.eval_capacity.grow(int(needed), self.step, "eval", self.config.progress)
+            rows.append({"name": names[i], "psnr": float(p), "ssim": float(s)})
+            if keep_images:
+                images.append(np.asarray(img))
+        act = self.method.activate(st["params"])
+        live = int(self.strategy.live(act, st["used"], self.hyper))
+        rec = {
+            "step": self.step,
+            "psnr": float(np.mean([r["psnr"] for r in rows])),
+            "ssim": float(np.mean([r["ssim"] for r in rows])),
+            "time": round(elapsed, 3),
+            "primitives": live,
+            "per_view": rows,
+        }
+        return rec, images
+
+    def save(self, elapsed: float) -> None:
+        if self.ckpt_path is not None:
+            ckpt.save(self.ckpt_path, self.state, self.meta(elapsed))
+
+
+def train(
+    method,
+    train_set,
+    test_set=None,
+    out_dir=None,
+    config: TrainConfig | None = None,
+    *,
+    resume: bool = False,
+    callback: Callable[[int, dict], None] | None = None,
+    on_step: Callable[[int, dict], None] | None = None,
+    devices: int = 1,
+) -> TrainResult:
+    """Train `method` (a generated module) on `train_set`; evaluate on `test_set`.
+
+    train_set / test_set: `xprc.datasets.Dataset` (or anything with `views`, each with `image`
+    [H, W, 3] float32, `camera()`, `viewmat`, `alpha`; optional `points`/`colors`). test_set
+    None evaluates on the training views. out_dir (None: write nothing) receives metrics.json,
+    config.json, curves.png, sheet.png, renders/*.png, checkpoint.npz and, for the 3DGS layout,
+    scene.ply. resume: continue from out_dir/checkpoint.npz when it exists (same seed and config
+    give the same result as an uninterrupted run).
+    callback(step, info): after every step (info: loss, psnr, live, ... as numbers).
+    on_step(step, params): after every step, with the raw parameters (device arrays), e.g. for a
+    live viewer; it must not modify them.
+    SIGTERM, SIGINT or a KeyboardInterrupt from a callback save a checkpoint and return early
+    with `interrupted=True`. devices: train data-parallel on this many devices, one view per
+    device and step (the loss is the mean over those views).
+    """
+    config = config or TrainConfig()
+    run = Run(method, train_set, test_set, out_dir, config, devices)
+    if resume:
+        run.resume()
+    elif run.ckpt_path is not None and ckpt.remove_stale_tmp(run.ckpt_path) is not None:
+        log("removed a checkpoint .tmp left by an interrupted write", config.progress)
+    run.replicate()
+    if run.step == 0 and not run.evals:
+        run.evals.append(run.evaluate(0.0)[0])
+    initial_psnr = run.evals[0]["psnr"] if run.evals and run.evals[0]["step"] == 0 else None
+    with StopRequest() as stop:
+        timing = _loop(run, stop, callback, on_step)
+        elapsed = run.elapsed_before + timing["elapsed"]
+        if run.out is not None:
+            run.out.mkdir(parents=True, exist_ok=True)
+            run.save(elapsed)
+    if stop.signal_name is not None:
+        run.interrupted = True
+        log(f"{stop.signal_name}: stopped at step {run.step}", True)
+    return _finish(run, elapsed, timing["speed"], initial_psnr)
+
+
+def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
+    config = run.config
+    pbar = None
+    if config.progress:
+        from tqdm import tqdm
+
+        pbar = tqdm(total=config.steps, initial=run.step, desc=f"train {run.method.NAME}",
+                    dynamic_ncols=True, file=sys.stderr)  # fmt: skip
+    t_run = time.perf_counter()
+    t_first, first_step = None, run.step
+    try:
+        while run.step < config.steps and stop.signal_name is None:
+            info = run.advance()
+            step = run.step
+            if t_first is None:
+                t_first, first_step = time.perf_counter(), step
+            if step % max(config.log_every, 1) == 0 or step == config.steps:
+                rec = {"step": step, "loss": float(info["loss"]), "psnr": float(info["psnr"]),
+                       "primitives": int(info["live"])}  # fmt: skip
+                run.history.append(rec)
+                if pbar is not None:
+                    pbar.set_postfix(loss=f"{rec['loss']:.4f}", psnr=f"{rec['psnr']:.2f}",
+                                     live=rec["primitives"], refresh=False)  # fmt: skip
+            if pbar is not None:
+                pbar.update(1)
+            elapsed = run.elapsed_before + time.perf_counter() - t_run
+            if _due(step, config.eval_every, config.steps):
+                rec, _ = run.evaluate(elapsed)
+                run.evals.append(rec)
+                log(f"step {step}: test PSNR {rec['psnr']:.2f} SSIM {rec['ssim']:.4f}",
+                    config.progress)  # fmt: skip
+            if _due(step, config.checkpoint_every, config.steps):
+                run.save(elapsed)
+            if callback is not None:
+                callback(step, info)
+            if on_step is not None:
+                on_step(step, run.state["params"])
+    except KeyboardInterrupt:
+        run.interrupted = True
+    finally:
+        if pbar is not None:
+            pbar.close()
+    jax.block_until_ready(run.state["params"])
+    t_end = time.perf_counter()
+    done = run.step - first_step
+    speed = done / (t_end - t_first) if t_first and done > 0 else 0.0
+    return {"elapsed": t_end - t_run, "speed": speed}
+
+
+def _due(step: int, every: int, steps: int) -> bool:
+    return every > 0 and step % every == 0 and step < steps
+
+
+def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult:
+    config = run.config
+    keep = run.out is not None and config.save_renders
+    final, images = run.evaluate(elapsed, keep_images=keep)
+    if not run.evals or run.evals[-1]["step"] != final["step"]:
+        run.evals.append(final)
+    else:
+        run.evals[-1] = final
+    if run.interrupted:
+        where = f"; checkpoint saved to {run.ckpt_path}" if run.ckpt_path is not None else ""
+        log(f"interrupted at step {run.step}{where}", config.progress)
+    params = {k: np.asarray(v) for k, v in run.state["params"].items()}
+    cams = {k: np.asarray(v).tolist() for k, v in run.state["cams"].items()} or None
+    if run.out is not None:
+        record = RunRecord(
+            run.method, config, params, np.asarray(run.state["used"]), run.test_views,
+            np.asarray(run.test_data["images"]), images, run.history, run.evals, final, speed,
+            elapsed, run.scale, run.interrupted, run.capacity.bucket,
+            run.capacity.raises + run.eval_capacity.raises, run.events, cams,
+        )  # fmt: skip
+        write_outputs(run.out, record)
+    return TrainResult(
+        params=params,
+        step=run.step,
+        metrics=final,
+        evals=run.evals,
+        history=run.history,
+        out_dir=run.out,
+        interrupted=run.interrupted,
+        elapsed=elapsed,
+        steps_per_second=speed,
+        initial_psnr=initial_psnr,
+        cameras=cams,
+        entry_capacity=run.capacity.bucket,
+    )

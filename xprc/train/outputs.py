@@ -1,0 +1,96 @@
+"""What a run leaves in its folder: metrics.json, config.json, curves.png, sheet.png,
+renders/*.png and, when the spec declares the 3DGS layout (`xprc.io.gaussian_layout`), scene.ply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """Everything the run folder reports about a finished (or interrupted) run."""
+
+    method: object
+    config: object  # TrainConfig
+    params: dict  # raw numpy [N, ...]
+    used: np.ndarray  # [N] bool
+    test_views: list
+    test_images: np.ndarray  # [V, H, W, 3] ground truth
+    renders: list  # [H, W, 3] per test view (empty when not kept)
+    history: list
+    evals: list
+    final: dict
+    steps_per_second: float
+    elapsed: float
+    scene_scale: float
+    interrupted: bool
+    entry_capacity: int
+    capacity_raises: list
+    densify_totals: dict
+    cameras: dict | None
+
+
+def view_names(views) -> list[str]:
+    return [str(getattr(v, "name", i)) for i, v in enumerate(views)]
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).stem) or "view"
+
+
+def write_outputs(out: Path, rec: RunRecord) -> None:
+    from .. import plots
+
+    if rec.renders:
+        for name, img in zip(view_names(rec.test_views), rec.renders, strict=True):
+            plots.save_png(out / "renders" / f"{_safe(name)}.png", img)
+        pairs = [(rec.test_images[i], rec.renders[i]) for i in range(len(rec.renders))]
+        plots.comparison_sheet(out / "sheet.png", pairs[: rec.config.sheet_views])
+    plots.training_curves(out / "curves.png", rec.history, rec.evals)
+    _write_ply(out / "scene.ply", rec)
+    method = rec.method
+    run = {
+        "method": method.NAME,
+        "spec_sha256": getattr(method, "SPEC_SHA256", ""),
+        "xprc_version": __version__,
+        "strategy": rec.config.strategy,
+        "config": rec.config.to_json(),
+    }
+    report = {
+        "method": method.NAME,
+        "spec_sha256": run["spec_sha256"],
+        "strategy": rec.config.strategy,
+        "step": rec.final["step"],
+        "interrupted": rec.interrupted,
+        "final": rec.final,
+        "evals": rec.evals,
+        "train": rec.history,
+        "steps_per_second": round(rec.steps_per_second, 3),
+        "training_seconds": round(rec.elapsed, 3),
+        "primitives": rec.final.get("primitives"),
+        "scene_scale": rec.scene_scale,
+        "entry_capacity": rec.entry_capacity,
+        "capacity_raises": rec.capacity_raises,
+        "densification": rec.densify_totals,
+        "lpips": "not computed: no LPIPS implementation with offline weights is installed",
+        "cameras": rec.cameras,
+        "config": run["config"],
+    }
+    (out / "metrics.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / "config.json").write_text(json.dumps(run, indent=1) + "\n")
+
+
+def _write_ply(path: Path, rec: RunRecord) -> None:
+    from ..io import gaussian_layout, save_ply
+
+    layout = gaussian_layout(rec.method.PARAMS)
+    if layout is None:
+        return
+    save_ply(path, {key: rec.params[name][rec.used] for key, name in layout.items()})

@@ -1,0 +1,135 @@
+"""What the trainer knows about a method: its parameters' roles and activations, from the spec.
+
+Roles come only from the spec's `role` annotations (`ParamSpec.role`): no parameter is guessed
+from its name or shape. A strategy that needs a role the spec does not declare, or an activation
+the trainer cannot invert, stops the run with a `TrainError` naming the method and parameter.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .config import TrainError
+
+ROLES = ("position", "opacity", "scale")
+
+
+def shape_of(spec) -> tuple:
+    return tuple(spec.shape)
+
+
+def is_scalar(spec) -> bool:
+    return shape_of(spec) in ((), (1,))
+
+
+def sh_degree(spec) -> int | None:
+    if spec.kind != "sh":
+        return None
+    if getattr(spec, "degree", None) is not None:
+        return int(spec.degree)
+    return round(math.sqrt(shape_of(spec)[0])) - 1
+
+
+def param_roles(method) -> dict[str, str | None]:
+    """{role: parameter name or None} from the spec's `role` annotations."""
+    roles: dict[str, str | None] = dict.fromkeys(ROLES)
+    for s in method.PARAMS:
+        role = getattr(s, "role", None)
+        if role in roles and roles[role] is None:
+            roles[role] = s.name
+    return roles
+
+
+def spec_by_name(method) -> dict:
+    return {s.name: s for s in method.PARAMS}
+
+
+def where(method, name: str | None = None) -> str:
+    """How an error names a method (and one of its parameters)."""
+    label = f"method {method.NAME}"
+    return label if name is None else f"parameter '{name}' of {label}"
+
+
+def require_roles(method, needed: tuple[str, ...], why: str) -> dict[str, str]:
+    """The roles `needed` by `why` (e.g. "strategy 'mcmc'"); TrainError naming the missing one."""
+    roles = param_roles(method)
+    for role in needed:
+        if roles[role] is None:
+            raise TrainError(
+                f"{where(method)}: {why} needs a parameter with `role {role}`; annotate its "
+                f"`param` line in the spec (e.g. `param o : scalar = sigmoid(raw) role {role}`)"
+            )
+    return {r: roles[r] for r in needed}
+
+
+# ----------------------------------------------------------------------------- activations
+
+# activation -> (NumPy inverse, traced inverse) on the activation's range. `abs`, `relu` and
+# `normalize` are inverted on their canonical branch (non-negative values, unit vectors).
+_NP_INVERSE = {
+    "identity": lambda v: v,
+    "sigmoid": lambda v: np.log(np.clip(v, 1e-8, 1 - 1e-7) / (1 - np.clip(v, 1e-8, 1 - 1e-7))),
+    "exp": lambda v: np.log(np.maximum(v, 1e-30)),
+    "softplus": lambda v: np.log(np.expm1(np.maximum(v, 1e-30))),
+    "tanh": lambda v: np.arctanh(np.clip(v, -1 + 1e-7, 1 - 1e-7)),
+    "abs": lambda v: v,
+    "relu": lambda v: v,
+    "normalize": lambda v: v,
+}
+
+
+def _jnp_sigmoid_inverse(v):
+    v = jnp.clip(v, 1e-7, 1 - 1e-7)
+    return jnp.log(v) - jnp.log1p(-v)
+
+
+_JNP_INVERSE = {
+    "identity": lambda v: v,
+    "sigmoid": _jnp_sigmoid_inverse,
+    "exp": lambda v: jnp.log(jnp.maximum(v, 1e-30)),
+    "softplus": lambda v: jnp.log(jnp.expm1(jnp.maximum(v, 1e-30))),
+    "tanh": lambda v: jnp.arctanh(jnp.clip(v, -1 + 1e-7, 1 - 1e-7)),
+    "abs": lambda v: v,
+    "relu": lambda v: v,
+    "normalize": lambda v: v,
+}
+
+
+def invertible(spec) -> bool:
+    return spec.activation in _NP_INVERSE
+
+
+def check_invertible(method, name: str, why: str) -> None:
+    spec = spec_by_name(method)[name]
+    if not invertible(spec):
+        raise TrainError(
+            f"{where(method, name)}: activation {spec.activation!r} cannot be inverted, which "
+            f"{why} needs (invertible: {', '.join(sorted(_NP_INVERSE))})"
+        )
+
+
+def inverse_np(method, spec, value) -> np.ndarray:
+    """Raw float64 value whose activation is `value`; TrainError for a non-invertible one."""
+    if not invertible(spec):
+        check_invertible(method, spec.name, "initialisation from an activated value")
+    return _NP_INVERSE[spec.activation](np.asarray(value, np.float64))
+
+
+def inverse_jnp(spec, value: jax.Array) -> jax.Array:
+    """The traced twin of `inverse_np` (callers check `invertible` before tracing)."""
+    return _JNP_INVERSE[spec.activation](value)
+
+
+def rescale_raw(spec, raw: jax.Array, activated: jax.Array, factor: jax.Array) -> jax.Array:
+    """Raw value whose activation is `activated * factor` (factor > 0), exact for each
+    invertible activation: a log-space shift for exp, a raw product for the positively
+    homogeneous abs / relu / identity, the inverse otherwise."""
+    if spec.activation == "exp":
+        return raw + jnp.log(factor)
+    if spec.activation in ("abs", "relu", "identity"):
+        return raw * factor
+    return inverse_jnp(spec, activated * factor).astype(raw.dtype)

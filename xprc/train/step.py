@@ -1,0 +1,189 @@
+"""The jitted train step (render, loss, gradient, Adam, camera corrections, strategy) and the
+jitted evaluation render. Each is traced once per (method, render config, devices, options):
+every run-time choice is a traced array in `hyper` or the state.
+
+The render capacity is explicit (`RenderConfig.max_entries`, `on_overflow="ignore"`): the step
+returns the entries its render needed and dropped, and the loop discards a step that dropped
+any (see `xprc.train.loop`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from ..metrics import psnr, ssim
+from ..pipeline import RenderConfig, render
+from ..pipeline.render import prepare_params
+from .adc import screen_gradient
+from .camera_opt import correct, corrections_optimizer, step_corrections
+from .optim import adam_update, optimizer, sh_masked
+from .strategy import make_strategy, per_prim
+
+# Incremented each time the train step is traced: a test proves "compiled once per run".
+TRACE_COUNT = {"train_step": 0, "eval": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class StepKey:
+    """Everything that selects a compiled step (hashable)."""
+
+    method: object
+    render: RenderConfig
+    strategy: str
+    devices: int = 1
+    pose_opt: bool = False
+    intrinsics_opt: bool = False
+
+
+def photometric(pred, gt, ssim_weight):
+    """(1 - w) L1 + w (1 - SSIM), REFERENCE.md section 8."""
+    l1 = jnp.mean(jnp.abs(pred - gt))
+    return (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim(pred, gt))
+
+
+def _per_view(out, gt, ssim_weight):
+    return {"loss": photometric(out.image, gt, ssim_weight), "psnr": psnr(out.image, gt)}
+
+
+def _render_loss(key: StepKey):
+    """(params, cameras, gts, background, ssim_weight) -> (loss, psnr, stats {dropped, needed})
+    over one view, or over `devices` views (one per device) averaged."""
+    method, rconfig = key.method, key.render
+    if key.devices > 1:
+        from ..distributed import device_mesh, sharded_views
+
+        sharded = sharded_views(method, _per_view, device_mesh(key.devices), "RGB", rconfig)
+
+        def loss(params, cams, gts, background, w):
+            sums, stats = sharded(prepare_params(method, params), cams, gts, background, w)
+            return sums["loss"] / key.devices, sums["psnr"] / key.devices, stats
+
+        return loss
+
+    def loss(params, cam, gt, background, w):
+        out = render(method, params, cam, background, config=rconfig)
+        stats = {k: out.stats[k].astype(jnp.int32) for k in ("dropped", "entries_needed")}
+        return photometric(out.image, gt, w), psnr(out.image, gt), stats
+
+    return loss
+
+
+def _visible(method, params, cam):
+    """[N] primitives whose footprint is valid and overlaps the image (one camera)."""
+    proj = method.project(prepare_params(method, params), cam)
+    box = proj["box"]
+    on = (box[:, 2] >= 0) & (box[:, 0] < cam.width) & (box[:, 3] >= 0) & (box[:, 1] < cam.height)
+    return proj["valid"] & on
+
+
+def _screen(strategy, method, params, g_pos, cam, devices: int):
+    """Summed NDC gradient norm [N] over the step's views and the views that saw each [N]."""
+    pos = params[strategy.roles["position"]]
+
+    def one(c):
+        g = screen_gradient(g_pos * devices, pos, c)
+        vis = _visible(method, params, c)
+        return jnp.where(vis, jnp.linalg.norm(g, axis=-1), 0.0), vis.astype(jnp.int32)
+
+    if devices == 1:
+        return one(cam)
+    norms, vis = jax.vmap(one)(cam)
+    return jnp.sum(norms, axis=0), jnp.sum(vis, axis=0)
+
+
+@functools.cache
+def step_fn(key: StepKey):
+    """The jitted `(state, data, hyper, view) -> (state, info)` for `key` (cached)."""
+    method = key.method
+    strategy = make_strategy(key.strategy, method)
+    pos = strategy.roles["position"]
+    render_loss = _render_loss(key)
+
+    def step(state, data, hyper, view):
+        TRACE_COUNT["train_step"] += 1
+        step_i = state["step"]
+        params = state["params"]
+        gt = data["images"][view]
+        cam = jax.tree_util.tree_map(lambda a: a[view], data["cameras"])
+        progress = jnp.minimum(step_i.astype(jnp.float32) / hyper["total_steps"], 1.0)
+        pos_factor = hyper["scene_scale"] * jnp.power(hyper["position_lr_final"], progress)
+
+        def loss_fn(p, corr):
+            c = correct(cam, corr, view) if corr else cam
+            masked = sh_masked(method, p, step_i, hyper["sh_interval"])
+            loss, image_psnr, stats = render_loss(
+                masked, c, gt, hyper["background"], hyper["ssim_weight"]
+            )
+            loss = loss + strategy.regulariser(method.activate(p), hyper)
+            return loss, (image_psnr, stats, c, masked)
+
+        grad = jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True)
+        (loss, (image_psnr, stats, c, masked)), (grads, g_corr) = grad(params, state["cams"])
+        used = state["used"]
+        if strategy.freeze_unused:
+            grads = {k: g * per_prim(used, g).astype(g.dtype) for k, g in grads.items()}
+        opt = optimizer(hyper["lrs"], {pos: pos_factor})
+        new_params, opt_state = adam_update(opt, grads, state["opt"], params)
+        new_state = dict(state)
+        if state["cams"]:
+            copt = corrections_optimizer(
+                state["cams"], hyper["pose_lr"], hyper["intrinsics_lr"], hyper["scene_scale"]
+            )
+            new_state["cams"], new_state["cams_opt"] = step_corrections(
+                copt, g_corr, state["cams_opt"], state["cams"]
+            )
+        ctx = {
+            "step": step_i + 1,
+            "key": jax.random.fold_in(state["key"], step_i),
+            "hyper": hyper,
+            "lr_pos": hyper["lrs"][pos].reshape(()) * pos_factor,
+            "scene_scale": hyper["scene_scale"],
+        }
+        if strategy.needs_screen_grad:
+            ctx["screen_grad"], ctx["visible"] = _screen(
+                strategy, method, masked, grads[pos], c, key.devices
+            )
+        new_params, opt_state, used, sstate, counts = strategy.update(
+            new_params, opt_state, used, state["strategy"], ctx
+        )
+        new_state.update(
+            params=new_params, opt=opt_state, step=step_i + 1, used=used, strategy=sstate
+        )
+        info = {
+            "loss": loss,
+            "psnr": image_psnr,
+            "live": strategy.live(method.activate(new_params), used, hyper),
+            "dropped": stats["dropped"],
+            "entries_needed": stats["entries_needed"],
+            **counts,
+        }
+        return new_state, info
+
+    return jax.jit(step)
+
+
+@functools.cache
+def eval_fn(method, rconfig: RenderConfig):
+    """Jitted `(params, step, sh_interval, background, images, cameras, i) -> (image, psnr,
+    ssim, dropped, entries_needed)` for test view i."""
+
+    def evaluate(params, step, sh_interval, background, images, cameras, i):
+        TRACE_COUNT["eval"] += 1
+        cam = jax.tree_util.tree_map(lambda a: a[i], cameras)
+        masked = sh_masked(method, params, step, sh_interval)
+        out = render(method, masked, cam, background, config=rconfig)
+        img = jnp.clip(out.image, 0.0, 1.0)
+        gt = images[i]
+        return (
+            img,
+            psnr(img, gt),
+            ssim(img, gt),
+            out.stats["dropped"].astype(jnp.int32),
+            out.stats["entries_needed"].astype(jnp.int32),
+        )
+
+    return jax.jit(evaluate)
