@@ -301,6 +301,19 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--resume", action="store_true", help="continue from the run folder's checkpoint"
     )
+    p.add_argument(
+        "--strategy",
+        choices=("mcmc", "adc"),
+        default="mcmc",
+        help="densification: mcmc (3DGS-MCMC relocation) or adc (3DGS clone/split/prune); "
+        "see docs/training.md",
+    )
+    p.add_argument("--pose-opt", action="store_true", help="learn per-view camera pose corrections")
+    p.add_argument(
+        "--intrinsics-opt",
+        action="store_true",
+        help="learn shared intrinsics and lens coefficients",
+    )
     _devices_option(p)
     p.add_argument(
         "--view",
@@ -329,6 +342,9 @@ def _train(args) -> int:
         capacity=args.capacity,
         eval_every=args.eval_every,
         checkpoint_every=args.checkpoint_every,
+        strategy=args.strategy,
+        pose_opt=args.pose_opt,
+        intrinsics_opt=args.intrinsics_opt,
     )
     kwargs = {"devices": devices} if devices > 1 else {}
     server = None
