@@ -210,7 +210,8 @@ def test_ply_truncated(tmp_path):
     with pytest.raises(DataError) as e:
         load_ply(path)
     assert str(e.value) == (
-        f"{path}: error: truncated or corrupt PLY element 'vertex': early end-of-file"
+        f"{path}: error: truncated or corrupt PLY element 'vertex': the header declares 7 rows "
+        "of at least 164 bytes, but only 1141 bytes follow the header"
     )
 
 
@@ -325,3 +326,103 @@ def test_checkpoint_save_errors(tmp_path):
         save_checkpoint(path, {"a": np.zeros(1)}, {"x": object()})
     assert str(e.value).startswith(f"{path}: error: cannot save: metadata is not JSON-serialis")
     assert not path.exists()
+
+
+# --------------------------------------------------------------------------- untrusted files
+# (issue 15: each of these was a MemoryError, a ValueError traceback or a hang)
+
+XYZ_HEADER = "property float x\nproperty float y\nproperty float z\nend_header\n"
+
+
+@pytest.mark.parametrize("fmt,count,row", [
+    ("binary_little_endian", 4_000_000_000, 12),
+    ("binary_big_endian", 2**63, 12),
+    ("ascii", 4_000_000_000, 6),
+])  # fmt: skip
+def test_ply_declared_count_is_checked_against_the_file_size(tmp_path, fmt, count, row):
+    path = tmp_path / "huge.ply"
+    path.write_bytes(
+        f"ply\nformat {fmt} 1.0\nelement vertex {count}\n{XYZ_HEADER}".encode() + bytes(120)
+    )
+    for load in (load_ply, load_points_ply):
+        with pytest.raises(DataError) as e:
+            load(path)
+        assert str(e.value) == (
+            f"{path}: error: truncated or corrupt PLY element 'vertex': the header declares "
+            f"{count} rows of at least {row} bytes, but only 120 bytes follow the header"
+        )
+
+
+def test_ply_list_count_is_checked_too(tmp_path):
+    path = tmp_path / "faces.ply"
+    header = (
+        "ply\nformat binary_little_endian 1.0\nelement vertex 1\n" + XYZ_HEADER[:-11]
+        + "element face 1099511627776\nproperty list uchar int vertex_indices\nend_header\n"
+    )  # fmt: skip
+    path.write_bytes(header.encode() + bytes(12 + 64))
+    with pytest.raises(DataError) as e:
+        load_points_ply(path)
+    assert str(e.value) == (
+        f"{path}: error: truncated or corrupt PLY element 'face': the header declares "
+        "1099511627776 rows of at least 1 bytes, but only 64 bytes follow the header"
+    )
+
+
+def test_points_ply_list_property(tmp_path):
+    path = tmp_path / "list.ply"
+    rows = np.array([([1.0, 2.0], 0.0, 0.0)] * 2, dtype=[("x", "O"), ("y", "<f4"), ("z", "<f4")])
+    element = plyfile.PlyElement.describe(rows, "vertex", val_types={"x": "f4"})
+    plyfile.PlyData([element]).write(str(path))
+    with pytest.raises(DataError) as e:
+        load_points_ply(path)
+    assert str(e.value) == f"{path}: error: property 'x' is a list, not a number"
+
+
+def test_ply_list_property_in_a_gaussian(tmp_path):
+    cols = standard_columns(gaussians(n=2, degree=0))
+    data = np.empty(2, dtype=[(k, "O" if k == "opacity" else "<f4") for k in cols])
+    for k, v in cols.items():
+        data[k] = [np.array([x, x], np.float32) for x in v] if k == "opacity" else v
+    element = plyfile.PlyElement.describe(data, "vertex", val_types={"opacity": "f4"})
+    plyfile.PlyData([element]).write(str(tmp_path / "g.ply"))
+    with pytest.raises(DataError) as e:
+        load_ply(tmp_path / "g.ply")
+    assert (
+        str(e.value) == f"{tmp_path / 'g.ply'}: error: property 'opacity' is a list, not a number"
+    )
+
+
+def test_ply_zero_vertices(tmp_path):
+    path = tmp_path / "empty.ply"
+    write_vertex_ply(path, {k: np.zeros(0) for k in standard_columns(gaussians(n=1, degree=0))})
+    with pytest.raises(DataError) as e:
+        load_ply(path)
+    assert str(e.value) == f"{path}: error: no Gaussians: the 'vertex' element is empty"
+    write_vertex_ply(path, {c: np.zeros(0) for c in "xyz"})
+    with pytest.raises(DataError) as e:
+        load_points_ply(path)
+    assert str(e.value) == f"{path}: error: no points: the 'vertex' element is empty"
+
+
+def test_points_ply_non_finite_colours(tmp_path):
+    path = tmp_path / "nan.ply"
+    cols = {c: np.zeros(2) for c in "xyz"} | {
+        c: np.array([0.5, np.nan]) for c in ("red", "green", "blue")
+    }
+    write_vertex_ply(path, cols)
+    with pytest.raises(DataError) as e:
+        load_points_ply(path)
+    assert str(e.value) == f"{path}: error: non-finite point colours"
+
+
+def test_directories_and_special_files_are_not_read(tmp_path):
+    import os
+
+    folder, fifo = tmp_path / "scene.ply", tmp_path / "pipe.ply"
+    folder.mkdir()
+    os.mkfifo(fifo)  # opening it for reading would block
+    for load in (load_ply, load_points_ply, load_checkpoint):
+        for path, problem in ((folder, "is a directory, not a file"), (fifo, "not a regular file")):
+            with pytest.raises(DataError) as e:
+                load(path)
+            assert str(e.value) == f"{path}: error: {problem}"

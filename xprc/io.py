@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -125,13 +126,72 @@ def save_ply(path, params: Mapping) -> None:
     _write_atomic(path, ply.write)
 
 
+def require_file(path: Path) -> None:
+    """DataError unless `path` is a regular file. A missing file, a directory and a special
+    file (a FIFO blocks its reader, /dev/zero never ends) each get their own message."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise DataError(path, "file not found") from None
+    except OSError as e:
+        raise DataError(path, f"cannot read: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(path, "is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        raise DataError(path, "not a regular file")
+
+
+# Bytes per value of each PLY scalar type (the PLY 1.0 names and plyfile's aliases).
+_PLY_SIZES = {
+    **dict.fromkeys(("char", "int8", "uchar", "uint8"), 1),
+    **dict.fromkeys(("short", "int16", "ushort", "uint16"), 2),
+    **dict.fromkeys(("int", "int32", "uint", "uint32", "float", "float32"), 4),
+    **dict.fromkeys(("double", "float64"), 8),
+}
+_MAX_PLY_HEADER = 1 << 16
+
+
+def _check_ply_counts(path: Path) -> None:
+    """Before plyfile allocates anything: the element counts the header declares must fit in
+    the bytes that follow it (binary: the fixed row size, lists taken as empty; ASCII: two
+    characters per value). A header this cannot read is left to plyfile's own errors."""
+    with open(path, "rb") as f:
+        head = f.read(_MAX_PLY_HEADER)
+    end = head.find(b"end_header")
+    if end < 0:
+        return
+    newline = head.find(b"\n", end)
+    body = path.stat().st_size - (newline + 1 if newline >= 0 else len(head))
+    fmt, elements = None, []  # [name, count, min bytes per row]
+    for line in head[:end].decode("ascii", "replace").splitlines():
+        words = line.split()
+        if words[:1] == ["format"] and len(words) > 1:
+            fmt = words[1]
+        elif words[:1] == ["element"] and len(words) == 3 and words[2].isdigit():
+            elements.append([words[1], int(words[2]), 0])
+        elif words[:1] == ["property"] and elements and len(words) >= 3:
+            kind = words[2] if words[1] == "list" else words[1]
+            if kind not in _PLY_SIZES:
+                return
+            elements[-1][2] += 2 if fmt == "ascii" else _PLY_SIZES[kind]
+    for name, count, row in elements:
+        need = count * row
+        if need > body:
+            raise DataError(
+                path,
+                f"truncated or corrupt PLY element '{name}': the header declares {count} rows "
+                f"of at least {row} bytes, but only {max(body, 0)} bytes follow the header",
+            )
+        body -= need
+
+
 def _read_ply(path: Path) -> plyfile.PlyData:
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    require_file(path)
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic[:3] != b"ply":
         raise DataError(path, "not a PLY file (it does not start with 'ply')")
+    _check_ply_counts(path)
     try:
         return plyfile.PlyData.read(str(path), mmap=False)
     except plyfile.PlyHeaderParseError as e:
@@ -141,6 +201,14 @@ def _read_ply(path: Path) -> plyfile.PlyData:
         raise DataError(path, f"truncated or corrupt PLY {what}: {e.message}") from None
     except (ValueError, EOFError, OSError) as e:
         raise DataError(path, f"unreadable PLY: {e}") from None
+
+
+def _numeric(path: Path, v: np.ndarray, name: str) -> np.ndarray:
+    """One vertex property as an array of numbers (a list property is an error)."""
+    arr = np.asarray(v[name])
+    if not np.issubdtype(arr.dtype, np.number):
+        raise DataError(path, f"property '{name}' is a list, not a number")
+    return arr
 
 
 def _vertex(path: Path, ply: plyfile.PlyData) -> np.ndarray:
@@ -178,10 +246,7 @@ def load_ply(path) -> dict[str, np.ndarray]:
         )
 
     def col(name: str) -> np.ndarray:
-        arr = np.asarray(v[name])
-        if not np.issubdtype(arr.dtype, np.number):
-            raise DataError(path, f"property '{name}' is not numeric")
-        arr = arr.astype(np.float32)
+        arr = _numeric(path, v, name).astype(np.float32)
         bad = ~np.isfinite(arr)
         if bad.any():
             raise DataError(
@@ -190,6 +255,8 @@ def load_ply(path) -> dict[str, np.ndarray]:
         return arr
 
     n = len(v)
+    if n == 0:
+        raise DataError(path, "no Gaussians: the 'vertex' element is empty")
     stack = lambda names_: np.stack([col(p) for p in names_], axis=1).reshape(n, len(names_))  # noqa: E731
     n_coef = (degree + 1) ** 2
     sh = np.empty((n, n_coef, 3), dtype=np.float32)
@@ -242,13 +309,17 @@ def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
     missing = [p for p in ("x", "y", "z") if p not in names]
     if missing:
         raise DataError(path, f"missing vertex properties: {', '.join(missing)}")
-    points = np.stack([np.asarray(v[c], dtype=np.float32) for c in "xyz"], axis=1)
+    if len(v) == 0:
+        raise DataError(path, "no points: the 'vertex' element is empty")
+    points = np.stack([_numeric(path, v, c).astype(np.float32) for c in "xyz"], axis=1)
     if not np.isfinite(points).all():
         raise DataError(path, "non-finite point coordinates")
     if all(c in names for c in ("red", "green", "blue")):
-        rgb = np.stack([np.asarray(v[c]) for c in ("red", "green", "blue")], axis=1)
+        rgb = np.stack([_numeric(path, v, c) for c in ("red", "green", "blue")], axis=1)
         scale = 255.0 if np.issubdtype(rgb.dtype, np.integer) else 1.0
         colors = (rgb.astype(np.float64) / scale).astype(np.float32)
+        if not np.isfinite(colors).all():
+            raise DataError(path, "non-finite point colours")
     else:
         colors = np.full_like(points, 0.5)
     return points.reshape(-1, 3), colors.reshape(-1, 3)
@@ -294,8 +365,7 @@ def save_checkpoint(path, params: Mapping, meta: Mapping | None = None) -> None:
 def load_checkpoint(path) -> tuple[dict, dict]:
     """Read a checkpoint written by `save_checkpoint` -> (params, meta); nesting is restored."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    require_file(path)
     try:
         raw = path.read_bytes()
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
