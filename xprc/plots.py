@@ -70,13 +70,16 @@ def _smooth(ys: Sequence[float], window: int) -> np.ndarray:
     return np.convolve(padded, np.ones(window) / window, mode="valid")
 
 
-def training_curves(path, train_log: Sequence[dict], evals: Sequence[dict]) -> None:
-    """Training loss (log scale) and PSNR (train, smoothed; test at each evaluation) by step."""
-    from matplotlib.figure import Figure  # Agg canvas: no display, no pyplot state
+def training_curves(path, train_log: Sequence[dict], evals: Sequence[dict]):
+    """Training loss (log scale) and PSNR (train, smoothed; test at each evaluation) by step.
+    Returns the matplotlib Figure written to `path`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # headless; no pyplot state
+    from matplotlib.figure import Figure
 
     steps = [r["step"] for r in train_log]
     window = max(1, len(steps) // 50)
     fig = Figure(figsize=(10, 3.6), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
     loss_ax, psnr_ax = fig.subplots(1, 2)
     if steps:
         loss = _smooth([r["loss"] for r in train_log], window)
@@ -95,3 +98,4 @@ def training_curves(path, train_log: Sequence[dict], evals: Sequence[dict]) -> N
             ax.legend(loc="best")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
+    return fig
