@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -521,6 +522,7 @@ def test_colmap_unsupported_camera_model(tmp_path):
         ("cameras", 4, "the header"),
         ("cameras", -8, "camera 4 of 4"),
         ("images", -30, "image 4 of 4"),
+        ("images", -90, "image 4 of 4"),
         ("points3D", -1, "point 2 of 2"),
     ],
 )
@@ -528,7 +530,13 @@ def test_colmap_truncated_bin(tmp_path, stem, cut, where):
     colmap_scene(tmp_path)
     path = tmp_path / f"sparse/0/{stem}.bin"
     path.write_bytes(path.read_bytes()[:cut])
-    expect(path, f"file is truncated (ends inside {where})", load_colmap, tmp_path)
+    problem = f"file is truncated (ends inside {where})"
+    if cut == -30:  # inside the keypoints: their count is checked against the bytes left
+        problem = (
+            "file is truncated or corrupt (image 4 of 4 declares 3 keypoints of at least 24 "
+            "bytes, but only 42 bytes follow)"
+        )
+    expect(path, problem, load_colmap, tmp_path)
 
 
 def test_colmap_txt_unknown_camera_reference(tmp_path):
@@ -584,3 +592,209 @@ def test_colmap_image_errors(tmp_path):
         tmp_path,
     )
     expect(tmp_path / "pics", "image folder not found", load_colmap, tmp_path, images_dir="pics")
+
+
+# --------------------------------------------------------------------------- untrusted datasets
+# (issue 15: each of these was a traceback, a MemoryError or silently wrong data)
+
+
+def png_bytes(width, height, bit_depth, color_type, rows=b""):
+    """A PNG whose header says `width x height`; `rows` (filtered scanlines) may be short."""
+
+    def chunk(kind, data):
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    ihdr = struct.pack(">IIBBBBB", width, height, bit_depth, color_type, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("size", [(100_000, 100_000), (8193, 8192)])
+def test_image_pixel_budget_is_checked_before_decoding(tmp_path, size):
+    blender_scene(tmp_path, n=1)
+    path = tmp_path / "train/r_0.png"
+    path.write_bytes(png_bytes(*size, 8, 2))
+    with pytest.raises(DataError) as e:
+        load_blender(tmp_path)
+    assert str(e.value).startswith(f"{path}: error: image is ")
+    if size[0] * size[1] < 2 * Image.MAX_IMAGE_PIXELS:
+        assert str(e.value) == (
+            f"{path}: error: image is {size[0]}x{size[1]} pixels, over the budget of "
+            "67,108,864 pixels"
+        )
+    else:  # Pillow itself refuses it while reading the header; reported the same way
+        assert str(e.value).startswith(
+            f"{path}: error: image is over the budget of 67,108,864 pixels (Image size "
+        )
+
+
+def test_16_bit_grey_png_is_read_at_full_range(tmp_path):
+    blender_scene(tmp_path, n=1)
+    grey = (np.arange(64, dtype=np.uint32).reshape(8, 8) * 1000 + 500).astype(np.uint16)
+    rows = b"".join(b"\0" + grey[i].astype(">u2").tobytes() for i in range(8))
+    (tmp_path / "train/r_0.png").write_bytes(png_bytes(8, 8, 16, 0, rows))
+    ds = load_blender(tmp_path)
+    want = np.repeat((grey / 65535.0)[..., None], 3, axis=-1)
+    np.testing.assert_allclose(ds[0].image, want, rtol=1e-6)
+    assert ds[0].image.max() < 1.0  # not clipped to white (63500 / 65535)
+    half = load_blender(tmp_path, downscale=2)[0].image
+    assert half.shape == (4, 4, 3) and 0.0 < half.min() and half.max() < 1.0
+
+
+def test_16_bit_colour_png_keeps_its_scale(tmp_path):
+    """Pillow reads 16-bit colour at 8-bit precision: values keep their scale, not clipped."""
+    blender_scene(tmp_path, n=1)
+    rgb = (np.arange(8 * 8 * 3, dtype=np.uint32).reshape(8, 8, 3) * 300).astype(np.uint16)
+    rows = b"".join(b"\0" + rgb[i].astype(">u2").tobytes() for i in range(8))
+    (tmp_path / "train/r_0.png").write_bytes(png_bytes(8, 8, 16, 2, rows))
+    np.testing.assert_allclose(load_blender(tmp_path)[0].image, rgb / 65535.0, atol=1 / 255)
+
+
+def test_32_bit_images_are_refused(tmp_path):
+    blender_scene(tmp_path, n=1)
+    path = tmp_path / "train/r_0.png"
+    Image.fromarray(np.full((8, 8), 7, np.int32)).save(path.with_suffix(".tiff"))
+    frames = json.loads((tmp_path / "transforms_train.json").read_text())
+    frames["frames"][0]["file_path"] = "./train/r_0.tiff"
+    (tmp_path / "transforms_train.json").write_text(json.dumps(frames))
+    expect(
+        path.with_suffix(".tiff"),
+        "unsupported image mode 'I' (32-bit pixels)",
+        load_blender,
+        tmp_path,
+    )
+
+
+def test_transforms_json_nested_deeply(tmp_path):
+    path = tmp_path / "transforms_train.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    expect(path, "invalid JSON: nested too deeply", load_blender, tmp_path)
+
+
+@pytest.mark.parametrize("key,value", [("fl_x", 0), ("fl_x", -500.0), ("fl_y", 0.0)])
+def test_blender_focal_length_must_be_positive(tmp_path, key, value):
+    meta = blender_scene(tmp_path, n=1)
+    meta.update({"fl_x": 500.0, key: value})
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    expect(
+        tmp_path / "transforms_train.json",
+        f"frame 0: '{key}' must be positive, got {float(value)}",
+        load_blender,
+        tmp_path,
+    )
+
+
+@pytest.mark.parametrize("file_path", ["../outside/r_0", "/etc/passwd", "./train/../../r_0"])
+def test_blender_file_path_stays_in_the_dataset(tmp_path, file_path):
+    root = tmp_path / "scene"
+    meta = blender_scene(root, n=1)
+    rgba_image(tmp_path / "outside" / "r_0.png")
+    meta["frames"][0]["file_path"] = file_path
+    (root / "transforms_train.json").write_text(json.dumps(meta))
+    expect(
+        root / "transforms_train.json",
+        f"frame 0: 'file_path' {file_path!r} points outside the dataset folder {root}",
+        load_blender,
+        root,
+    )
+
+
+def test_blender_file_path_may_go_down_and_up_inside(tmp_path):
+    meta = blender_scene(tmp_path, n=1)
+    meta["frames"][0]["file_path"] = "./train/../train/r_0"
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    assert len(load_blender(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("count", [2**40, 2**64 - 1])
+def test_colmap_points_header_count(tmp_path, count):
+    colmap_scene(tmp_path)
+    path = tmp_path / "sparse/0/points3D.bin"
+    path.write_bytes(struct.pack("<Q", count) + path.read_bytes()[8:])
+    expect(
+        path,
+        f"file is truncated or corrupt (the header declares {count} points of at least 51 "
+        "bytes, but only 118 bytes follow)",
+        load_colmap,
+        tmp_path,
+    )
+
+
+@pytest.mark.parametrize("stem,size,noun", [("cameras", 24, "cameras"), ("images", 73, "images")])
+def test_colmap_header_counts(tmp_path, stem, size, noun):
+    colmap_scene(tmp_path)
+    path = tmp_path / f"sparse/0/{stem}.bin"
+    left = len(path.read_bytes()) - 8
+    path.write_bytes(struct.pack("<Q", 2**62) + path.read_bytes()[8:])
+    expect(
+        path,
+        f"file is truncated or corrupt (the header declares {2**62} {noun} of at least {size} "
+        f"bytes, but only {left} bytes follow)",
+        load_colmap,
+        tmp_path,
+    )
+
+
+@pytest.mark.parametrize("params,problem", [
+    ([0.0, 21.0, 8.0, 6.0], "focal lengths must be positive, got fx=0.0, fy=21.0"),
+    ([20.0, -1.0, 8.0, 6.0], "focal lengths must be positive, got fx=20.0, fy=-1.0"),
+    ([20.0, 21.0, math.nan, 6.0], "parameters must be finite numbers"),
+])  # fmt: skip
+def test_colmap_camera_intrinsics(tmp_path, params, problem):
+    colmap_scene(tmp_path)
+    cameras = [(1, "PINHOLE", 16, 12, params)] + CAMERAS[1:]
+    write_colmap_bin(tmp_path / "sparse/0", cameras=cameras)
+    expect(tmp_path / "sparse/0/cameras.bin", f"camera 1: {problem}", load_colmap, tmp_path)
+
+
+@pytest.mark.parametrize("q,t,problem", [
+    ([0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 4.0], "qvec is zero, not a rotation"),
+    ([1.0, 0.0, math.nan, 0.0], [0.0, 0.0, 4.0], "qvec and tvec must be finite numbers"),
+    ([1.0, 0.0, 0.0, 0.0], [0.0, math.inf, 4.0], "qvec and tvec must be finite numbers"),
+])  # fmt: skip
+def test_colmap_image_pose(tmp_path, q, t, problem):
+    colmap_scene(tmp_path, fmt="txt")
+    images = [(5, q, t, 1, "c.png")] + IMAGES[1:]
+    write_colmap_txt(tmp_path / "sparse/0", images=images)
+    expect(
+        tmp_path / "sparse/0/images.txt",
+        f"image 'c.png' (id 5): {problem}",
+        load_colmap,
+        tmp_path,
+    )
+
+
+def test_colmap_image_name_stays_in_the_image_folder(tmp_path):
+    colmap_scene(tmp_path)
+    images = [(5, [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 4.0], 1, "../sparse/0/c.png")] + IMAGES[1:]
+    write_colmap_bin(tmp_path / "sparse/0", images=images)
+    expect(
+        tmp_path / "sparse/0/images.bin",
+        "image 5: name '../sparse/0/c.png' points outside the dataset folder "
+        f"{tmp_path / 'images'}",
+        load_colmap,
+        tmp_path,
+    )
+
+
+def test_a_file_or_directory_in_the_wrong_place(tmp_path):
+    scene = tmp_path / "scene.ply"
+    scene.write_bytes(b"ply\n")
+    expect(scene, "dataset not a folder", load_scene, scene)
+    expect(tmp_path / "nope", "dataset folder not found", load_scene, tmp_path / "nope")
+    blender_scene(tmp_path, n=1)
+    (tmp_path / "train/r_0.png").unlink()
+    (tmp_path / "train/r_0.png").mkdir()
+    expect(
+        tmp_path / "train/r_0.png",
+        "is a directory, not a file (referenced by transforms_train.json frame 0)",
+        load_blender,
+        tmp_path,
+    )
+    (tmp_path / "transforms_train.json").unlink()
+    (tmp_path / "transforms_train.json").mkdir()
+    expect(tmp_path / "transforms_train.json", "is a directory, not a file", load_blender, tmp_path)

@@ -87,8 +87,18 @@ class _Bin:
         except UnicodeDecodeError:
             raise DataError(self.path, f"{what}: image name is not UTF-8") from None
 
-    def count(self, what: str) -> int:
-        return self.read("Q", what)[0]
+    def count(self, what: str, noun: str, size: int) -> int:
+        """A uint64 count of records of at least `size` bytes: more than the bytes left can hold
+        is an error here, before anything is allocated for them."""
+        n = self.read("Q", what)[0]
+        left = len(self.buf) - self.pos
+        if n * size > left:
+            raise DataError(
+                self.path,
+                f"file is truncated or corrupt ({what} declares {n} {noun} of at least {size} "
+                f"bytes, but only {left} bytes follow)",
+            )
+        return n
 
 
 def _model_params(path: Path, model_id: int, where: str) -> tuple[str, int]:
@@ -99,7 +109,7 @@ def _model_params(path: Path, model_id: int, where: str) -> tuple[str, int]:
 
 def _read_cameras_bin(path: Path) -> dict[int, ColmapCamera]:
     r, cams = _Bin(path), {}
-    n = r.count("the header")
+    n = r.count("the header", "cameras", 24)
     for k in range(n):
         what = f"camera {k + 1} of {n}"
         cam_id, model_id, w, h = r.read("iiQQ", what)
@@ -111,12 +121,12 @@ def _read_cameras_bin(path: Path) -> dict[int, ColmapCamera]:
 
 def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
     r, images = _Bin(path), {}
-    n = r.count("the header")
+    n = r.count("the header", "images", 73)
     for k in range(n):
         what = f"image {k + 1} of {n}"
         image_id, *pose, camera_id = r.read("i7di", what)
         name = r.cstring(what)
-        num_points2d = r.count(what)
+        num_points2d = r.count(what, "keypoints", 24)
         r.skip(24 * num_points2d, what)  # (x, y, point3D_id) per keypoint; not needed
         q, t = np.array(pose[:4]), np.array(pose[4:])
         images[image_id] = ColmapImage(image_id, q, t, camera_id, name)
@@ -125,7 +135,7 @@ def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
 
 def _read_points_bin(path: Path) -> tuple[np.ndarray, np.ndarray]:
     r = _Bin(path)
-    n = r.count("the header")
+    n = r.count("the header", "points", 51)
     xyz = np.empty((n, 3), np.float64)
     rgb = np.empty((n, 3), np.uint8)
     for k in range(n):

@@ -10,9 +10,12 @@ COLMAP models are read by our own small reader, `xprc.colmap`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import os
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from PIL import Image
 from xprc.colmap import COLMAP_MODELS, ColmapCamera, qvec_to_rotmat, read_colmap_model
 from xprc.colmap import find_file as _find
 from xprc.errors import DataError
+from xprc.io import load_points_ply, require_file
 
 __all__ = [
     "COLMAP_MODELS",
@@ -146,21 +150,59 @@ def split_every(dataset: Dataset, every: int = TEST_EVERY) -> tuple[Dataset, Dat
 # --------------------------------------------------------------------------- images
 
 
+MAX_IMAGE_PIXELS = 1 << 26  # 8192 x 8192: checked from the header, before any decoding
+
+
 def _read_image(path: Path, referenced_by: str) -> Image.Image:
-    if not path.is_file():
-        raise DataError(path, f"image file not found (referenced by {referenced_by})")
+    """An image as RGB, RGBA or 16-bit grey ('I;16'); 16-bit colour PNGs come 8-bit from
+    Pillow. The pixel count is checked against MAX_IMAGE_PIXELS before decoding."""
     try:
-        img = Image.open(path)
-        img.load()
-    except (OSError, SyntaxError, ValueError) as e:
-        raise DataError(path, f"unreadable image ({e})") from None
+        require_file(path)
+    except DataError as e:
+        problem = "image file not found" if e.message == "file not found" else e.message
+        raise DataError(path, f"{problem} (referenced by {referenced_by})") from None
+    img = _open_image(path)
+    if img.mode.startswith("I;16"):
+        return img
+    if img.mode in ("I", "F"):
+        raise DataError(path, f"unsupported image mode '{img.mode}' (32-bit pixels)")
     if img.mode not in ("RGB", "RGBA"):
         img = img.convert("RGBA" if "A" in img.getbands() or "transparency" in img.info else "RGB")
     return img
 
 
+def _open_image(path: Path) -> Image.Image:
+    """Open and decode, after checking the size the header claims (closed on any error)."""
+    budget = f"the budget of {MAX_IMAGE_PIXELS:,} pixels"
+    try:
+        with warnings.catch_warnings():  # the budget below replaces Pillow's bomb warning
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(path)
+    except Image.DecompressionBombError as e:
+        raise DataError(path, f"image is over {budget} ({e})") from None
+    except (OSError, SyntaxError, ValueError) as e:
+        raise DataError(path, f"unreadable image ({e})") from None
+    with contextlib.ExitStack() as on_error:
+        on_error.callback(img.close)
+        width, height = img.size
+        if width * height > MAX_IMAGE_PIXELS:
+            raise DataError(path, f"image is {width}x{height} pixels, over {budget}")
+        try:
+            img.load()
+        except (OSError, SyntaxError, ValueError) as e:
+            raise DataError(path, f"unreadable image ({e})") from None
+        on_error.pop_all()
+    return img
+
+
 def _to_view_image(img: Image.Image, size: tuple[int, int], background) -> tuple:
     """Resize to `size` (Pillow premultiplies alpha when resampling), composite on background."""
+    if img.mode.startswith("I;16"):  # 16-bit grey: its full range maps to [0, 1], no clipping
+        grey = np.asarray(img, dtype=np.float32) / np.float32(65535.0)
+        if img.size != size:
+            grey = np.asarray(Image.fromarray(grey).resize(size, Image.Resampling.LANCZOS))
+        rgb = np.repeat(np.clip(grey, 0.0, 1.0)[..., None], 3, axis=-1)
+        return np.ascontiguousarray(rgb, dtype=np.float32), None
     if img.size != size:
         img = img.resize(size, Image.Resampling.LANCZOS)
     arr = np.asarray(img, dtype=np.float32) / np.float32(255.0)
@@ -200,10 +242,11 @@ def _opengl_c2w_to_viewmat(c2w: np.ndarray) -> np.ndarray:
 
 
 def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    require_file(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise DataError(path, "invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as e:
         raise DataError(
             path, f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
@@ -222,9 +265,27 @@ def _number(path: Path, obj: dict, key: str, where: str) -> float:
     return float(value)
 
 
-def _blender_image_path(root: Path, file_path: str) -> Path:
-    p = root / file_path
-    if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".exr", ".webp"):
+def _inside(root: Path, relative: str, path: Path, what: str) -> Path:
+    """`root / relative`, which must stay inside `root` (no absolute path, no '..' out of it):
+    a dataset file names files of its own folder only."""
+    joined = os.path.normpath(root / relative)
+    top = os.path.normpath(root)
+    inside = joined == top or joined.startswith(top.rstrip(os.sep) + os.sep)
+    if os.path.isabs(relative) or not inside:
+        raise DataError(path, f"{what} {relative!r} points outside the dataset folder {root}")
+    return root / relative
+
+
+def _positive(path: Path, obj: dict, key: str, where: str) -> float:
+    value = _number(path, obj, key, where)
+    if value <= 0:
+        raise DataError(path, f"{where}'{key}' must be positive, got {value}")
+    return value
+
+
+def _blender_image_path(root: Path, file_path: str, path: Path, where: str) -> Path:
+    p = _inside(root, file_path, path, f"{where}'file_path'")
+    if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".exr", ".webp", ".tif", ".tiff"):
         return p
     return p.with_name(p.name + ".png")  # NeRF-synthetic leaves out the extension
 
@@ -237,8 +298,6 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
     RGBA images are composited on `background` (RGB in [0, 1]). `downscale` >= 1 resizes the
     images and scales K. `ROOT/points3d.ply`, when present, gives the initial point cloud.
     """
-    from xprc.io import load_points_ply
-
     root = Path(root)
     downscale = _check_downscale(downscale)
     path = root / f"transforms_{split}.json"
@@ -271,7 +330,7 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
         if abs(np.linalg.det(c2w[:3, :3])) < 1e-8:
             raise DataError(path, f"{where}'transform_matrix' is singular")
 
-        img_path = _blender_image_path(root, frame["file_path"])
+        img_path = _blender_image_path(root, frame["file_path"], path, where)
         img = _read_image(img_path, f"{path.name} frame {i}")
         W, H = img.size
         get = {**meta, **frame}  # per-frame keys override the top level
@@ -291,8 +350,8 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
             )
 
         if "fl_x" in get:
-            fx = _number(path, get, "fl_x", where)
-            fy = _number(path, get, "fl_y", where) if "fl_y" in get else fx
+            fx = _positive(path, get, "fl_x", where)
+            fy = _positive(path, get, "fl_y", where) if "fl_y" in get else fx
         else:
             angle = _number(path, get, "camera_angle_x", where)
             if not 0.0 < angle < math.pi:
@@ -348,6 +407,31 @@ def _colmap_intrinsics(cam: ColmapCamera) -> tuple[np.ndarray, str, np.ndarray]:
     return K, model, dist.astype(np.float32)
 
 
+def _check_colmap_camera(path: Path, cam: ColmapCamera) -> None:
+    if cam.model not in SUPPORTED_COLMAP:
+        raise DataError(
+            path,
+            f"camera {cam.id}: model {cam.model} is not supported "
+            f"(supported: {', '.join(SUPPORTED_COLMAP)})",
+        )
+    if not np.isfinite(cam.params).all():
+        raise DataError(path, f"camera {cam.id}: parameters must be finite numbers")
+    K = _colmap_intrinsics(cam)[0]
+    if not (K[0, 0] > 0 and K[1, 1] > 0):
+        raise DataError(
+            path,
+            f"camera {cam.id}: focal lengths must be positive, got fx={K[0, 0]}, fy={K[1, 1]}",
+        )
+
+
+def _check_colmap_pose(path: Path, img) -> None:
+    where = f"image '{img.name}' (id {img.id})"
+    if not (np.isfinite(img.qvec).all() and np.isfinite(img.tvec).all()):
+        raise DataError(path, f"{where}: qvec and tvec must be finite numbers")
+    if np.linalg.norm(img.qvec) < 1e-6:
+        raise DataError(path, f"{where}: qvec is zero, not a rotation")
+
+
 def load_colmap(
     root, downscale=1, images_dir: str = "images", background=(1.0, 1.0, 1.0)
 ) -> Dataset:
@@ -370,13 +454,9 @@ def load_colmap(
         raise DataError(_find(sparse, "images"), "no registered images")
     img_file = _find(sparse, "images").name
     for cam_id in sorted({im.camera_id for im in images.values()}):
-        cam = cameras[cam_id]
-        if cam.model not in SUPPORTED_COLMAP:
-            raise DataError(
-                _find(sparse, "cameras"),
-                f"camera {cam.id}: model {cam.model} is not supported "
-                f"(supported: {', '.join(SUPPORTED_COLMAP)})",
-            )
+        _check_colmap_camera(_find(sparse, "cameras"), cameras[cam_id])
+    for img in images.values():
+        _check_colmap_pose(_find(sparse, "images"), img)
 
     image_root = root / images_dir
     shrunk = root / f"{images_dir}_{int(downscale)}"
@@ -389,7 +469,7 @@ def load_colmap(
     views = []
     for img in sorted(images.values(), key=lambda im: im.name):
         cam = cameras[img.camera_id]
-        path = image_root / img.name
+        path = _inside(image_root, img.name, _find(sparse, "images"), f"image {img.id}: name")
         pil = _read_image(path, f"{img_file}, image id {img.id}")
         size = _scaled_size(cam.width, cam.height, downscale)
         got = pil.size
@@ -444,7 +524,8 @@ def load_scene(
     if (root / "sparse").is_dir():
         return split_every(load_colmap(root, downscale, background=background), test_every)
     if not root.is_dir():
-        raise DataError(root, "dataset folder not found")
+        problem = "not a folder" if root.exists() else "folder not found"
+        raise DataError(root, f"dataset {problem}")
     raise DataError(
         root, "not a dataset: expected transforms_train.json (Blender) or sparse/ (COLMAP)"
     )
