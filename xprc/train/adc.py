@@ -15,7 +15,7 @@ Every `refine_every` steps in [refine_from, refine_until), primitives whose mean
 the highest gradients first, at most as many as there are free slots (so the capacity is never
 exceeded). Then primitives with opacity < min_opacity (and, after the first opacity reset, a
 largest size above prune_scale x scene scale) are pruned: their slot is freed and made
-invisible. Every `reset_every` steps in the window, opacities are clamped to 2 x min_opacity.
+invisible. Every `reset_every` steps in the window, each opacity is clamped to 2 x min_opacity.
 Moved, copied and reset primitives restart their Adam moments; free slots get no updates.
 """
 
@@ -92,7 +92,7 @@ class ADC(Strategy):
         changed = fill | split
         opt_state = reset_moments(opt_state, changed)
         used = used | fill
-        # prune (after growth, as gsplat): dead, or too large once opacities have been reset
+        # prune (after growth, as gsplat): dead, or too large once the opacity was reset
         act = self.method.activate(new)
         o = self.opacity(act)
         large = jnp.max(self.sizes(act), axis=1) > hyper["prune_scale"] * scene_scale

@@ -42,9 +42,9 @@ class TrainConfig:
     opacity_reg / scale_reg: mcmc regularisers on mean opacity and mean scale.
     grad_threshold:      adc: mean screen-space (NDC) gradient norm above which a primitive is
                          cloned (small) or split (large).
-    percent_dense:       adc: "large" means a largest activated size above this x scene scale.
+    percent_dense:       adc: "large" is a largest activated size above this x scene scale.
     split_factor:        adc: a split divides the sizes by this (1.6 in 3DGS).
-    reset_every:         adc: opacities clamped to 2 x min_opacity every this many steps.
+    reset_every:         adc: every opacity clamped to 2 x min_opacity every this many steps.
     prune_scale:         adc: after the first reset, prune sizes above this x scene scale.
     pose_opt / intrinsics_opt: learn per-view pose corrections / shared intrinsics and lens
                          coefficients with learning rates `pose_lr` / `intrinsics_lr`.

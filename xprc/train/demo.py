@@ -9,8 +9,10 @@ from .loop import train
 
 
 def default_spec_path() -> Path:
-    """specs/3dgs.xpr next to the package (a source checkout or editable install)."""
-    return Path(__file__).resolve().parent.parent.parent / "specs" / "3dgs.xpr"
+    """The shipped 3DGS spec (in a checkout or an installed wheel)."""
+    from ..resources import SPECS_DIR
+
+    return SPECS_DIR / "3dgs.xpr"
 
 
 def demo(

@@ -205,6 +205,7 @@ class Run:
             "eval_entry_capacity": self.eval_capacity.bucket,
             "capacity_raises": self.capacity.raises + self.eval_capacity.raises,
             "densification": self.events,
+            "background": [float(c) for c in np.asarray(self.hyper["background"])],
         }
 
     def resume(self) -> None:
@@ -419,6 +420,7 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
             np.asarray(run.test_data["images"]), images, run.history, run.evals, final, speed,
             elapsed, run.scale, run.interrupted, run.capacity.bucket,
             run.capacity.raises + run.eval_capacity.raises, run.events, cams,
+            run.meta(elapsed)["background"],
         )  # fmt: skip
         write_outputs(run.out, record)
     return TrainResult(

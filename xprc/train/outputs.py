@@ -35,6 +35,7 @@ class RunRecord:
     capacity_raises: list
     densify_totals: dict
     cameras: dict | None
+    background: list
 
 
 def view_names(views) -> list[str]:
@@ -76,6 +77,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         "training_seconds": round(rec.elapsed, 3),
         "primitives": rec.final.get("primitives"),
         "scene_scale": rec.scene_scale,
+        "background": rec.background,
         "entry_capacity": rec.entry_capacity,
         "capacity_raises": rec.capacity_raises,
         "densification": rec.densify_totals,

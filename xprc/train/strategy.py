@@ -70,7 +70,7 @@ class Strategy:
         self.method = method
         why = f"strategy '{self.name}'"
         self.roles = require_roles(method, ("position", "opacity", "scale"), why)
-        check_invertible(method, self.roles["opacity"], f"{why} (it sets opacities)")
+        check_invertible(method, self.roles["opacity"], f"{why} (it sets the opacity)")
         check_invertible(method, self.roles["scale"], f"{why} (it rescales sizes)")
         self.specs = spec_by_name(method)
 
