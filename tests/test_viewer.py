@@ -180,3 +180,25 @@ def test_browser_frame_matches_direct_render():
     psnr = _psnr(shot, ref)
     print(f"browser frame vs direct render: PSNR {psnr:.1f} dB")
     assert psnr > 30.0, psnr
+
+
+def test_watch_picks_up_each_checkpoint(tmp_path):
+    """`xprc train --view`: the viewer waits for the run's first checkpoint and reloads each new
+    one (the trainer's layout: parameters under 'params')."""
+    from xprc.io import save_checkpoint
+
+    run = tmp_path / "run"
+    viewer = Viewer(xprc.load("3dgs"), run, port=_free_port(), wait=True, background=(1, 1, 1))
+    try:
+        viewer.watch(interval=0.05)
+        assert viewer.params is None and viewer.version == 0
+        for n in (10, 20):
+            run.mkdir(exist_ok=True)
+            save_checkpoint(run / "checkpoint.npz", {"params": random_scene(n, seed=n)}, {})
+            _wait(lambda n=n: viewer.params is not None and len(viewer.params["means"]) == n,
+                  f"the checkpoint with {n} primitives", timeout=30)  # fmt: skip
+            time.sleep(0.05)  # a coarse file clock: the next write must look newer
+        assert viewer.version == 2
+        np.testing.assert_array_equal(viewer.background, [1, 1, 1])
+    finally:
+        viewer.stop()
