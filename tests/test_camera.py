@@ -430,3 +430,70 @@ def test_jit_traces_once_for_cameras_with_equal_static_fields(model):
     out_b = f(make_camera(model, eye=(1.0, 0.0, -5.0)), x)
     assert len(traces) == 1
     assert not np.allclose(out_a[1][0], out_b[1][0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Untrusted camera values (issue 15): checked where a Camera is built, when they are concrete.
+
+GOOD_K = np.diag([10.0, 12.0, 1.0])
+
+
+def _camera_error(**kwargs) -> str:
+    base = dict(viewmat=np.eye(4), K=GOOD_K, width=8, height=6)
+    with pytest.raises(CameraError) as info:
+        Camera(**{**base, **kwargs})
+    return str(info.value)
+
+
+def _scaled_eye(scale):
+    v = np.eye(4)
+    v[:3, :3] *= scale
+    return v
+
+
+@pytest.mark.parametrize("kwargs,msg", [
+    (dict(K=np.full((3, 3), np.nan)), "K must be finite"),
+    (dict(K=np.zeros((3, 3))), "focal lengths must be positive, got fx=0.0, fy=0.0"),
+    (dict(K=np.diag([-10.0, 12.0, 1.0])), "focal lengths must be positive, got fx=-10.0, fy=12.0"),
+    (dict(K=np.diag([10.0, np.inf, 1.0])), "K must be finite"),
+    (dict(viewmat=np.zeros((4, 4))),
+     "viewmat[:3, :3] must be a rotation (R R^T = I, det R = 1); off by 1"),
+    (dict(viewmat=np.full((4, 4), np.nan)), "viewmat must be finite"),
+    (dict(viewmat=_scaled_eye(2.0)),
+     "viewmat[:3, :3] must be a rotation (R R^T = I, det R = 1); off by 7"),
+    (dict(viewmat=np.diag([1.0, 1.0, -1.0, 1.0])),
+     "viewmat[:3, :3] must be a rotation (R R^T = I, det R = 1); off by 2"),
+    (dict(dist=[0.1, np.nan]), "dist must be finite"),
+])  # fmt: skip
+def test_camera_rejects_bad_values(kwargs, msg):
+    assert _camera_error(**kwargs) == f"<camera>: error: {msg}"
+
+
+def test_camera_checks_replace_and_each_camera_of_a_batch():
+    cam = Camera(viewmat=np.eye(4), K=GOOD_K, width=8, height=6)
+    with pytest.raises(CameraError):
+        cam.replace(K=np.zeros((3, 3)))
+    K = np.stack([GOOD_K, np.diag([10.0, 0.0, 1.0])])
+    assert _camera_error(viewmat=np.stack([np.eye(4)] * 2), K=K) == (
+        "<camera>: error: focal lengths must be positive, got fx=10.0, fy=0.0"
+    )
+
+
+def test_camera_accepts_float32_poses_from_a_dataset():
+    cam = look_at([0.3, -0.2, -3.0], [0.1, 0.05, 0.0], [0.1, -1.0, 0.05], W, H, dtype=np.float32)
+    again = Camera(viewmat=np.asarray(cam.viewmat), K=np.asarray(cam.K), width=W, height=H)
+    assert again.viewmat.dtype == jnp.float32
+
+
+def test_traced_cameras_are_not_checked():
+    """Inside jit or vmap the values are tracers: the Camera is built without looking at them
+    (a zero K is no error at trace time; it projects everything onto the principal point)."""
+
+    def centre_u(K):
+        cam = Camera(viewmat=jnp.eye(4), K=K, width=8, height=6)
+        return cam.project(jnp.ones(()), jnp.ones(()), jnp.ones(()))[0]
+
+    assert float(jax.jit(centre_u)(jnp.asarray(GOOD_K))) == 10.0
+    assert float(jax.jit(centre_u)(jnp.zeros((3, 3)))) == 0.0
+    us = jax.vmap(centre_u)(jnp.stack([jnp.asarray(GOOD_K), 2 * jnp.asarray(GOOD_K)]))
+    np.testing.assert_allclose(np.asarray(us), [10.0, 20.0])

@@ -47,6 +47,46 @@ class CameraError(XprError):
         super().__init__(message, filename="<camera>")
 
 
+_ROTATION_TOL = 1e-3  # |R R^T - I| and |det R - 1|: float32 poses are good to ~1e-6
+
+
+def _concrete(x) -> np.ndarray | None:
+    """x as float64 NumPy when its values are known; None for a tracer (inside jit / vmap)."""
+    if isinstance(x, jax.core.Tracer):
+        return None
+    return np.asarray(x, dtype=np.float64)
+
+
+def _check_values(viewmat, K, dist) -> None:
+    """Positive finite focal lengths, finite coefficients and a proper rotation (R R^T = I,
+    det R = +1: a zero or scaled view matrix is not a camera). Only concrete values are
+    checked: a Camera built inside jit or vmap from traced arrays is taken as it comes."""
+    k, v, d = _concrete(K), _concrete(viewmat), _concrete(dist)
+    if k is not None:
+        if not np.isfinite(k).all():
+            raise CameraError("K must be finite")
+        fx, fy = k[..., 0, 0], k[..., 1, 1]
+        bad = ~((fx > 0) & (fy > 0))
+        if bad.any():
+            i = np.unravel_index(np.argmax(bad), bad.shape)
+            raise CameraError(f"focal lengths must be positive, got fx={fx[i]}, fy={fy[i]}")
+    if d is not None and not np.isfinite(d).all():
+        raise CameraError("dist must be finite")
+    if v is None:
+        return
+    if not np.isfinite(v).all():
+        raise CameraError("viewmat must be finite")
+    R = v[..., :3, :3]
+    ortho = np.abs(R @ np.swapaxes(R, -1, -2) - np.eye(3)).max(axis=(-2, -1), initial=0.0)
+    det = np.linalg.det(R) if R.size else np.zeros(R.shape[:-2])
+    error = np.maximum(ortho, np.abs(det - 1.0))
+    if (error > _ROTATION_TOL).any():
+        raise CameraError(
+            "viewmat[:3, :3] must be a rotation (R R^T = I, det R = 1); "
+            f"off by {float(error.max()):.3g}"
+        )
+
+
 def _as_array(value, dtype=None):
     """numpy/jax/list -> jax array, keeping a floating dtype (float32 stays float32)."""
     arr = jnp.asarray(value) if dtype is None else jnp.asarray(value, dtype=dtype)
@@ -109,6 +149,7 @@ class Camera:
         near, far = float(self.near), float(self.far)
         if not 0.0 <= near < far:
             raise CameraError(f"need 0 <= near < far, got near={near}, far={far}")
+        _check_values(viewmat, K, dist)
         for name, value in (
             ("viewmat", viewmat),
             ("K", K),
