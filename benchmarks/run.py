@@ -27,9 +27,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xprc.camera import Camera  # noqa: E402
-from xprc.pipeline import RenderConfig  # noqa: E402
+from xprc.pipeline import (  # noqa: E402
+    RenderConfig,  # noqa: E402
+    count_entries,
+    sized_config,
+)
+from xprc.pipeline.capacity import _count_fn, _count_key  # noqa: E402
 from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
-from xprc.scenes import default_garden_path, garden_workload, random_scene  # noqa: E402
+from xprc.scenes import (  # noqa: E402
+    adapt_params,
+    default_garden_path,
+    garden_workload,
+    random_scene,
+)
 
 SPECS = {
     "3dgs": "specs/3dgs.xpr",
@@ -71,24 +81,6 @@ def load_methods(names):
     return methods
 
 
-def adapt_params(method, params):
-    """The 3DGS-layout workload for any method: parameters are matched by name; a parameter whose
-    activation is `abs` gets linear sizes (3 sigma) instead of log scales, and a method with more
-    sizes than 3 (LinPrim tetrahedra: 4 vertex distances) gets the extra ones from the geometric
-    mean of the three."""
-    out = {}
-    for p in method.PARAMS:
-        value = params[p.name]
-        if p.activation == "abs" and p.name == "scales":
-            want = tuple(p.shape)[-1] if tuple(p.shape) else 1
-            if value.shape[-1] < want:
-                extra = np.repeat(value.mean(-1, keepdims=True), want - value.shape[-1], -1)
-                value = np.concatenate([value, extra], -1)
-            value = (3.0 * np.exp(value)).astype(value.dtype)
-        out[p.name] = value
-    return out
-
-
 def timed(fn, *args, repeat=3):
     jax.block_until_ready(fn(*args))  # warm
     times = []
@@ -102,6 +94,12 @@ def timed(fn, *args, repeat=3):
 def measure(method, params, cams, config, repeat):
     """Forward and forward+backward seconds per camera, XLA compile time and memory."""
     params = prepare_params(method, {k: jnp.asarray(v) for k, v in params.items()})
+    # What `xprc.render` does by default: count the entries (a cheap jitted pass), then render
+    # with the capacity bucket above the count, so nothing is dropped.
+    count_fn = _count_fn(method, _count_key(config), False)
+    count_s = timed(count_fn, params, cams[0], repeat=repeat)
+    config = sized_config(method, params, Camera.stack(cams), config)
+    needed = max(count_entries(method, params, cam, config) for cam in cams)
     fwd = _compiled(method, "RGB", config, False)
 
     def loss(p, cam):
@@ -131,6 +129,9 @@ def measure(method, params, cams, config, repeat):
         "height": cams[0].height,
         "xla_compile_fwd_s": t1 - t0,
         "xla_compile_grad_s": t2 - t1,
+        "count_s": count_s,
+        "entries_needed": needed,
+        "entry_capacity": config.max_entries,
         "forward_s": float(np.mean(fwd_times)),
         "forward_backward_s": float(np.mean(bwd_times)),
         "forward_per_camera_s": [float(t) for t in fwd_times],
@@ -260,6 +261,14 @@ def main(argv=None):
             (
                 "XLA compile s (fwd/grad)",
                 lambda r: f"{r['xla_compile_fwd_s']:.1f}/{r['xla_compile_grad_s']:.1f}",
+            ),
+            (
+                "count pass s (% of fwd)",
+                lambda r: f"{r['count_s']:.3f} ({100 * r['count_s'] / r['forward_s']:.1f}%)",
+            ),
+            (
+                "entries needed / capacity",
+                lambda r: f"{r['entries_needed']:,} / {r['entry_capacity']:,}",
             ),
             ("forward s/cam", lambda r: f"{r['forward_s']:.3f}"),
             ("fwd+bwd s/cam", lambda r: f"{r['forward_backward_s']:.3f}"),

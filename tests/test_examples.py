@@ -44,4 +44,6 @@ def test_benchmark_runner_quick(tmp_path):
     data = json.loads(out.read_text())
     assert set(data["methods"]) == {"handwritten", "3dgs"}
     assert data["methods"]["3dgs"]["dropped"] == 0
+    r = data["methods"]["3dgs"]
+    assert r["entry_capacity"] >= r["entries_needed"] > 0 and r["count_s"] > 0
     assert data["methods"]["3dgs"]["forward_s"] > 0

@@ -100,3 +100,21 @@ def random_scene(
         "sh": rng.normal(0, 0.3, (n, (sh_degree + 1) ** 2, 3)).astype(dtype),
     }
     return params
+
+
+def adapt_params(method, params):
+    """The 3DGS-layout parameters for any method: parameters are matched by name; a parameter
+    named `scales` whose activation is `abs` gets linear sizes (3 sigma) instead of log scales,
+    and a method with more sizes than 3 (LinPrim tetrahedra: 4 vertex distances) gets the extra
+    ones from the mean of the three."""
+    out = {}
+    for p in method.PARAMS:
+        value = params[p.name]
+        if p.activation == "abs" and p.name == "scales":
+            want = tuple(p.shape)[-1] if tuple(p.shape) else 1
+            if value.shape[-1] < want:
+                extra = np.repeat(value.mean(-1, keepdims=True), want - value.shape[-1], -1)
+                value = np.concatenate([value, extra], -1)
+            value = (3.0 * np.exp(value)).astype(value.dtype)
+        out[p.name] = value
+    return out

@@ -33,15 +33,55 @@ class TileGrid(NamedTuple):
         return self.tiles_x * self.tiles_y
 
 
+INT32_MAX = 2**31 - 1
+
+
 class Bins(NamedTuple):
     """Entries sorted by (tile, depth). Invalid slots carry tile id `num_tiles` and sort last."""
 
     tile: jax.Array  # [E] int32, tile id of each sorted entry
     prim: jax.Array  # [E] int32, primitive index of each sorted entry
     tile_start: jax.Array  # [T + 1] int32, first sorted entry of each tile (and the end)
-    needed: jax.Array  # [] int32, entries the scene asked for
+    needed: jax.Array  # [] int32, entries the scene asked for, saturated at INT32_MAX
+    needed_exact: jax.Array  # [2] uint32 (high, low) words of the exact 64-bit entry count
     demand: jax.Array  # [T] int32, entries each tile asked for
     kept: jax.Array  # [T] int32, entries each tile got
+
+
+def exact_total(count: jax.Array) -> jax.Array:
+    """Exact sum of non-negative int32 counts [N] as two uint32 words [high, low].
+
+    int64 needs `jax_enable_x64`; a 64-bit add-with-carry over uint32 pairs never wraps (up to
+    2^64 - 1), so the count is exact with the default 32-bit types.
+    """
+    lo = count.astype(jnp.uint32)
+    hi = jnp.zeros_like(lo)
+
+    def add(a, b):
+        a_hi, a_lo = a
+        b_hi, b_lo = b
+        low = a_lo + b_lo
+        carry = (low < a_lo).astype(jnp.uint32)
+        return a_hi + b_hi + carry, low
+
+    zero = jnp.zeros((), jnp.uint32)
+    h, l_ = jax.lax.reduce((hi, lo), (zero, zero), add, (0,))
+    return jnp.stack([h, l_])
+
+
+def saturate_total(exact: jax.Array) -> jax.Array:
+    """The [high, low] count as int32, saturated at INT32_MAX."""
+    over = (exact[0] > 0) | (exact[1] > jnp.uint32(INT32_MAX))
+    return jnp.where(over, INT32_MAX, exact[1].astype(jnp.int32))
+
+
+def _saturating_cumsum(count: jax.Array) -> jax.Array:
+    """Inclusive cumulative sum of non-negative int32 values that sticks at INT32_MAX."""
+
+    def add(a, b):
+        return jnp.where(a > INT32_MAX - b, INT32_MAX, a + b)
+
+    return jax.lax.associative_scan(add, count)
 
 
 def tile_rects(box: jax.Array, valid: jax.Array, grid: TileGrid):
@@ -88,14 +128,18 @@ def bin_and_sort(box, valid, depth, grid: TileGrid, capacity: int) -> Bins:
     rx0, ry0, rw, rh, rcount = tile_rects(box, valid, grid)
     demand = tile_demand(rx0, ry0, rw, rh, grid)
     x0, y0, w, count = rx0[order], ry0[order], rw[order], rcount[order]
-    ends = jnp.cumsum(count)  # [N] inclusive
-    needed = ends[-1] if n else jnp.int32(0)
+    exact = exact_total(rcount)
+    needed = saturate_total(exact)
+    # First slot of each primitive's run of entries: an exclusive cumulative sum that saturates
+    # instead of wrapping, so a primitive starting past the capacity (or past 2^31) gets none.
+    ends = _saturating_cumsum(count)
+    first = jnp.concatenate([jnp.zeros((1,), jnp.int32), ends[:-1]])
     # Owner of each slot: mark where each primitive's run of entries starts, then a running max.
-    starts = jnp.where(count > 0, ends - count, capacity)
+    starts = jnp.where((count > 0) & (first < capacity), first, capacity)
     owner = jnp.zeros((capacity + 1,), jnp.int32).at[starts].max(jnp.arange(n, dtype=jnp.int32))
     k = jax.lax.cummax(owner[:capacity])
     slot = jnp.arange(capacity, dtype=jnp.int32)
-    local = slot - (ends[k] - count[k])
+    local = slot - first[k]
     wk = jnp.maximum(w[k], 1)
     tile_x = x0[k] + local % wk
     tile_y = y0[k] + local // wk
@@ -112,4 +156,4 @@ def bin_and_sort(box, valid, depth, grid: TileGrid, capacity: int) -> Bins:
     ids = jnp.arange(grid.num_tiles + 1, dtype=jnp.int32)
     tile_start = jnp.searchsorted(tile, ids, side="left").astype(jnp.int32)
     kept = tile_start[1:] - tile_start[:-1]
-    return Bins(tile, prim, tile_start, needed.astype(jnp.int32), demand, kept)
+    return Bins(tile, prim, tile_start, needed, exact, demand, kept)

@@ -66,11 +66,14 @@ def composite(
     ok = (item_tile < num_tiles)[:, None] & (pos < counts[safe_tile][:, None])
     entry = jnp.where(ok, bins.tile_start[safe_tile][:, None] + pos, 0)
     prim = jnp.where(ok, bins.prim[entry], 0)
+    # Padding lanes read zeros, never a real primitive's values (a NaN there would leak).
+    a_items = jnp.where(ok[..., None], attrs[prim], 0)
+    v_items = jnp.where(ok[..., None], values[prim], 0)
 
     xs = (
         item_tile.reshape(-1, g),
-        attrs[prim].reshape(-1, g, b, attrs.shape[-1]),
-        values[prim].reshape(-1, g, b, values.shape[-1]),
+        a_items.reshape(-1, g, b, attrs.shape[-1]),
+        v_items.reshape(-1, g, b, values.shape[-1]),
         ok.reshape(-1, g, b),
     )
     out_channels = values.shape[-1] + 1

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import warnings
 from typing import Any
 
 import jax
@@ -11,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import XprError
-from .binning import TileGrid, bin_and_sort
+from . import capacity as cap
+from .binning import INT32_MAX, TileGrid, bin_and_sort
 from .composite import composite, tile_pixels
-from .config import MODES, RenderConfig
+from .config import MODES, RenderConfig, entry_bucket
 
 # Incremented each time a render function is traced; tests use it to prove "compiled once".
 TRACE_COUNT = {"render": 0}
@@ -30,8 +31,10 @@ class RenderOutput:
     image: [H, W, C] colour/features (None in depth-only modes)
     alpha: [H, W, 1] accumulated opacity 1 - T
     depth: [H, W, 1] accumulated (D) or expected (ED) depth, None in RGB mode
-    stats: dict of arrays: entries_needed, entry_capacity, dropped (total), dropped_per_tile [T],
-           entries_per_tile [T], visible (primitives that reached at least one tile)
+    stats: dict of arrays: entries_needed (saturated at 2^31 - 1), entries_saturated (True when
+           the true count is larger), entry_capacity, dropped (total, saturated like
+           entries_needed), dropped_per_tile [T], entries_per_tile [T], nonfinite (primitives
+           left out because their projection is NaN or infinite)
     """
 
     def __init__(self, image, alpha, depth, stats, mode):
@@ -86,7 +89,30 @@ def prepare_params(method, params: dict) -> dict:
     return out
 
 
-def _render_one(method, mode: str, config: RenderConfig, params, camera, background):
+def _empty_output(method, mode, camera, background, dtype=jnp.float32):
+    """The render of zero primitives: the background (or black), alpha 0, depth 0."""
+    channels = int(method.NUM_FEATURES)
+    h, w = camera.height, camera.width
+    weight = jnp.zeros((h, w, 1), dtype)
+    color = jnp.zeros((h, w, channels), dtype)
+    if background is not None:
+        color = color + jnp.asarray(background, dtype)[None, None, :]
+    depth = jnp.zeros((h, w, 1), dtype) if mode.endswith("D") else None
+    grid = TileGrid(w, h, 16)
+    zeros_t = jnp.zeros((grid.num_tiles,), jnp.int32)
+    stats = {
+        "entries_needed": jnp.int32(0),
+        "entries_saturated": jnp.bool_(False),
+        "entry_capacity": jnp.int32(0),
+        "dropped": jnp.int32(0),
+        "dropped_per_tile": zeros_t,
+        "entries_per_tile": zeros_t,
+        "nonfinite": jnp.int32(0),
+    }
+    return RenderOutput(color if mode.startswith("RGB") else None, weight, depth, stats, mode)
+
+
+def _render_one(method, mode: str, config: RenderConfig, check: bool, params, camera, background):
     TRACE_COUNT["render"] += 1
     grid = TileGrid(camera.width, camera.height, config.tile_size)
     proj = method.project(params, camera)
@@ -95,8 +121,12 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
     depth = proj["depth"].astype(dtype)
     values = jnp.concatenate([proj["features"].astype(dtype), depth[:, None]], axis=-1)
     n = attrs.shape[0]
+    # A primitive whose projection is not finite is left out (and counted): binned, its NaN
+    # would reach every pixel and every gradient it shares a chunk with.
+    finite = cap.finite_rows(attrs, values)
+    valid = proj["valid"] & finite
     capacity = config.entry_capacity(n, grid.num_tiles)
-    bins = bin_and_sort(proj["box"], proj["valid"], depth, grid, capacity)
+    bins = bin_and_sort(proj["box"], valid, jnp.where(finite, depth, 0), grid, capacity)
     rays = None
     if method.USES_RAY:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
@@ -116,24 +146,72 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
         depth_img = img[..., channels : channels + 1] / jnp.maximum(weight, 1e-10)
     elif mode.endswith("D"):
         depth_img = img[..., channels : channels + 1]
-    dropped_per_tile = bins.demand - bins.kept
+    saturated = bins.needed >= INT32_MAX
+    dropped = jnp.where(saturated, INT32_MAX, jnp.maximum(bins.needed - capacity, 0))
     stats = {
         "entries_needed": bins.needed,
+        "entries_saturated": saturated,
         "entry_capacity": jnp.int32(capacity),
-        "dropped": jnp.maximum(bins.needed - capacity, 0),
-        "dropped_per_tile": dropped_per_tile,
+        "dropped": dropped,
+        "dropped_per_tile": bins.demand - bins.kept,
         "entries_per_tile": bins.kept,
+        "nonfinite": jnp.sum(~finite).astype(jnp.int32),
     }
+    if check:
+        cap.runtime_overflow_check(config.on_overflow, dropped, bins.needed, capacity, saturated)
     image = color if mode.startswith("RGB") else None
     return RenderOutput(image, weight, depth_img, stats, mode)
 
 
+def _compiled(method, mode: str, config: RenderConfig, batched: bool, check: bool = False):
+    """The jitted render; options that do not change the traced function share one entry."""
+    key = dataclasses.replace(
+        config, memory_budget=None, on_overflow=config.on_overflow if check else "ignore"
+    )
+    return _jitted(method, mode, key, batched, check)
+
+
 @functools.cache
-def _compiled(method, mode: str, config: RenderConfig, batched: bool):
-    fn = functools.partial(_render_one, method, mode, config)
+def _jitted(method, mode: str, config: RenderConfig, batched: bool, check: bool):
+    fn = functools.partial(_render_one, method, mode, config, check)
     if batched:
         fn = jax.vmap(fn, in_axes=(None, 0, None))
     return jax.jit(fn)
+
+
+def _traced(tree) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(tree))
+
+
+def _check_background(method, background, camera):
+    if background is None:
+        return None
+    if _traced(background):
+        shape = tuple(background.shape)
+    else:
+        background = np.asarray(background)
+        shape = background.shape
+        if background.dtype.kind not in "biuf" or not np.all(np.isfinite(background)):
+            raise XprError(f"background must be finite numbers, got {background!r}")
+    want = (int(method.NUM_FEATURES),)
+    if shape != want:
+        raise XprError(
+            f"background has shape {shape}, expected {want}: one value per colour channel of "
+            f"{method.NAME}"
+        )
+    return background
+
+
+def sized_config(method, params: dict, camera, config: RenderConfig | None = None):
+    """`config` with `max_entries` set to the capacity bucket above the entries `params` need
+    from `camera` (a batch: the largest), after checking it against the memory budget."""
+    config = config or RenderConfig()
+    cap.check_policy(config)
+    needed = cap.count_entries(method, params, camera, config)
+    capacity = entry_bucket(needed)
+    grid = TileGrid(camera.width, camera.height, config.tile_size)
+    cap.check_memory(capacity, needed, method, grid, config)
+    return dataclasses.replace(config, max_entries=capacity)
 
 
 def render(
@@ -148,24 +226,54 @@ def render(
 
     `method` is a module from `xprc.load`; `camera` an `xprc.Camera`, batched or not;
     `background` an array [C] or None (black). Differentiable in params, camera and background.
+
+    Lossless by default: with `config.max_entries` None and concrete inputs, the entries the
+    scene needs are counted first and the capacity is the bucket above them. Under a caller's
+    own trace (jit, grad, vmap) the capacity comes from `RenderConfig.entry_capacity` (or
+    `max_entries`; see `fit_config`) and a drop is reported by `config.on_overflow`.
     """
     if mode not in MODES:
         raise XprError(f"unknown render mode '{mode}' (expected one of {', '.join(MODES)})")
     config = config or RenderConfig()
+    cap.check_policy(config)
     params = prepare_params(method, params)
+    background = _check_background(method, background, camera)
     batched = len(camera.batch_shape) > 0
-    return _compiled(method, mode, config, batched)(params, camera, background)
+    if not next(iter(params.values())).shape[0]:
+        fn = functools.partial(_empty_output, method, mode)
+        if batched:
+            return jax.vmap(fn, in_axes=(0, None))(camera, background)
+        return fn(camera, background)
+    traced = _traced((params, camera, background))
+    if not traced:
+        if config.max_entries is None:
+            config = sized_config(method, params, camera, config)
+        out = _compiled(method, mode, config, batched)(params, camera, background)
+        cap.report_overflow(out.stats, config.on_overflow)
+        return out
+    return _compiled(method, mode, config, batched, True)(params, camera, background)
+
+
+def fit_config(method, params: dict, cameras, config: RenderConfig | None = None, margin=1.25):
+    """A config for rendering under your own `jax.jit`: capacity sized from sample cameras.
+
+    `cameras`: one camera, a batch, or a list of cameras of one size. The capacity is the
+    bucket above `margin` times the largest count, so moderate changes of the scene still fit;
+    a render that needs more reports it through `config.on_overflow`.
+    """
+    config = config or RenderConfig()
+    cap.check_policy(config)
+    if isinstance(cameras, list | tuple):
+        from ..camera import Camera
+
+        cameras = Camera.stack(list(cameras))
+    needed = cap.count_entries(method, params, cameras, config)
+    capacity = entry_bucket(int(needed * margin))
+    grid = TileGrid(cameras.width, cameras.height, config.tile_size)
+    cap.check_memory(capacity, needed, method, grid, config)
+    return dataclasses.replace(config, max_entries=capacity)
 
 
 def warn_if_dropped(out: RenderOutput) -> int:
     """Warn (and return the count) when a render dropped entries for lack of capacity."""
-    dropped = int(np.sum(np.asarray(out.stats["dropped"])))
-    if dropped:
-        needed = int(np.max(np.asarray(out.stats["entries_needed"])))
-        cap = int(np.max(np.asarray(out.stats["entry_capacity"])))
-        warnings.warn(
-            f"render dropped {dropped} (primitive, tile) entries: {needed} needed, capacity "
-            f"{cap}; raise RenderConfig.max_entries or entries_per_primitive",
-            stacklevel=2,
-        )
-    return dropped
+    return cap.report_overflow(out.stats, "warn")

@@ -1,0 +1,329 @@
+"""Correct by default: no render silently drops (primitive, tile) entries (issue 12).
+
+- With no config, `render` counts the entries a scene needs and is lossless: scenes of large
+  primitives equal the independent per-pixel twins for 3DGS, 3DGUT and the LinPrim octahedron.
+- Under a caller's own jit with a too-small capacity, the default policy warns at run time with
+  the count; "raise" raises.
+- Counting cannot wrap: 6,000 full-screen boxes on a 10000x10000 grid.
+- Containment: a NaN primitive changes no pixel outside its footprint and no other gradient.
+- Memory: a lossless capacity over the budget is a clear error, not the OOM killer.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import reference_3dgs as ref_gs
+import reference_3dgut as ref_gut
+import reference_linprim as ref_lp
+from conftest import GARDEN, ROOT
+
+from xprc.camera import Camera
+from xprc.compiler.driver import load
+from xprc.errors import XprError
+from xprc.pipeline import RenderConfig, count_entries, entry_bucket, fit_config, render
+from xprc.pipeline.binning import INT32_MAX, TileGrid, bin_and_sort, exact_total
+from xprc.pipeline.capacity import parse_bytes
+from xprc.scenes import adapt_params, garden_workload, random_scene
+
+W, H = 96, 64
+BG = (0.1, 0.2, 0.3)
+
+
+@pytest.fixture(scope="module")
+def gs():
+    return load(ROOT / "specs" / "3dgs.xpr")
+
+
+@pytest.fixture(scope="module")
+def gut():
+    return load(ROOT / "specs" / "3dgut.xpr")
+
+
+@pytest.fixture(scope="module")
+def octa():
+    return load(ROOT / "specs" / "linprim_octahedron.xpr")
+
+
+def camera(width=W, height=H, f=70.0):
+    K = np.array([[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]], np.float32)
+    return Camera(viewmat=np.eye(4, dtype=np.float32), K=K, width=width, height=height)
+
+
+def large_scene(n=120, factor=8.0, seed=11):
+    """Random Gaussians with scales x `factor`: most cover a large part of the image."""
+    p = random_scene(n, seed=seed, sh_degree=1)
+    p["scales"] = (p["scales"] + np.log(factor)).astype(np.float32)
+    return p
+
+
+def old_default_capacity(n, cam):
+    config = RenderConfig()
+    return config.entry_capacity(n, TileGrid(cam.width, cam.height, config.tile_size).num_tiles)
+
+
+def f64(x):
+    return np.asarray(x, np.float64)
+
+
+def assert_lossless(out):
+    assert int(out.stats["dropped"]) == 0
+    assert not bool(out.stats["entries_saturated"])
+    assert int(out.stats["entry_capacity"]) >= int(out.stats["entries_needed"])
+
+
+# --------------------------------------------------------------------- lossless by default
+
+
+def test_default_render_of_large_gaussians_is_lossless_3dgs(gs):
+    params, cam = large_scene(), camera()
+    needed = count_entries(gs, params, cam)
+    assert needed > old_default_capacity(120, cam)  # the old default dropped entries here
+    out = render(gs, params, cam, background=np.asarray(BG, np.float32), mode="RGB+D")
+    assert_lossless(out)
+    assert int(out.stats["entries_needed"]) == needed
+    assert int(out.stats["entry_capacity"]) == entry_bucket(needed)
+    colour, alpha, dsum = ref_gs.render(params, np.eye(4), cam.K, W, H, background=BG)
+    np.testing.assert_allclose(f64(out.image), colour, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(f64(out.alpha)[..., 0], alpha, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(f64(out.depth)[..., 0], dsum, atol=5e-4, rtol=1e-5)
+
+
+def test_default_render_of_large_gaussians_is_lossless_3dgut(gut):
+    params, cam = large_scene(80, factor=6.0), camera()
+    assert count_entries(gut, params, cam) > old_default_capacity(80, cam)
+    out = render(gut, params, cam, background=np.asarray(BG, np.float32), mode="RGB+D")
+    assert_lossless(out)
+    colour, alpha, dsum = ref_gut.render(params, cam, background=BG)
+    np.testing.assert_allclose(f64(out.image), colour, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(f64(out.alpha)[..., 0], alpha, atol=1e-4, rtol=0)
+
+
+def test_default_render_of_large_octahedra_is_lossless(octa):
+    params = ref_lp.random_params(
+        150, "octahedron", seed=12, sh_degree=1, spread=0.7, size=(0.8, 2.5)
+    )
+    cam = camera()
+    assert count_entries(octa, params, cam) > old_default_capacity(150, cam)
+    out = render(octa, params, cam, background=np.asarray(BG, np.float32))
+    assert_lossless(out)
+    colour, alpha, _ = ref_lp.render(
+        params, "octahedron", np.eye(4), cam.K, W, H, background=BG, chord="analytic"
+    )
+    np.testing.assert_allclose(f64(out.image), colour, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(f64(out.alpha)[..., 0], alpha, atol=1e-4, rtol=0)
+
+
+def test_batched_cameras_size_for_the_largest(gs):
+    params = large_scene(60)
+    cams = [camera(f=f) for f in (40.0, 70.0, 140.0)]
+    counts = [count_entries(gs, params, c) for c in cams]
+    assert count_entries(gs, params, Camera.stack(cams)) == max(counts)
+    out = render(gs, params, Camera.stack(cams))
+    assert np.all(np.asarray(out.stats["dropped"]) == 0)
+
+
+GARDEN_CASES = [  # (primitives, scale factor): the issue's two scenes
+    (1500, 8.0),
+    (300, 60.0),
+]
+
+
+@pytest.mark.skipif(not GARDEN.exists(), reason="shared garden data not present")
+@pytest.mark.parametrize("num,factor", GARDEN_CASES)
+def test_garden_large_primitives_lossless_and_equal_to_reference(gs, gut, octa, num, factor):
+    params, cams = garden_workload(GARDEN, num=num, scale=0.125, sh_degree=1)
+    params["scales"] = (params["scales"] + np.log(factor)).astype(np.float32)
+    cam = cams[0]
+    w, h = cam.width, cam.height
+    colour, alpha, _ = ref_gs.render(params, np.asarray(cam.viewmat), cam.K, w, h)
+    out = render(gs, params, cam)
+    assert_lossless(out)
+    np.testing.assert_allclose(f64(out.image), colour, atol=1e-4, rtol=0)
+    out = render(gut, params, cam)
+    assert_lossless(out)
+    colour, alpha, _ = ref_gut.render(params, cam)
+    np.testing.assert_allclose(f64(out.alpha)[..., 0], alpha, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(f64(out.image), colour, atol=1e-4, rtol=0)
+    lp = adapt_params(octa, params)
+    out = render(octa, lp, cam)
+    assert_lossless(out)
+    colour, alpha, _ = ref_lp.render(lp, "octahedron", np.asarray(cam.viewmat), cam.K, w, h,
+                                     chord="analytic")  # fmt: skip
+    np.testing.assert_allclose(f64(out.image), colour, atol=1e-4, rtol=0)
+
+
+# ------------------------------------------------------------------ under the caller's jit
+
+
+def test_user_jit_too_small_capacity_warns_at_run_time(gs):
+    params, cam = large_scene(), camera()
+    needed = count_entries(gs, params, cam)
+    config = RenderConfig(max_entries=1024)
+
+    @jax.jit
+    def f(p):
+        return render(gs, p, cam, config=config).image
+
+    with pytest.warns(RuntimeWarning, match=rf"dropped {needed - 1024:,} .* {needed:,} needed"):
+        jax.block_until_ready(f(params))
+    # Enough capacity: silent.
+    roomy = fit_config(gs, params, cam)
+    assert roomy.max_entries >= needed
+
+    @jax.jit
+    def g(p):
+        return render(gs, p, cam, config=roomy).image
+
+    jax.block_until_ready(g(params))  # warnings are errors in this suite
+
+
+def test_user_jit_raise_policy_raises(gs):
+    params, cam = large_scene(), camera()
+    config = RenderConfig(max_entries=1024, on_overflow="raise")
+
+    @jax.jit
+    def f(p):
+        return render(gs, p, cam, config=config).image
+
+    with pytest.raises(Exception, match="render dropped .* for lack of capacity"):
+        jax.block_until_ready(f(params))
+
+
+def test_eager_explicit_capacity_policies(gs):
+    params, cam = large_scene(), camera()
+    with pytest.raises(XprError, match="render dropped"):
+        render(gs, params, cam, config=RenderConfig(max_entries=1024, on_overflow="raise"))
+    out = render(gs, params, cam, config=RenderConfig(max_entries=1024, on_overflow="ignore"))
+    assert int(out.stats["dropped"]) == int(out.stats["entries_needed"]) - 1024 > 0
+
+
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        (RenderConfig(on_overflow="loud"), "on_overflow='loud': expected one of warn, raise"),
+        (RenderConfig(max_entries=0), "max_entries=0: expected None"),
+        (RenderConfig(max_entries=-5), "max_entries=-5: expected None"),
+    ],
+)
+def test_bad_config_is_a_clear_error(gs, config, message):
+    with pytest.raises(XprError, match=message):
+        render(gs, random_scene(4), camera(), config=config)
+
+
+# ------------------------------------------------------------------------ overflow-safe count
+
+
+def test_exact_total_does_not_wrap():
+    counts = jnp.full((6000,), 390_625, jnp.int32)
+    hi, lo = (int(x) for x in np.asarray(exact_total(counts)))
+    assert hi << 32 | lo == 6000 * 390_625
+
+
+def test_binning_full_screen_boxes_on_a_huge_grid_reports_saturation():
+    grid = TileGrid(10_000, 10_000, 16)
+    n = 6000
+    box = jnp.tile(jnp.asarray([[0.0, 0.0, 9999.0, 9999.0]], jnp.float32), (n, 1))
+    valid = jnp.ones((n,), bool)
+    depth = jnp.linspace(1.0, 2.0, n, dtype=jnp.float32)
+    bins = jax.jit(bin_and_sort, static_argnums=(3, 4))(box, valid, depth, grid, 4096)
+    true_total = n * grid.num_tiles  # 2,343,750,000 > 2^31 - 1
+    hi, lo = (int(x) for x in np.asarray(bins.needed_exact))
+    assert hi << 32 | lo == true_total
+    assert int(bins.needed) == INT32_MAX  # saturated, flagged by the render as such
+    kept = np.asarray(bins.kept)
+    assert kept.sum() == 4096  # the buffer is full: the first tiles of the nearest primitive
+    assert np.asarray(bins.prim)[:10].tolist() == [0] * 10
+    demand = np.asarray(bins.demand)
+    assert demand.min() == demand.max() == n
+
+
+def test_count_entries_exact_beyond_int32(gs):
+    # 1,200 big Gaussians right in front of a 4000x4000 camera with 4x4 tiles: 10^6 tiles each.
+    n = 1200
+    params = random_scene(n, seed=3, sh_degree=0)
+    params["means"] = np.tile(np.asarray([[0.0, 0.0, 2.0]], np.float32), (n, 1))
+    params["scales"] = np.full((n, 3), np.log(50.0), np.float32)
+    params["opacities"] = np.full((n,), 5.0, np.float32)
+    cam = camera(4000, 4000, f=500.0)
+    config = RenderConfig(tile_size=4)
+    assert count_entries(gs, params, cam, config) == n * 1000 * 1000
+    with pytest.raises(XprError, match=r"needs 1,200,000,000 \(primitive, tile\) entries"):
+        render(gs, params, cam, config=config)
+
+
+# -------------------------------------------------------------------------------- memory
+
+
+def test_lossless_capacity_over_the_budget_is_a_clear_error(gs):
+    params, cam = large_scene(), camera()
+    config = RenderConfig(memory_budget=1 << 20)
+    with pytest.raises(XprError) as err:
+        render(gs, params, cam, config=config)
+    msg = str(err.value)
+    needed = count_entries(gs, params, cam)
+    assert f"this render needs {needed:,} (primitive, tile) entries on a 96x64 image" in msg
+    assert "over the memory budget of 0.0 GiB" in msg and "RenderConfig.tile_size" in msg
+
+
+def test_memory_budget_environment_is_parsed_strictly(monkeypatch, gs):
+    assert parse_bytes("12GiB", "X") == 12 << 30 and parse_bytes("1e9", "X") == 10**9
+    monkeypatch.setenv("XPRC_MEMORY_BUDGET", "lots; rm -rf /")
+    with pytest.raises(XprError, match=r"XPRC_MEMORY_BUDGET='lots; rm -rf /' is not a size"):
+        render(gs, random_scene(4), camera())
+    monkeypatch.setenv("XPRC_MEMORY_BUDGET", "64KiB")
+    with pytest.raises(XprError, match="over the memory budget"):
+        render(gs, large_scene(), camera())
+
+
+# --------------------------------------------------------------------------- containment
+
+
+def _with_nan(params, k):
+    bad = {name: np.array(v) for name, v in params.items()}
+    bad["scales"][k] = np.nan
+    return bad
+
+
+def test_nan_primitive_is_contained(gs):
+    k = 0  # padding entries used to read primitive 0
+    params, cam = random_scene(50, seed=21, sh_degree=1), camera()
+    config = RenderConfig(max_entries=4096)  # the same buffer layout for both renders
+    clean = render(gs, params, cam, config=config)
+    others = [i for i in range(50) if i != k]
+    # "Without it": the same primitive moved behind the camera (same shapes, one compile).
+    without = {n: np.array(v) for n, v in params.items()}
+    without["means"][k] = (0.0, 0.0, -10.0)
+    ref_out = render(gs, without, cam, config=config)
+    bad = render(gs, _with_nan(params, k), cam, config=config)
+    assert int(bad.stats["nonfinite"]) == 1 and int(clean.stats["nonfinite"]) == 0
+    # The NaN primitive is left out: every pixel equals the render without it, bit for bit.
+    np.testing.assert_array_equal(np.asarray(bad.image), np.asarray(ref_out.image))
+    assert np.all(np.isfinite(np.asarray(bad.image)))
+
+    rng = np.random.default_rng(0)
+    ct = jnp.asarray(rng.normal(size=(H, W, 3)), jnp.float32)
+
+    def loss(p):
+        return jnp.sum(render(gs, p, cam, config=config).image * ct)
+
+    g_bad = jax.grad(loss)({n: jnp.asarray(v) for n, v in _with_nan(params, k).items()})
+    g_ref = jax.grad(loss)({n: jnp.asarray(v) for n, v in without.items()})
+    for name in g_ref:
+        got, want = np.asarray(g_bad[name])[others], np.asarray(g_ref[name])[others]
+        np.testing.assert_array_equal(got, want)
+
+
+def test_zero_primitives_render_the_background(gs):
+    empty = {k: v[:0] for k, v in random_scene(3).items()}
+    out = render(gs, empty, camera(), background=np.asarray(BG, np.float32), mode="RGB+D")
+    np.testing.assert_allclose(np.asarray(out.image), np.broadcast_to(BG, (H, W, 3)), atol=1e-7)
+    assert float(np.max(np.asarray(out.alpha))) == 0.0 and int(out.stats["dropped"]) == 0
+
+
+@pytest.mark.parametrize("bg", [(1.0, 2.0), (0.0, 0.0, 0.0, 0.0), (np.nan, 0, 0)])
+def test_background_of_the_wrong_length_or_not_finite(gs, bg):
+    with pytest.raises(XprError, match="background"):
+        render(gs, random_scene(3), camera(), background=np.asarray(bg, np.float32))

@@ -1,0 +1,211 @@
+"""How many (primitive, tile) entries a render needs, and what happens when they do not fit.
+
+The pipeline's shapes are static, so its entry buffer has a fixed capacity. Outside a trace,
+`xprc.render` counts the entries a scene needs with a cheap jitted pass (projection + footprint
+rectangles, no compositing) and renders with the capacity bucket above the count, so nothing is
+ever dropped. Under a caller's own `jax.jit`, the capacity cannot depend on the data; there a
+render that drops entries reports it at run time according to `RenderConfig.on_overflow`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import XprError
+from .binning import INT32_MAX, TileGrid, exact_total, tile_rects
+from .config import RenderConfig
+
+POLICIES = ("warn", "raise", "ignore")
+_GIB = 1 << 30
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20}
+_UNITS.update({"g": _GIB, "gib": _GIB, "t": 1 << 40, "tib": 1 << 40})
+BUDGET_ENV = "XPRC_MEMORY_BUDGET"
+
+
+class EntryOverflowError(XprError):
+    """A render dropped (primitive, tile) entries and the policy says raise."""
+
+
+class MemoryBudgetError(XprError):
+    """The lossless entry capacity would exceed the memory budget."""
+
+
+def check_policy(config: RenderConfig) -> None:
+    if config.on_overflow not in POLICIES:
+        raise XprError(
+            f"RenderConfig.on_overflow={config.on_overflow!r}: expected one of "
+            f"{', '.join(POLICIES)}"
+        )
+    if config.max_entries is not None and (
+        isinstance(config.max_entries, bool)
+        or not isinstance(config.max_entries, int | np.integer)
+        or not 1 <= config.max_entries <= INT32_MAX
+    ):
+        raise XprError(
+            f"RenderConfig.max_entries={config.max_entries!r}: expected None (sized from the "
+            f"scene) or an integer in 1..{INT32_MAX}"
+        )
+
+
+def parse_bytes(text: str, source: str) -> int:
+    """'12GiB', '512 MiB', '1e9' -> bytes; anything else is an XprError naming `source`."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?(?:[eE][0-9]{1,2})?)\s*([a-zA-Z]{0,3})\s*", text)
+    unit = m and m.group(2).lower()
+    if not m or unit not in _UNITS:
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise XprError(
+            f"{source}={shown!r} is not a size: expected bytes or a number with K, M, G or T "
+            "(binary units), e.g. 12GiB"
+        )
+    value = float(m.group(1)) * _UNITS[unit]
+    if not 1 <= value < 2**62:
+        raise XprError(f"{source}={text!r}: expected a size between 1 byte and 4 EiB")
+    return int(value)
+
+
+def default_memory_budget() -> int:
+    """XPRC_MEMORY_BUDGET if set, else half the machine's memory, at most 16 GiB."""
+    env = os.environ.get(BUDGET_ENV)
+    if env is not None:
+        return parse_bytes(env, BUDGET_ENV)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 8 * _GIB
+    return int(min(16 * _GIB, max(total // 2, _GIB)))
+
+
+def estimate_bytes(capacity: int, num_attrs: int, num_values: int, grid: TileGrid) -> int:
+    """A generous estimate of the memory a forward + backward render plans for its entries.
+
+    Per entry: the binning arrays (keys, owners, indices: ~12 int32), the gathered attributes
+    and values (float32), their cotangents, and the compositor's per-chunk sums
+    (pixels x (values + 1) per chunk of 32 entries), doubled for the backward pass.
+    """
+    pix = grid.tile * grid.tile
+    per_entry = 48 + 8 * (num_attrs + num_values) + (pix * 4 * (num_values + 1)) // 32
+    tiles = grid.num_tiles * pix * 4 * (num_values + 2)
+    return 2 * capacity * per_entry + tiles
+
+
+def check_memory(capacity: int, needed: int, method, grid: TileGrid, config: RenderConfig):
+    """Raise a MemoryBudgetError when `capacity` entries would not fit the budget."""
+    budget = config.memory_budget or default_memory_budget()
+    attrs = int(getattr(method, "NUM_ATTRS", 16))
+    values = int(getattr(method, "NUM_FEATURES", 3)) + 1
+    need = estimate_bytes(capacity, attrs, values, grid)
+    if capacity <= INT32_MAX and need <= budget:
+        return
+    raise MemoryBudgetError(
+        f"this render needs {needed:,} (primitive, tile) entries on a {grid.width}x"
+        f"{grid.height} image with {grid.tile}x{grid.tile} tiles; a capacity of {capacity:,} "
+        f"would take about {need / _GIB:.1f} GiB, over the memory budget of "
+        f"{budget / _GIB:.1f} GiB. Render at a lower resolution (downscale), use larger tiles "
+        f"(RenderConfig.tile_size), fewer or smaller primitives, or raise the budget "
+        f"(RenderConfig.memory_budget or {BUDGET_ENV})"
+    )
+
+
+def overflow_message(dropped: int, needed: int, capacity: int, saturated: bool) -> str:
+    if saturated:
+        amount = f"more than {INT32_MAX:,} (primitive, tile) entries (count saturated)"
+        needed_s = f"more than {INT32_MAX:,}"
+    else:
+        amount = f"{dropped:,} (primitive, tile) entries"
+        needed_s = f"{needed:,}"
+    return (
+        f"render dropped {amount} for lack of capacity: {needed_s} needed, capacity "
+        f"{capacity:,}; the image is missing those contributions. Leave "
+        "RenderConfig.max_entries=None outside jit (sized from the scene), or size it with "
+        "xprc.fit_config(method, params, cameras)"
+    )
+
+
+def report_overflow(stats: dict, policy: str, stacklevel: int = 3) -> int:
+    """Apply the overflow policy to concrete render stats; returns the dropped count."""
+    dropped = np.asarray(stats["dropped"])
+    if policy == "ignore" or not np.any(dropped > 0):
+        return int(np.sum(dropped, dtype=np.int64))
+    saturated = bool(np.any(np.asarray(stats["entries_saturated"])))
+    needed = int(np.max(np.asarray(stats["entries_needed"])))
+    capacity = int(np.max(np.asarray(stats["entry_capacity"])))
+    total = int(np.sum(dropped, dtype=np.int64))
+    message = overflow_message(total, needed, capacity, saturated)
+    if policy == "raise":
+        raise EntryOverflowError(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+    return total
+
+
+def runtime_overflow_check(policy: str, dropped, needed, capacity: int, saturated) -> None:
+    """Inside a trace: warn or raise at run time when entries were dropped."""
+    if policy == "ignore":
+        return
+
+    def callback(dropped, needed, saturated):
+        dropped, needed = np.asarray(dropped), np.asarray(needed)
+        if not np.any(dropped > 0):
+            return
+        message = overflow_message(
+            int(np.sum(dropped, dtype=np.int64)),
+            int(np.max(needed)),
+            capacity,
+            bool(np.any(np.asarray(saturated))),
+        )
+        if policy == "raise":
+            raise EntryOverflowError(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+    jax.debug.callback(callback, dropped, needed, saturated)
+
+
+def finite_rows(*arrays) -> jax.Array:
+    """[N] bool: every value of the primitive's row is finite in every array."""
+    ok = None
+    for a in arrays:
+        f = jnp.isfinite(a).reshape(a.shape[0], -1).all(axis=1)
+        ok = f if ok is None else ok & f
+    return ok
+
+
+def _count_one(method, config: RenderConfig, params, camera):
+    grid = TileGrid(camera.width, camera.height, config.tile_size)
+    proj = method.project(params, camera)
+    valid = proj["valid"] & finite_rows(proj["attrs"], proj["features"], proj["depth"])
+    *_, count = tile_rects(proj["box"], valid, grid)
+    return exact_total(count)
+
+
+@functools.cache
+def _count_fn(method, config: RenderConfig, batched: bool):
+    fn = functools.partial(_count_one, method, config)
+    if batched:
+        fn = jax.vmap(fn, in_axes=(None, 0))
+    return jax.jit(fn)
+
+
+def count_entries(method, params: dict, camera, config: RenderConfig | None = None) -> int:
+    """Exact (primitive, tile) entries a render of `params` from `camera` needs (max over a
+    batch of cameras). Cheap: projection and footprint rectangles only."""
+    from .render import prepare_params
+
+    config = config or RenderConfig()
+    params = prepare_params(method, params)
+    if not next(iter(params.values())).shape[0]:
+        return 0
+    batched = len(camera.batch_shape) > 0
+    words = np.asarray(_count_fn(method, _count_key(config), batched)(params, camera))
+    words = words.reshape(-1, 2).astype(np.uint64)
+    return int(max(int(h) << 32 | int(lo) for h, lo in words))
+
+
+def _count_key(config: RenderConfig) -> RenderConfig:
+    """Only the tile size matters to the count: one compiled counter per tile size."""
+    return RenderConfig(tile_size=config.tile_size)
