@@ -33,4 +33,4 @@ run("train", "--spec", "3dgs", "--data", "scene", "--out", "run", "--steps", "10
 run("render", "run", "--data", "scene", "--view", "r_0", "-o", "r_0.png")
 image = np.asarray(Image.open("r_0.png"))
 assert image.shape == (32, 40, 3) and image.std() > 5, (image.shape, image.std())
-print(f"wheel check: {len(names)} specs compiled by name, tiny scene trained and rendered in {here}")
+print(f"wheel check: {len(names)} specs compiled by name; tiny scene trained, rendered in {here}")
