@@ -128,6 +128,13 @@ EXPRS = [
     ("f(a, b) + density(s)", lambda a, b, m, q, s: a * b + 1 + np.exp(-0.5 * s)),
     ("vec4(a.xy, s, 1)", lambda a, b, m, q, s: np.array([a[0], a[1], s, 1])),
     ("[k * a.x for k in 0..4]", lambda a, b, m, q, s: np.arange(4) * a[0]),
+    # issue 13, crash 5: a comparison of a select whose branch divides (passed check, then
+    # SymPy refused the comparison), and a comparison with a folded NaN
+    (
+        "where(where(a.x * a.x > 1e-20, -b.x / a.x, -1) > 0, a, b)",
+        lambda a, b, m, q, s: a if (-b[0] / a[0] if a[0] * a[0] > 1e-20 else -1) > 0 else b,
+    ),
+    ("where(log(-1) < s, a, b)", lambda a, b, m, q, s: b),
     ("[[1, 2], [3, 4]] * [s, 1] + 2^-1", lambda a, b, m, q, s: np.array([s + 2.5, 3 * s + 4.5])),
 ]
 

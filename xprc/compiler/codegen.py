@@ -24,6 +24,7 @@ from xprc.compiler.lower import (
     Atan2,
     CameraCall,
     Ceil,
+    Cmp,
     Cos,
     Exp,
     Expm1,
@@ -63,7 +64,6 @@ _FUNCS = {
     Sqrt: "jnp.sqrt", RSqrt: "lax.rsqrt",
     Softplus: "jax.nn.softplus", Log1p: "jnp.log1p", Expm1: "jnp.expm1",
 }  # fmt: skip
-_REL = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 
 
 def ident(name: str) -> str:
@@ -156,9 +156,9 @@ class Printer:
             return self.mul(e)
         if isinstance(e, sympy.Pow):
             return self.power(e)
-        if isinstance(e, sympy.core.relational.Relational):
-            op = _REL[e.rel_op]
-            return f"{self.wrap(e.lhs, CMP + 1)} {op} {self.wrap(e.rhs, CMP + 1)}", CMP
+        if isinstance(e, (Cmp, sympy.core.relational.Relational)):
+            op = e.op if isinstance(e, Cmp) else e.rel_op
+            return f"{self.wrap(e.args[0], CMP + 1)} {op} {self.wrap(e.args[1], CMP + 1)}", CMP
         if isinstance(e, CameraCall):  # pragma: no cover - simplify turns these into statements
             raise AssertionError("camera call left in an expression")
         if isinstance(e, Recip):

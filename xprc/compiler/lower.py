@@ -88,6 +88,39 @@ class Atan2(Op):
     nargs = 2
 
 
+class Cmp(Op):
+    """A comparison `a OP b` (OP in the subclass). Our own rather than SymPy's relationals:
+    those check their operands' realness whenever they are rebuilt (by cse, say) and refused
+    `where(c, -a / where(c, b, 1), -1) > 0` (crash 5 of issue 13) and any NaN operand."""
+
+    nargs = 2
+    op = ""
+
+
+class Lt(Cmp):
+    op = "<"
+
+
+class Le(Cmp):
+    op = "<="
+
+
+class Gt(Cmp):
+    op = ">"
+
+
+class Ge(Cmp):
+    op = ">="
+
+
+class EqC(Cmp):
+    op = "=="
+
+
+class NeC(Cmp):
+    op = "!="
+
+
 class LAnd(Op):
     nargs = 2
 
@@ -162,7 +195,7 @@ class CameraCall(Op):
 
 CAMERA_METHODS = ("project", "project_valid", "jacobian")
 CAMERA_OUTPUTS = {"project": 2, "project_valid": 1, "jacobian": 6}
-BOOLEAN_FUNCS = (LAnd, LOr, LNot)
+BOOLEAN_FUNCS = (LAnd, LOr, LNot, Cmp)
 
 # Where each camera attribute lives on the Python camera object.
 CAMERA_CODE = {"rotation": "R", "translation": "t", "position": "position"}
@@ -565,8 +598,7 @@ def where(c, a, b):
     return Where(c, a, b)
 
 
-_REL = {"lt": sympy.StrictLessThan, "le": sympy.LessThan, "gt": sympy.StrictGreaterThan,
-        "ge": sympy.GreaterThan, "eq": sympy.Eq, "ne": sympy.Ne}  # fmt: skip
+_REL = {"lt": Lt, "le": Le, "gt": Gt, "ge": Ge, "eq": EqC, "ne": NeC}
 
 
 def compare(op, a, b):
@@ -574,7 +606,7 @@ def compare(op, a, b):
         x, y = _fnum(a), _fnum(b)
         v = {"lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y, "eq": x == y, "ne": x != y}
         return sympy.true if v[op] else sympy.false
-    return _REL[op](a, b, evaluate=False)
+    return _REL[op](a, b)
 
 
 def logic(op, a, b):

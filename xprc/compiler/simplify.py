@@ -26,6 +26,7 @@ from xprc.compiler.lower import (
     CameraCall,
     Exp,
     Expm1,
+    Gt,
     Input,
     Log,
     Log1p,
@@ -139,7 +140,7 @@ class _Hoister:
                 e.xreplace({s: sympy.Symbol(d) for s, d in self.lowered.prim_display.items()})
             )
             self.attr_exprs.append((sym, value, name))
-        return sympy.StrictGreaterThan(sym, sympy.Float(0.5), evaluate=False) if flag else sym
+        return Gt(sym, sympy.Float(0.5)) if flag else sym
 
     def hoist(self, e) -> sympy.Expr:
         if e in self.memo:
@@ -233,7 +234,7 @@ class _Protect:
     def run(self, e):
         if e in self.memo:
             return self.memo[e]
-        if not e.args or is_boolean(e) or isinstance(e, sympy.core.relational.Relational):
+        if not e.args or is_boolean(e):
             out = e
         elif isinstance(e, Where):
             out = Where(e.args[0], self.run(e.args[1]), self.run(e.args[2]))
