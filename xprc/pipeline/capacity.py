@@ -128,8 +128,20 @@ def overflow_message(dropped: int, needed: int, capacity: int, saturated: bool) 
     )
 
 
+def nonfinite_message(count: int) -> str:
+    return (
+        f"render left out {count:,} primitive(s) whose projection is not finite (NaN or "
+        "infinite parameters); stats['nonfinite'] counts them"
+    )
+
+
 def report_overflow(stats: dict, policy: str, stacklevel: int = 3) -> int:
-    """Apply the overflow policy to concrete render stats; returns the dropped count."""
+    """Apply the overflow policy to concrete render stats; returns the dropped count.
+
+    Primitives left out for non-finite values are reported as a warning unless ignored."""
+    nonfinite = int(np.max(np.asarray(stats.get("nonfinite", 0))))
+    if nonfinite and policy != "ignore":
+        warnings.warn(nonfinite_message(nonfinite), RuntimeWarning, stacklevel=stacklevel)
     dropped = np.asarray(stats["dropped"])
     if policy == "ignore" or not np.any(dropped > 0):
         return int(np.sum(dropped, dtype=np.int64))
@@ -144,12 +156,18 @@ def report_overflow(stats: dict, policy: str, stacklevel: int = 3) -> int:
     return total
 
 
-def runtime_overflow_check(policy: str, dropped, needed, capacity: int, saturated) -> None:
-    """Inside a trace: warn or raise at run time when entries were dropped."""
+def runtime_overflow_check(
+    policy: str, dropped, needed, capacity: int, saturated, nonfinite
+) -> None:
+    """Inside a trace: warn or raise at run time when entries were dropped (and warn about
+    primitives left out for non-finite values)."""
     if policy == "ignore":
         return
 
-    def callback(dropped, needed, saturated):
+    def callback(dropped, needed, saturated, nonfinite):
+        bad = int(np.max(np.asarray(nonfinite)))
+        if bad:
+            warnings.warn(nonfinite_message(bad), RuntimeWarning, stacklevel=2)
         dropped, needed = np.asarray(dropped), np.asarray(needed)
         if not np.any(dropped > 0):
             return
@@ -163,7 +181,7 @@ def runtime_overflow_check(policy: str, dropped, needed, capacity: int, saturate
             raise EntryOverflowError(message)
         warnings.warn(message, RuntimeWarning, stacklevel=2)
 
-    jax.debug.callback(callback, dropped, needed, saturated)
+    jax.debug.callback(callback, dropped, needed, saturated, nonfinite)
 
 
 def finite_rows(*arrays) -> jax.Array:

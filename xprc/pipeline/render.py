@@ -158,7 +158,9 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
         "nonfinite": jnp.sum(~finite).astype(jnp.int32),
     }
     if check:
-        cap.runtime_overflow_check(config.on_overflow, dropped, bins.needed, capacity, saturated)
+        cap.runtime_overflow_check(
+            config.on_overflow, dropped, bins.needed, capacity, saturated, stats["nonfinite"]
+        )
     image = color if mode.startswith("RGB") else None
     return RenderOutput(image, weight, depth_img, stats, mode)
 
