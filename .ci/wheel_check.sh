@@ -8,8 +8,8 @@ trap 'rm -rf "$work"' EXIT
 pip_quiet=(--quiet --disable-pip-version-check)
 # Build from a copy so that the checkout gets no build/ or *.egg-info.
 mkdir "$work/src"
-cp -r "$repo/pyproject.toml" "$repo/setup.py" "$repo/README.md" "$repo/xprc" "$repo/grammar" \
-  "$repo/specs" "$work/src/"
+cp -r "$repo/pyproject.toml" "$repo/setup.py" "$repo/README.md" "$repo/LICENSE" "$repo/xprc" \
+  "$repo/grammar" "$repo/specs" "$work/src/"
 python -m pip wheel "${pip_quiet[@]}" --no-deps -w "$work/dist" "$work/src"
 python -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install "${pip_quiet[@]}" "$work"/dist/xprc-*.whl

@@ -53,7 +53,7 @@ def test_spec_names_and_paths(tmp_path, monkeypatch):
 def test_wheel_ships_grammar_and_specs_and_compiles_anywhere(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     for name in ("xprc", "grammar", "specs"):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -65,6 +65,7 @@ def test_wheel_ships_grammar_and_specs_and_compiles_anywhere(tmp_path):
     assert "xprc/grammar/xpr.lark" in names
     assert {f"xprc/specs/{s}.xpr" for s in SHIPPED} <= names
     assert not any(n.startswith(("grammar/", "specs/", "tests/")) for n in names)
+    assert any(n.startswith("xprc-0.1.0.dist-info/") and n.endswith("LICENSE") for n in names)
     site = tmp_path / "site"
     install = [*pip, "install", "--no-deps", "--target", str(site), str(wheel)]
     subprocess.run(install, check=True, capture_output=True)
