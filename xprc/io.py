@@ -29,6 +29,7 @@ from xprc.errors import DataError
 
 __all__ = [
     "GAUSSIAN_KEYS",
+    "gaussian_layout",
     "load_checkpoint",
     "load_ply",
     "load_points_ply",
@@ -59,16 +60,34 @@ def sh_degree_from_rest(n_rest: int) -> int | None:
 
 
 def _write_atomic(path: Path, write) -> None:
-    """Write through a temporary sibling and rename, so an interrupt never leaves half a file."""
+    """Write through a temporary sibling, fsync it, rename, fsync the folder: an interrupt or a
+    power cut never leaves half a file; the temporary file is removed on any error."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as f:
             write(f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in `folder` durable (POSIX; a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- 3DGS PLY
@@ -183,6 +202,43 @@ def _check_ply_counts(path: Path) -> None:
                 f"of at least {row} bytes, but only {max(body, 0)} bytes follow the header",
             )
         body -= need
+
+
+def gaussian_layout(param_specs) -> dict[str, str] | None:
+    """Which of a spec's parameters fill the 3DGS PLY fields, decided from what the spec
+    declares (roles, kinds, shapes, activations), never from names: {GAUSSIAN_KEYS entry: the
+    spec's parameter name}, or None when the spec is not a 3DGS-layout Gaussian (exactly a
+    `role position` vec3 without activation, a quat with normalize (or none), a `role scale`
+    vec3 with exp, a `role opacity` scalar with sigmoid and an sh(d) colour)."""
+    specs = list(param_specs)
+
+    def one(match) -> str | None:
+        found = [s.name for s in specs if match(s)]
+        return found[0] if len(found) == 1 else None
+
+    def role(s) -> str | None:
+        return getattr(s, "role", None)
+
+    layout = {
+        "means": one(lambda s: role(s) == "position" and tuple(s.shape) == (3,)),
+        "quats": one(lambda s: s.kind == "quat" and s.activation in ("normalize", "identity")),
+        "scales": one(
+            lambda s: role(s) == "scale" and tuple(s.shape) == (3,) and s.activation == "exp"
+        ),
+        "opacities": one(
+            lambda s: (
+                role(s) == "opacity" and tuple(s.shape) in ((), (1,)) and s.activation == "sigmoid"
+            )
+        ),
+        "sh": one(lambda s: s.kind == "sh" and len(s.shape) == 2 and s.shape[1] == 3),
+    }
+    if layout["means"] is not None:
+        pos = next(s for s in specs if s.name == layout["means"])
+        if pos.activation != "identity":
+            return None
+    if any(v is None for v in layout.values()) or len(specs) != len(layout):
+        return None
+    return layout
 
 
 def _read_ply(path: Path) -> plyfile.PlyData:
