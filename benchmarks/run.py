@@ -26,6 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.dense import dense_fn  # noqa: E402
 from xprc.camera import Camera  # noqa: E402
 from xprc.pipeline import (  # noqa: E402
     RenderConfig,  # noqa: E402
@@ -91,7 +92,7 @@ def timed(fn, *args, repeat=3):
     return statistics.median(times)
 
 
-def measure(method, params, cams, config, repeat):
+def measure(method, params, cams, config, repeat, with_dense=False):
     """Forward and forward+backward seconds per camera, XLA compile time and memory."""
     params = prepare_params(method, {k: jnp.asarray(v) for k, v in params.items()})
     # What `xprc.render` does by default: count the entries (a cheap jitted pass), then render
@@ -116,12 +117,17 @@ def measure(method, params, cams, config, repeat):
         m = compiled.memory_analysis()
         return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes) / 2**20
 
-    fwd_times, bwd_times, stats = [], [], []
+    fwd_times, bwd_times, dense_times, dense_err, stats = [], [], [], [], []
+    dense = dense_fn(method, config) if with_dense else None
     for cam in cams:
         fwd_times.append(timed(fwd_c, params, cam, None, repeat=repeat))
         bwd_times.append(timed(grad_c, params, cam, repeat=repeat))
         out = fwd_c(params, cam, None)
         stats.append({k: np.asarray(v) for k, v in out.stats.items()})
+        if dense is not None:
+            dense_times.append(timed(dense, params, cam, repeat=repeat))
+            diff = np.abs(np.asarray(dense(params, cam)) - np.asarray(out.image))
+            dense_err.append(float(diff.max()))
     per_tile = np.concatenate([s["entries_per_tile"] for s in stats])
     return {
         "primitives": int(params[method.PARAMS[0].name].shape[0]),
@@ -130,6 +136,8 @@ def measure(method, params, cams, config, repeat):
         "xla_compile_fwd_s": t1 - t0,
         "xla_compile_grad_s": t2 - t1,
         "count_s": count_s,
+        "dense_forward_s": float(np.mean(dense_times)) if dense_times else None,
+        "dense_max_abs_diff": max(dense_err) if dense_err else None,
         "entries_needed": needed,
         "entry_capacity": config.max_entries,
         "forward_s": float(np.mean(fwd_times)),
@@ -231,7 +239,7 @@ def main(argv=None):
         "scaling": [],
     }
     for name, (method, compile_s) in methods.items():
-        r = measure(method, adapt_params(method, params), cams, config, repeat)
+        r = measure(method, adapt_params(method, params), cams, config, repeat, with_dense=True)
         r["spec_compile_s"] = compile_s
         results["methods"][name] = r
         print(
@@ -241,7 +249,11 @@ def main(argv=None):
         )
     base = results["methods"].get("handwritten")
     rows = []
+    gs = results["methods"].get("3dgs")
     for name, r in results["methods"].items():
+        r["forward_vs_dense"] = r["forward_s"] / r["dense_forward_s"]
+        r["fwdbwd_vs_forward"] = r["forward_backward_s"] / r["forward_s"]
+        r["fwdbwd_vs_3dgs"] = r["forward_backward_s"] / gs["forward_backward_s"] if gs else None
         r["forward_vs_handwritten"] = r["forward_s"] / base["forward_s"] if base else None
         r["fwdbwd_vs_handwritten"] = (
             r["forward_backward_s"] / base["forward_backward_s"] if base else None
@@ -271,7 +283,11 @@ def main(argv=None):
                 lambda r: f"{r['entries_needed']:,} / {r['entry_capacity']:,}",
             ),
             ("forward s/cam", lambda r: f"{r['forward_s']:.3f}"),
+            ("dense s/cam", lambda r: f"{r['dense_forward_s']:.3f}"),
+            ("fwd / dense", lambda r: f"{r['forward_vs_dense']:.2f}x"),
             ("fwd+bwd s/cam", lambda r: f"{r['forward_backward_s']:.3f}"),
+            ("fwd+bwd / fwd", lambda r: f"{r['fwdbwd_vs_forward']:.2f}x"),
+            ("fwd+bwd / 3DGS", lambda r: opt(r["fwdbwd_vs_3dgs"], "{:.2f}x")),
             (
                 "vs hand-written (fwd/fwd+bwd)",
                 lambda r: (
