@@ -4,9 +4,9 @@ The same entries as the renderer (its projection, binning and depth sort), the s
 maths (the spec's `response`, the 1/255 skip, transmittance products per chunk of 32 entries,
 features + weight sums), the same XLA, but no skipping of any kind: every (primitive, tile) entry
 is evaluated at all 256 pixels of its tile, saturated chunks and padding included, and nothing
-stops early (so it differs from the render only by the t_min stop rule: one primitive of at most
-T < 1e-2 per pixel; the benchmark records the largest difference). The renderer's forward
-divided by this is the fraction of dense work it pays for.
+stops early (so it differs from the render only by what the t_min stop rule leaves out, at most
+the transmittance left at the stop; the benchmark records the largest difference). The
+renderer's forward divided by this is the fraction of dense work it pays for.
 """
 
 from __future__ import annotations

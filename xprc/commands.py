@@ -246,7 +246,7 @@ def _render(args) -> int:
     import numpy as np
 
     from .datasets import load_scene
-    from .pipeline import RenderConfig, render, warn_if_dropped
+    from .pipeline import RenderConfig, render
     from .plots import kind_image, save_png
 
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
@@ -262,8 +262,8 @@ def _render(args) -> int:
     config = RenderConfig(max_entries=args.max_entries)
     mode = "RGB+ED" if args.kind == "depth" else "RGB"
     for (i, view), target in zip(chosen, targets, strict=True):
+        # Lossless unless --max-entries is given; then a drop warns with the count (render).
         out = render(method, trained.params, view.camera(), background=bg, mode=mode, config=config)
-        warn_if_dropped(out)
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.suffix.lower() == ".npy":
             np.save(target, kind_image(out, args.kind, raw=True))
