@@ -135,8 +135,12 @@ def render(
     alpha_min=1.0 / 255.0,
     t_min=1e-4,
     ambiguous=False,
+    kernel=None,
 ):
     """Returns (colour [H, W, 3], alpha [H, W], depth-weighted sum [H, W]) in float64.
+
+    `kernel(g)` of the squared Mahalanobis distance g = 2 sigma replaces the Gaussian exp(-g / 2)
+    (the kernel swaps of issue 13).
 
     With `ambiguous=True` a fourth array [H, W] bool marks pixels where a discrete decision
     (alpha against alpha_min, the transmittance stop, sigma >= 0) is so close to its threshold
@@ -158,7 +162,8 @@ def render(
         a, b, c = pr["conic"][i]
         dx, dy = px - pr["centre"][i, 0], py - pr["centre"][i, 1]
         sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
-        alpha = np.minimum(alpha_max, pr["opacity"][i] * np.exp(-sigma))
+        density = np.exp(-sigma) if kernel is None else kernel(2 * sigma)
+        alpha = np.minimum(alpha_max, pr["opacity"][i] * density)
         use = (sigma >= 0) & (alpha >= alpha_min) & ~done
         test_t = T * (1 - alpha)
         near_alpha = np.abs(alpha - alpha_min) < 1e-4 * alpha_min

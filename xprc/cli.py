@@ -115,6 +115,27 @@ register(
 register("check", "check a spec for errors without generating code", _spec_args, _check)
 
 
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    from xprc import verify
+
+    verify.add_arguments(p)
+
+
+def _verify(args) -> int:
+    from xprc import verify
+
+    return verify.run(args)
+
+
+register(
+    "verify",
+    "render random scenes with the spec's footprints and with whole-image ones; exit 1 when "
+    "a footprint loses a contribution",
+    _verify_args,
+    _verify,
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from xprc import __version__, commands  # noqa: F401  (registers render, train, view, demo)
 

@@ -13,7 +13,7 @@ import keyword
 import math
 from dataclasses import dataclass
 
-from xprc.compiler import ast
+from xprc.compiler import ast, invert
 from xprc.compiler.ast import BOOL, SCALAR, ArrayT, BoolT, Loc, MatT, Node, ScalarT, VecT
 from xprc.errors import (
     DefineError,
@@ -56,12 +56,12 @@ _UNARY_MATH = {
     "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
     "sign": lambda x: float((x > 0) - (x < 0)),
     "softplus": lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x))),
-    "log1p": math.log1p, "expm1": math.expm1,
+    "log1p": math.log1p, "expm1": math.expm1, "stop_gradient": lambda x: x,
 }  # fmt: skip
 _OTHER_BUILTINS = {
     "atan2", "pow", "min", "max", "clamp", "where", "dot", "cross", "norm", "normalize", "outer",
     "sum", "transpose", "inverse", "det", "diag", "eye", "zeros", "trace", "col", "row",
-    "quat_to_rotmat", "eval_sh", "max_eigenvalue", "quat",
+    "quat_to_rotmat", "eval_sh", "max_eigenvalue", "quat", "cutoff",
 }  # fmt: skip
 BUILTINS = set(_UNARY_MATH) | _OTHER_BUILTINS
 _TYPE_NAMES = ["scalar", "vec2", "vec3", "vec4", "quat", "mat2", "mat3", "mat4", "sh"]
@@ -1255,11 +1255,37 @@ class Checker:
             need(1, lambda t: ast.plain(t) == VecT(3), "a vec3 direction")
             n = args[0].type.n
             return call(SCALAR if n == 1 else VecT(n), *args)
+        if name == "cutoff":
+            return self.cutoff(args, e)
         if name == "max_eigenvalue":
             arity(1)
             need(0, lambda t: t == MatT(2, 2), "a mat2")
             return call(SCALAR, *args)
         raise AssertionError(name)  # pragma: no cover
+
+    def cutoff(self, args: list[Node], e: ast.Call) -> Node:
+        """`cutoff(level, extra...)`: the largest g with density(g, extra...) >= level."""
+        fn = self.fns.get("density")
+        if fn is None:
+            raise self.err(
+                MissingOutputError, "'cutoff' needs a kernel: declare 'density(g) = ...'", e.loc
+            )
+        want = len(fn.args)
+        if len(args) != want:
+            extra = ", then the density's arguments after the first" if want > 1 else ""
+            raise self.err(
+                XprTypeError,
+                f"'cutoff' takes {want} argument{'s' if want != 1 else ''} (the level{extra}), "
+                f"got {len(args)}",
+                e.loc,
+            )
+        for a, ae in zip(args, e.args, strict=True):
+            if not isinstance(a.type, ScalarT):
+                raise self.err(XprTypeError, f"'cutoff' needs scalars, got {a.type}", ae.loc)
+        node = invert.cutoff(self, lambda g: self.user_call(fn, [g, *args[1:]], e), args[0])
+        if node is None:
+            raise self.err(XprTypeError, "'cutoff' needs a density that returns a scalar", fn.loc)
+        return node
 
     def broadcast_to(self, x: Node, t) -> Node:
         if not isinstance(x.type, ScalarT) or isinstance(t, ScalarT):

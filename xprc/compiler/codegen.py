@@ -42,6 +42,7 @@ from xprc.compiler.lower import (
     Sin,
     Softplus,
     Sqrt,
+    StopGrad,
     Tan,
     Tanh,
     Where,
@@ -63,6 +64,7 @@ _FUNCS = {
     LAnd: "jnp.logical_and", LOr: "jnp.logical_or", LNot: "jnp.logical_not",
     Sqrt: "jnp.sqrt", RSqrt: "lax.rsqrt",
     Softplus: "jax.nn.softplus", Log1p: "jnp.log1p", Expm1: "jnp.expm1",
+    StopGrad: "lax.stop_gradient",
 }  # fmt: skip
 
 

@@ -187,6 +187,12 @@ class Expm1(Op):
     nargs = 1
 
 
+class StopGrad(Op):
+    """x, with no gradient (lax.stop_gradient)."""
+
+    nargs = 1
+
+
 class CameraCall(Op):
     """CameraCall(method, output, x, y, z): output `output` of camera.<method>(x, y, z)."""
 
@@ -562,6 +568,7 @@ UNARY = {
     "softplus": _unary(Softplus, lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x)))),
     "log1p": _unary(Log1p, math.log1p),
     "expm1": _unary(Expm1, math.expm1),
+    "stop_gradient": _unary(StopGrad, lambda x: x),
 }
 
 

@@ -87,8 +87,9 @@ class _Build(Transformer):
         return ast.Fn(_loc(name), str(name), args, body)
 
     def density(self, meta, c):
-        arg, body = c
-        return ast.Fn(ast.Loc(meta.line, meta.column), "density", [(str(arg), _loc(arg))], body)
+        *names, body = c
+        args = [(str(a), _loc(a)) for a in names]
+        return ast.Fn(ast.Loc(meta.line, meta.column), "density", args, body)
 
     def projection(self, meta, c):
         return ast.Block(ast.Loc(meta.line, meta.column), "projection", c[0])

@@ -1,0 +1,148 @@
+"""Derived footprints (`cutoff`) and `xprc verify` (issue 13, done-when 1 and 2).
+
+A one-line kernel swap in specs/3dgs.xpr keeps a correct footprint: `verify` finds no pixel that
+the whole-image render has and the footprint render lacks, and the render equals an independent
+NumPy per-pixel twin (tests/reference_3dgs.py with the kernel swapped). A footprint made too
+small on purpose fails `xprc verify` with exit status 1, naming the primitive that escaped.
+
+Each spec costs one pipeline compile per camera model (about 10 s on 2 cores), so the default
+suite verifies with the pinhole model and one kernel; the rest are marked slow.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import reference_3dgs
+from conftest import ROOT
+
+from xprc import cli, verify
+from xprc.compiler import driver
+
+SPEC_3DGS = (ROOT / "specs" / "3dgs.xpr").read_text()
+GAUSSIAN = "density(g) = exp(-0.5 * g)"
+
+# name -> (the new density line's right-hand side, NumPy kernel)
+KERNELS = {
+    "cauchy": ("(1 + g / 2)^-2", lambda g: (1 + g / 2) ** -2),
+    "degree4": ("exp(-0.055556 * g^2)", lambda g: np.exp(-0.055556 * g**2)),
+    "beta": ("where(g < 1, (1 - g)^4, 0)", lambda g: np.where(g < 1, np.abs(1 - g) ** 4, 0.0)),
+    "gengauss": ("exp(-(g / 2)^1.5)", lambda g: np.exp(-((g / 2) ** 1.5))),
+}
+SLOW_KERNELS = {"degree4", "beta", "gengauss"}
+
+
+def _load(tmp_path, text: str, name: str):
+    path = tmp_path / f"{name}.xpr"
+    path.write_text(text)
+    return driver.load(path)
+
+
+def _swap(rhs: str) -> str:
+    assert GAUSSIAN in SPEC_3DGS
+    return SPEC_3DGS.replace(GAUSSIAN, f"density(g) = {rhs}", 1)
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_KERNELS else k for k in KERNELS],
+)
+def test_kernel_swap_passes_verify_and_matches_numpy(kernel, tmp_path):
+    rhs, f = KERNELS[kernel]
+    method = _load(tmp_path, _swap(rhs), f"swap_{kernel}")
+    report = verify.verify(method, kernel, models=("pinhole",))
+    assert report.ok, report.format()
+    # The footprint render against the NumPy twin (every primitive against every pixel).
+    w, h, n = 40, 32, 16
+    cam = verify.camera("pinhole", w, h)
+    raw = verify.scene(method, "random", n, seed=3)
+    out, _ = verify.render_pair(
+        method, {k: jnp.asarray(v) for k, v in raw.items()}, cam, verify.config_for(n, w, h, 8)
+    )
+    colour, alpha, depth = reference_3dgs.render(
+        raw, np.asarray(cam.viewmat), np.asarray(cam.K), w, h, kernel=f
+    )
+    assert float(alpha.max()) > 0.5  # the scene shows something
+    np.testing.assert_allclose(np.asarray(out.image), colour, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out.alpha)[..., 0], alpha, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out.depth)[..., 0], depth, atol=1e-5)
+
+
+def test_cutoff_is_the_kernel_inverse(tmp_path):
+    """cutoff(level) for each swap (symbolic) and a kernel only bisection can invert."""
+    probe = """primitive P
+param lv : scalar
+param nu : scalar
+{density}
+projection {{ emit centre = [0, 0], depth = 1, radius = 1, valid = true }}
+response {{ alpha = 0 }}
+color = {expr}
+"""
+    levels = np.array([0.9, 0.3, 1 / 255, 1e-4])
+    nus = np.array([2.0, 3.0, 7.0, 30.0])
+    cases = [(f"density(g) = {rhs}", "cutoff(lv)", f) for rhs, f in KERNELS.values()]
+    cases += [
+        (
+            "density(g, nu) = (1 + g / nu)^(-(nu + 2) / 2)",
+            "cutoff(lv, nu)",
+            lambda g: (1 + g / nus) ** (-(nus + 2) / 2),
+        ),
+        (  # not a chain of invertible steps: numerical inversion
+            "density(g) = max(exp(-g), 0.5 * exp(-0.1 * g))",
+            "cutoff(lv)",
+            lambda g: np.maximum(np.exp(-g), 0.5 * np.exp(-0.1 * g)),
+        ),
+    ]
+    for i, (density, expr, f) in enumerate(cases):
+        mod = _load(tmp_path, probe.format(density=density, expr=expr), f"probe{i}")
+        got = np.asarray(
+            mod.project({"lv": jnp.asarray(levels), "nu": jnp.asarray(nus)}, None)["features"]
+        )[:, 0]
+        # the kernel at the cutoff is the level (from the inside), and just beyond it below
+        np.testing.assert_allclose(f(got), np.minimum(levels, f(0 * got)), rtol=2e-5)
+        assert np.all(f(got * (1 + 1e-4) + 1e-9) < levels)
+
+
+def test_cutoff_has_no_gradient(tmp_path):
+    """Footprints are not differentiated: the box's gradient in the opacity is exactly 0."""
+    import jax
+
+    text = _swap("(1 + g / 2)^-2")
+    assert "lax.stop_gradient(" in driver.compile_source(text, "3dgs.xpr")
+    mod = _load(tmp_path, text, "nograd")
+    raw = {k: jnp.asarray(v) for k, v in verify.scene(mod, "random", 4, 0).items()}
+    cam = verify.camera("pinhole", 40, 32)
+    g = jax.grad(lambda o: jnp.sum(mod.project({**raw, "opacities": o}, cam)["box"]))
+    assert np.all(np.asarray(g(raw["opacities"])) == 0)
+
+
+def test_shipped_3dgs_passes_verify():
+    report = verify.verify_file(ROOT / "specs" / "3dgs.xpr", models=("pinhole",))
+    assert report.ok and report.cases == len(verify.SCENES), report.format()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["3dgs", "3dgut", "linprim_octahedron", "linprim_tetrahedron"])
+def test_shipped_specs_pass_verify_every_model(name):
+    report = verify.verify_file(ROOT / "specs" / f"{name}.xpr")
+    assert report.ok, report.format()
+
+
+def test_too_small_footprint_fails_and_names_the_primitive(tmp_path, capsys):
+    text = SPEC_3DGS.replace(
+        "radii   = sqrt(r2 * diag(cov2))", "radii   = 0.3 * sqrt(r2 * diag(cov2))"
+    )
+    path = tmp_path / "small.xpr"
+    path.write_text(text)
+    status = cli.main(["verify", str(path), "--models", "pinhole", "--seeds", "1"])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert out.startswith(f"{path}: largest difference ")
+    assert "footprint too small in scene '" in out and "camera model 'pinhole', pixel (" in out
+    assert "primitive " in out and "lies outside its footprint" in out
+
+
+def test_verify_cli_rejects_bad_options(capsys):
+    assert cli.main(["verify", "3dgs", "--models", "pinhole,fishy"]) == 1
+    assert capsys.readouterr().err == (
+        "error: --models: unknown camera model 'fishy' (expected pinhole, opencv, fisheye, ortho)\n"
+    )

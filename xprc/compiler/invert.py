@@ -1,0 +1,163 @@
+"""Inverting scalar functions on the typed IR: derived footprints (`cutoff`) and numeric inits.
+
+`solve(ck, f, x, y)` returns IR for the `x` with `f(x) = y`, peeling invertible operations off
+`f` one at a time (exp <-> log, powers, affine steps, sigmoid <-> logit, ...), or None when `f`
+is not such a chain (a select, min/max, `x` on both sides of an operation). The result is built
+with the checker's own node constructors, so numbers fold: with a numeric `y` it is a number.
+
+`cutoff(ck, density, extra, level)`: the largest g >= 0 with density(g, extra...) >= level, for
+kernels that do not increase in g. Symbolic when `solve` succeeds; otherwise a fixed number of
+bisection steps on log2(g) in [-40, 40], returning the upper end of the final bracket (so the
+footprint errs on the large side). Footprints are not differentiated: the result is wrapped in
+`stop_gradient`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xprc.compiler.ast import SCALAR, BoolT, Node, ScalarT
+
+LEVEL_FLOOR = 1e-30  # cutoff(level) treats level <= 0 as this (no kernel reaches exactly 0)
+BISECT_LO, BISECT_HI, BISECT_STEPS = -40.0, 40.0, 48  # log2(g) bracket; width 80 / 2^48
+
+
+def depends(node: Node, x: Node, memo: dict | None = None) -> bool:
+    """Whether `node` reads the placeholder `x`."""
+    memo = {} if memo is None else memo
+    key = id(node)
+    if key not in memo:
+        memo[key] = node is x or any(depends(a, x, memo) for a in node.args)
+    return memo[key]
+
+
+class _Builder:
+    """Scalar IR with folding, through the checker's constructors."""
+
+    def __init__(self, ck) -> None:
+        self.ck = ck
+        self.loc = ck._cur_loc
+
+    def num(self, v) -> Node:
+        return Node("num", SCALAR, (), v)
+
+    def bin(self, op: str, a, b) -> Node:
+        a = self.num(a) if not isinstance(a, Node) else a
+        b = self.num(b) if not isinstance(b, Node) else b
+        return self.ck.binary(op, a, b, self.loc)
+
+    def call(self, name: str, *xs: Node) -> Node:
+        from xprc.compiler.check import _UNARY_MATH, _fold_float
+
+        if len(xs) == 1 and name in _UNARY_MATH and xs[0].op == "num":
+            return self.num(float(_fold_float(_UNARY_MATH[name], xs[0].extra)))
+        if name in ("min", "max") and all(x.op == "num" for x in xs):
+            return self.num((min if name == "min" else max)(x.extra for x in xs))
+        if name == "where" and xs[0].op == "boolean":
+            return xs[1] if xs[0].extra else xs[2]
+        typ = xs[1].type if name == "where" else xs[0].type
+        return self.ck.node("call", typ, *xs, extra=name)
+
+
+# Inverse of a one-argument builtin: y -> x with f(x) = y.
+_INVERSE = {
+    "exp": lambda b, y: b.call("log", y),
+    "log": lambda b, y: b.call("exp", y),
+    "sqrt": lambda b, y: b.bin("*", y, y),
+    "rsqrt": lambda b, y: b.bin("/", 1, b.bin("*", y, y)),
+    "expm1": lambda b, y: b.call("log1p", y),
+    "log1p": lambda b, y: b.call("expm1", y),
+    "sigmoid": lambda b, y: b.call("log", b.bin("/", y, b.bin("-", 1, y))),
+    "softplus": lambda b, y: b.call("log", b.call("expm1", y)),
+}
+
+
+def solve(ck, f: Node, x: Node, y: Node, memo: dict | None = None) -> Node | None:
+    """The `x` with f(x) = y, or None when `f` is not a chain of invertible steps in `x`."""
+    memo = {} if memo is None else memo
+    b = _Builder(ck)
+    while True:
+        if f is x:
+            return y
+        if not isinstance(f.type, ScalarT):
+            return None
+        dep = [depends(a, x, memo) for a in f.args]
+        if f.op == "neg":
+            f, y = f.args[0], b.bin("-", 0, y)
+            continue
+        if f.op in ("add", "sub", "mul", "div", "pow") and sum(dep) == 1:
+            p, q = f.args
+            if dep[0]:
+                inv = {"add": "-", "sub": "+", "mul": "/", "div": "*"}.get(f.op)
+                if inv is not None:
+                    f, y = p, b.bin(inv, y, q)
+                elif q.op == "num" and q.extra == 0:
+                    return None
+                else:  # p^q = y -> p = y^(1/q) (the non-negative root)
+                    f, y = p, b.bin("^", y, b.bin("/", 1, q))
+            else:
+                if f.op == "add":
+                    f, y = q, b.bin("-", y, p)
+                elif f.op == "sub":
+                    f, y = q, b.bin("-", p, y)
+                elif f.op == "mul":
+                    f, y = q, b.bin("/", y, p)
+                elif f.op == "div":
+                    f, y = q, b.bin("/", p, y)
+                else:  # p^q = y -> q = log(y) / log(p)
+                    f, y = q, b.bin("/", b.call("log", y), b.call("log", p))
+            continue
+        if f.op == "call" and f.extra in _INVERSE and len(f.args) == 1:
+            f, y = f.args[0], _INVERSE[f.extra](b, y)
+            continue
+        if f.op == "call" and f.extra == "pow" and dep == [True, False]:
+            f, y = f.args[0], b.bin("^", y, b.bin("/", 1, f.args[1]))
+            continue
+        if f.op == "call" and f.extra == "where":
+            return _solve_where(ck, f, x, y, memo)
+        return None
+
+
+def _solve_where(ck, f: Node, x: Node, y: Node, memo) -> Node | None:
+    """`where(x < k, h, c)` with c <= 0 (a kernel with compact support): for y > 0 the answer is
+    min(solve(h), k)."""
+    cond, a, other = f.args
+    if cond.op not in ("lt", "le") or other.op != "num" or other.extra > 0:
+        return None
+    lhs, k = cond.args
+    if not depends(lhs, x, memo) or depends(k, x, memo):
+        return None
+    inner = solve(ck, a, x, y, memo)
+    edge = solve(ck, lhs, x, k, memo)
+    if inner is None or edge is None:
+        return None
+    return _Builder(ck).call("min", inner, edge)
+
+
+def cutoff(ck, density_call, level: Node) -> Node:
+    """The largest g >= 0 with density(g) >= level. `density_call(g)` inlines the kernel."""
+    b = _Builder(ck)
+    y = b.call("max", level, b.num(LEVEL_FLOOR))
+    g = Node("input", SCALAR, (), ("cutoff_g", ""))
+    f = density_call(g)
+    if not isinstance(f.type, ScalarT):
+        return None
+    top = density_call(b.num(0))  # levels above the peak have no g: clamp, giving g = 0
+    x = None
+    if isinstance(top.type, ScalarT):
+        x = solve(ck, f, g, b.call("min", y, top))
+    if x is not None and not depends(x, g):
+        return b.call("stop_gradient", b.call("max", x, b.num(0)))
+    # Bisection on s = log2(g): the kernel at 2^s is >= y for s <= s*, below it after.
+    lo, hi = b.num(BISECT_LO), b.num(BISECT_HI)
+    ln2 = math.log(2.0)
+    for _ in range(BISECT_STEPS):
+        mid = b.bin("*", b.bin("+", lo, hi), 0.5)
+        inside = density_call(b.call("exp", b.bin("*", mid, ln2)))
+        ok = b.bin(">=", inside, y)
+        if not isinstance(ok.type, BoolT):  # pragma: no cover - density is scalar here
+            return None
+        lo = b.call("where", ok, mid, lo)
+        hi = b.call("where", ok, hi, mid)
+    upper = b.call("exp", b.bin("*", hi, ln2))
+    return b.call("stop_gradient", b.bin("*", upper, 1.0 + 1e-6))

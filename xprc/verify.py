@@ -1,0 +1,329 @@
+"""`xprc verify SPEC`: does the spec's footprint hold every pixel its response reaches?
+
+A footprint (`radius`, `radii` or `box`) only selects tiles; a pixel outside it whose alpha would
+reach 1/255 is silently lost. `verify` renders random scenes (ordinary, large, near, edge-on and
+partly-behind primitives) through every camera model, once with the spec's footprints and once
+with every footprint replaced by the whole image, and reports the largest difference (colour,
+alpha or depth) and the primitive and pixel that escaped. Above `tol` (1e-6) the spec fails.
+
+Both renders share one compiled function per camera model: the wrapper method below takes a flag
+as an extra (traced) parameter that swaps the box. Rendering is float64 (the caller enables x64:
+`verify_cli` does), so the two renders differ only by what the footprint dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from xprc.errors import XprError
+
+MODELS = ("pinhole", "opencv", "fisheye", "ortho")
+SCENES = ("random", "large", "near", "edge-on", "behind")
+TOL = 1e-6
+_FLAG = "verify__whole_image"  # extra parameter of the wrapper (`__`: never a spec name)
+
+
+@dataclass
+class Escape:
+    """The worst difference found, and what caused it."""
+
+    diff: float
+    scene: str
+    model: str
+    pixel: tuple[int, int] | None  # (x, y)
+    primitive: int | None
+    alpha: float  # the escaped primitive's alpha at that pixel
+
+
+@dataclass
+class Report:
+    spec: str
+    cases: int
+    worst: Escape
+    tol: float
+
+    @property
+    def ok(self) -> bool:
+        return self.worst.diff <= self.tol
+
+    def format(self) -> str:
+        w = self.worst
+        head = (
+            f"{self.spec}: largest difference {w.diff:.3g} over {self.cases} renders "
+            f"(tolerance {self.tol:g})"
+        )
+        if self.ok:
+            return head + ": footprints hold"
+        where = f"scene '{w.scene}', camera model '{w.model}'"
+        if w.pixel is None:
+            return f"{head} in {where}"
+        prim = (
+            f"primitive {w.primitive} (alpha {w.alpha:.3g} there) lies outside its footprint"
+            if w.primitive is not None
+            else "no single primitive escaped (a difference in compositing)"
+        )
+        return f"{head}: footprint too small in {where}, pixel {w.pixel}: {prim}"
+
+
+@functools.cache
+def switch_for(method) -> _WholeImageSwitch:
+    """One wrapper per method, so its compiled renders are reused."""
+    return _WholeImageSwitch(method)
+
+
+def render_pair(method, raw: dict, cam, config):
+    """(spec footprints, whole-image footprints) renders of raw params, mode RGB+D."""
+    import jax.numpy as jnp
+
+    from xprc.pipeline import render
+
+    switch = switch_for(method)
+    n = next(iter(raw.values())).shape[0]
+    return tuple(
+        render(switch, {**raw, _FLAG: jnp.full((n,), flag)}, cam, mode="RGB+D", config=config)
+        for flag in (0.0, 1.0)
+    )
+
+
+def config_for(n: int, width: int, height: int, tile: int):
+    """A render config with room for every primitive on every tile."""
+    from xprc.pipeline import RenderConfig
+
+    tiles = math.ceil(width / tile) * math.ceil(height / tile)
+    return RenderConfig(tile_size=tile, max_entries=n * tiles + 64)
+
+
+class _WholeImageSwitch:
+    """The method with one extra scalar parameter: > 0.5 replaces every box by the image."""
+
+    def __init__(self, method) -> None:
+        from xprc.runtime import ParamSpec
+
+        self._method = method
+        self.PARAMS = (*method.PARAMS, ParamSpec(_FLAG, "scalar", (), "identity", None))
+
+    def __getattr__(self, name):
+        return getattr(self._method, name)
+
+    def project(self, raw, camera):
+        import jax.numpy as jnp
+
+        raw = dict(raw)
+        flag = raw.pop(_FLAG)
+        out = dict(self._method.project(raw, camera))
+        box = out["box"]
+        whole = jnp.stack(
+            [
+                jnp.zeros_like(box[:, 0]),
+                jnp.zeros_like(box[:, 0]),
+                jnp.full_like(box[:, 0], camera.width - 0.5),
+                jnp.full_like(box[:, 0], camera.height - 0.5),
+            ],
+            -1,
+        )
+        out["box"] = jnp.where(flag[:, None] > 0.5, whole, box)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenes
+
+
+def _raw_from(activation: str, value: np.ndarray) -> np.ndarray:
+    """A raw value whose activation is about `value` (for the named activations)."""
+    if activation == "exp":
+        return np.log(value)
+    if activation == "sigmoid":
+        v = np.clip(value, 1e-6, 1 - 1e-6)
+        return np.log(v / (1 - v))
+    if activation == "softplus":
+        return np.log(np.expm1(value))
+    return value
+
+
+def _edge_on_quats(rng, n: int) -> np.ndarray:
+    """Rotations taking the local z axis (the thin one) to a direction in the image plane."""
+    a = rng.uniform(0, 2 * np.pi, n)
+    normal = np.stack([np.cos(a), np.sin(a), np.zeros(n)], -1)
+    axis = np.cross([0.0, 0.0, 1.0], normal)
+    axis /= np.linalg.norm(axis, axis=-1, keepdims=True)
+    h = np.sqrt(0.5)  # 90 degrees
+    return np.concatenate([np.full((n, 1), h), axis * h], -1)
+
+
+def scene(method, kind: str, n: int, seed: int) -> dict:
+    """Raw parameters of `n` primitives of scene `kind`, for the camera of `cameras()`."""
+    rng = np.random.default_rng(seed)
+    specs = list(method.PARAMS)
+    roles = {getattr(p, "role", None): p for p in specs}
+    pos = roles.get("position") or next(
+        (p for p in specs if tuple(p.shape) == (3,) and p.kind != "quat"), None
+    )
+    if kind == "random":
+        means, size = rng.normal(0, 0.8, (n, 3)), rng.uniform(0.02, 0.4, n)
+    elif kind == "large":
+        means, size = rng.normal(0, 0.5, (n, 3)), rng.uniform(0.8, 2.5, n)
+    elif kind == "near":  # just in front of the camera at z = -4
+        means = np.c_[rng.normal(0, 0.15, (n, 2)), rng.uniform(-3.95, -3.5, n)]
+        size = rng.uniform(0.02, 0.2, n)
+    elif kind == "edge-on":
+        means, size = rng.normal(0, 0.6, (n, 3)), rng.uniform(0.2, 0.8, n)
+    else:  # partly behind the camera plane
+        means = np.c_[rng.normal(0, 0.4, (n, 2)), rng.uniform(-4.4, -3.7, n)]
+        size = rng.uniform(0.3, 1.0, n)
+    out = {}
+    for p in specs:
+        shape = (n, *p.shape)
+        role = getattr(p, "role", None)
+        if p is pos:
+            value = means
+        elif role == "scale":
+            value = size.reshape((n,) + (1,) * len(p.shape)) * rng.uniform(0.5, 1.5, shape)
+            if kind == "edge-on" and tuple(p.shape) == (3,):
+                value[:, 2] = 1e-3 * size
+        elif role == "opacity":
+            value = rng.uniform(0.02, 0.99, shape)
+        elif p.kind == "quat":
+            value = _edge_on_quats(rng, n) if kind == "edge-on" else rng.normal(size=shape)
+        elif p.kind == "sh":
+            value = rng.normal(0, 0.3, shape)
+        else:
+            value = np.abs(rng.normal(1.0, 0.5, shape)) + 0.1  # positive: exp/abs/... activations
+        out[p.name] = _raw_from(p.activation, np.asarray(value, np.float64))
+    return out
+
+
+def camera(model: str, width: int, height: int):
+    from xprc.camera import look_at
+
+    kwargs = {}
+    if model == "opencv":
+        kwargs["dist"] = np.array([-0.08, 0.01, 0, 0, 0, 0, 0.002, -0.001])
+    elif model == "fisheye":
+        kwargs["dist"] = np.array([0.02, -0.005, 0, 0])
+    fov = 140.0 if model == "fisheye" else 60.0
+    return look_at(
+        [0.0, 0.0, -4.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0], width, height, fov, model=model,
+        near=0.01, **kwargs,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _escaped(method, params: dict, cam, pixel: tuple[int, int], tile: int, alpha_min: float):
+    """(primitive, alpha) of the strongest primitive that reaches `pixel` from outside its
+    footprint's tiles, or (None, 0)."""
+    import jax.numpy as jnp
+
+    from xprc.pipeline.binning import TileGrid, tile_rects
+
+    proj = method.project(params, cam)
+    x, y = pixel
+    px = jnp.asarray([[x + 0.5, y + 0.5]], jnp.float64)
+    ro, rd = cam.pixel_rays(px[..., 0], px[..., 1])
+    attrs = proj["attrs"]
+    alpha = np.asarray(method.response(px[:, None, :], ro[:, None, :], rd[:, None, :],
+                                       attrs[None], cam))  # fmt: skip
+    alpha = np.broadcast_to(alpha, (1, attrs.shape[0]))[0]
+    grid = TileGrid(cam.width, cam.height, tile)
+    x0, y0, w, h, _ = (np.asarray(a) for a in tile_rects(proj["box"], proj["valid"], grid))
+    tx, ty = x // tile, y // tile
+    covered = (x0 <= tx) & (tx < x0 + w) & (y0 <= ty) & (ty < y0 + h)
+    bad = np.asarray(proj["valid"]) & (alpha >= alpha_min) & ~covered
+    if not bad.any():
+        return None, 0.0
+    i = int(np.argmax(np.where(bad, alpha, -1.0)))
+    return i, float(alpha[i])
+
+
+def verify(
+    method,
+    name: str = "spec",
+    *,
+    models=MODELS,
+    scenes=SCENES,
+    seeds=(0,),
+    n: int = 16,
+    width: int = 40,
+    height: int = 32,
+    tile: int = 8,
+    tol: float = TOL,
+) -> Report:
+    """Render each (scene, seed, model) with the spec's footprints and with whole-image ones."""
+    import jax.numpy as jnp
+
+    config = config_for(n, width, height, tile)
+    worst = Escape(0.0, scenes[0], models[0], None, None, 0.0)
+    cases = 0
+    for model in models:
+        cam = camera(model, width, height)
+        for kind in scenes:
+            for seed in seeds:
+                raw = {k: jnp.asarray(v) for k, v in scene(method, kind, n, seed).items()}
+                outs = render_pair(method, raw, cam, config)
+                cases += 1
+                diff = np.zeros((height, width))
+                for a, b in zip(outs[0].__dict__.values(), outs[1].__dict__.values(),
+                                strict=False):  # fmt: skip
+                    if a is None or isinstance(a, (dict, str)):
+                        continue
+                    d = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+                    diff = np.maximum(diff, np.nan_to_num(d, nan=np.inf).max(-1))
+                value = float(diff.max())
+                if value > worst.diff:
+                    yx = np.unravel_index(int(np.argmax(diff)), diff.shape)
+                    pixel = (int(yx[1]), int(yx[0]))
+                    prim, alpha = None, 0.0
+                    if value > tol:
+                        prim, alpha = _escaped(method, raw, cam, pixel, tile, config.alpha_min)
+                    worst = Escape(value, kind, model, pixel, prim, alpha)
+    return Report(name, cases, worst, tol)
+
+
+def verify_file(path, defines=None, **kwargs) -> Report:
+    from xprc.compiler.driver import load, parse_defines
+    from xprc.resources import spec_path
+
+    method = load(spec_path(path), defines=parse_defines(defines) or None)
+    return verify(method, str(path), **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line: `xprc verify SPEC` (registered from xprc/cli.py)
+
+
+def add_arguments(p) -> None:
+    from xprc.cli import add_define_option
+
+    p.add_argument("spec", help="the .xpr spec")
+    add_define_option(p)
+    p.add_argument("--seeds", type=int, default=2, help="random scenes of each kind (default 2)")
+    p.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help=f"camera models, comma-separated (default: {','.join(MODELS)})",
+    )
+    p.add_argument("--tol", type=float, default=TOL, help=f"largest allowed difference ({TOL:g})")
+
+
+def run(args) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    bad = [m for m in models if m not in MODELS]
+    if bad or not models:
+        raise XprError(f"--models: unknown camera model '{bad[0] if bad else ''}' "
+                       f"(expected {', '.join(MODELS)})")  # fmt: skip
+    if args.seeds < 1 or not math.isfinite(args.tol) or args.tol < 0:
+        raise XprError("--seeds must be >= 1 and --tol a finite number >= 0")
+    report = verify_file(
+        args.spec, args.defines, models=models, seeds=tuple(range(args.seeds)), tol=args.tol
+    )
+    print(report.format())
+    return 0 if report.ok else 1
