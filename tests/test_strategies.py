@@ -229,12 +229,47 @@ def test_capacity_growth_equals_a_run_started_large(adc_runs):
         np.testing.assert_allclose(value, large.params[name], rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_adc_resume_is_bit_identical(adc_runs, tmp_path):
-    train_set, test_set, config, _, _, large = adc_runs
-    config = dataclasses.replace(config, render=RenderConfig(max_entries=large.entry_capacity))
-    part = tr.train(METHOD, train_set, test_set, tmp_path, config, callback=_interrupt_at(50))
-    assert part.interrupted and part.step == 50
+def test_adc_resume_is_bit_identical_and_keeps_the_capacity(adc_runs, tmp_path):
+    """Interrupted after its capacity grew, the run resumes with the stored bucket (no new
+    compile) and ends bit-identical to the uninterrupted run."""
+    train_set, test_set, config, grown, _, _ = adc_runs
+    part = tr.train(METHOD, train_set, test_set, tmp_path, config, callback=_interrupt_at(100))
+    assert part.interrupted and part.step == 100
+    assert part.entry_capacity == grown.entry_capacity
+    traces = TRACE_COUNT["train_step"]
     resumed = tr.train(METHOD, train_set, test_set, tmp_path, config, resume=True)
-    assert resumed.step == 120
-    for name, value in large.params.items():
+    assert TRACE_COUNT["train_step"] == traces
+    assert resumed.step == 120 and resumed.entry_capacity == grown.entry_capacity
+    for name, value in grown.params.items():
         np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
+
+
+RENAMES = {"means": "mu", "quats": "q", "scales": "axes", "opacities": "dens", "sh": "coef"}
+
+
+def test_renamed_parameters_train_to_the_same_result(tmp_path):
+    """The 3DGS spec with every parameter renamed (same maths) trains to the same parameters."""
+    from test_train import _tiny_scene
+
+    from xprc.compiler.driver import load
+
+    text = (ROOT / "specs" / "3dgs.xpr").read_text()
+    renamed = re.sub(r"^param sh(\s)", r"param coef\1", text, flags=re.M)
+    renamed = renamed.replace("eval_sh(sh,", "eval_sh(coef,")
+    for old, new in RENAMES.items():
+        if old != "sh":
+            renamed = re.sub(rf"\b{old}\b", new, renamed)
+    assert "means" not in renamed and "eval_sh(coef," in renamed
+    (tmp_path / "renamed.xpr").write_text(renamed)
+    train_set, test_set = _tiny_scene()
+    config = _config(
+        steps=30, refine_from=10, refine_every=10, refine_until=30, eval_every=0,
+        checkpoint_every=0, save_renders=False,
+    )  # fmt: skip
+    base = tr.train(load(ROOT / "specs" / "3dgs.xpr"), train_set, test_set, None, config)
+    other = tr.train(load(tmp_path / "renamed.xpr"), train_set, test_set, None, config)
+    assert set(other.params) == set(RENAMES.values())
+    for old, new in RENAMES.items():
+        np.testing.assert_allclose(
+            other.params[new], base.params[old], rtol=1e-4, atol=1e-5, err_msg=old
+        )

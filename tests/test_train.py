@@ -211,10 +211,8 @@ def _interrupt_at(k):
     return callback
 
 
-def test_interrupt_and_resume_equal_uninterrupted_run(scene, tmp_path):
-    """2k steps in one go vs k steps, Ctrl-C, resume: the same parameters bit for bit."""
-    train_set, test_set = scene
-    config = _config(
+def interrupt_config():
+    return _config(
         steps=60,
         refine_from=10,
         refine_every=10,
@@ -224,7 +222,19 @@ def test_interrupt_and_resume_equal_uninterrupted_run(scene, tmp_path):
         checkpoint_every=0,
         save_renders=False,
     )
-    full = tr.train(METHOD, train_set, test_set, tmp_path / "full", config)
+
+
+@pytest.fixture(scope="module")
+def full_run(scene, tmp_path_factory):
+    train_set, test_set = scene
+    out = tmp_path_factory.mktemp("full")
+    return tr.train(METHOD, train_set, test_set, out, interrupt_config())
+
+
+def test_interrupt_and_resume_equal_uninterrupted_run(scene, full_run, tmp_path):
+    """2k steps in one go vs k steps, Ctrl-C, resume: the same parameters bit for bit."""
+    train_set, test_set = scene
+    config = interrupt_config()
     part = tr.train(
         METHOD, train_set, test_set, tmp_path / "cut", config, callback=_interrupt_at(30)
     )
@@ -232,10 +242,51 @@ def test_interrupt_and_resume_equal_uninterrupted_run(scene, tmp_path):
     assert (tmp_path / "cut" / "checkpoint.npz").is_file()
     resumed = tr.train(METHOD, train_set, test_set, tmp_path / "cut", config, resume=True)
     assert resumed.step == 60 and not resumed.interrupted
-    for name, value in full.params.items():
+    for name, value in full_run.params.items():
         np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
-    assert [r["step"] for r in resumed.history] == [r["step"] for r in full.history]
-    assert resumed.metrics["psnr"] == pytest.approx(full.metrics["psnr"], abs=1e-6)
+    assert [r["step"] for r in resumed.history] == [r["step"] for r in full_run.history]
+    assert resumed.metrics["psnr"] == pytest.approx(full_run.metrics["psnr"], abs=1e-6)
+
+
+def test_sigterm_saves_a_checkpoint_and_resumes(scene, full_run, tmp_path):
+    """Issue 15: SIGTERM mid-run (as a scheduler or `timeout` sends it) finishes the step, saves
+    a checkpoint and exits cleanly; resuming gives the uninterrupted result bit for bit, and a
+    stale .tmp from a killed checkpoint write is removed."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "signal_check.py"), str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line.strip())
+        if line.strip() == "step 20":
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest, err = proc.communicate(timeout=300)
+    lines += rest.split()
+    assert proc.returncode == 0, err
+    done = [ln for ln in rest.splitlines() if ln.startswith("done")]
+    assert done and done[0].endswith("interrupted=True"), rest + err
+    stopped = int(done[0].split()[1])
+    assert 20 <= stopped < 60
+    assert "SIGTERM: stopped at step" in err
+    assert (out / "checkpoint.npz").is_file()
+    assert not (out / "checkpoint.npz.tmp").exists()
+    (out / "checkpoint.npz.tmp").write_bytes(b"PK half a zip")  # as a kill -9 mid-write leaves
+    train_set, test_set = scene
+    resumed = tr.train(METHOD, train_set, test_set, out, interrupt_config(), resume=True)
+    assert not (out / "checkpoint.npz.tmp").exists()
+    assert resumed.step == 60 and not resumed.interrupted
+    for name, value in full_run.params.items():
+        np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
 
 
 def test_resume_rejects_other_method_seed(scene, tmp_path):

@@ -31,10 +31,11 @@ def init_corrections(n_views: int, pose: bool, intrinsics: bool, num_dist: int) 
 def rotation(w: jax.Array) -> jax.Array:
     """Rodrigues: axis-angle [3] -> rotation [3, 3] (smooth at 0)."""
     theta2 = jnp.sum(w * w)
-    theta = jnp.sqrt(jnp.maximum(theta2, 1e-24))
     small = theta2 < 1e-8
+    safe2 = jnp.where(small, 1.0, theta2)  # the "double where": no NaN gradient at 0
+    theta = jnp.sqrt(safe2)
     a = jnp.where(small, 1.0 - theta2 / 6.0, jnp.sin(theta) / theta)
-    b = jnp.where(small, 0.5 - theta2 / 24.0, (1.0 - jnp.cos(theta)) / jnp.maximum(theta2, 1e-24))
+    b = jnp.where(small, 0.5 - theta2 / 24.0, (1.0 - jnp.cos(theta)) / safe2)
     zero = jnp.zeros((), w.dtype)
     k = jnp.stack(
         [
