@@ -142,3 +142,45 @@ def test_param_spec_stays_positional():
     p = ParamSpec("means", "vec3", (3,), "identity", None)
     assert (p.lr, p.init, p.role) == (None, None, None)
     assert ParamSpec("o", "scalar", (), "sigmoid", None, lr=0.05, init=0.1).init == 0.1
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 13: numeric init through any activation.
+
+INIT_SPEC = """primitive P
+param means : vec3
+param o : scalar = sigmoid(raw) init 0.1
+param betas : scalar = 4 * exp(raw) init {beta}
+param w : vec2 = max(raw, 0.1 * raw) + 1 init 0.5
+param s : scalar = exp(raw) + raw^3 init 2
+projection {{ emit centre = [0, 0], depth = 1, radius = 1, valid = true }}
+response {{ alpha = 0 }}
+color = [1, 1, 1]
+"""
+
+
+def test_numeric_init_is_inverted_through_any_activation():
+    import math
+
+    params = {p.name: p for p in check.check(parse.parse(INIT_SPEC.format(beta=4), "t.xpr")).params}
+    assert params["o"].init == 0.1 and params["o"].init_raw is None  # named: the trainer's job
+    assert params["betas"].init_raw == 0.0  # 4 * exp(0) = 4 (symbolic: log(4 / 4))
+    assert params["w"].init_raw == pytest.approx(-5.0, abs=1e-12)  # max is not peeled: numeric
+    r = params["s"].init_raw  # exp(r) + r^3 = 2 has no closed form: numeric
+    assert math.exp(r) + r**3 == pytest.approx(2.0, abs=1e-9)
+    b = check.check(parse.parse(INIT_SPEC.format(beta=218), "t.xpr")).params[2]
+    assert 4 * math.exp(b.init_raw) == pytest.approx(218.0, rel=1e-12)
+
+
+def test_trainer_starts_from_the_derived_raw_value(tmp_path):
+    import numpy as np
+
+    from xprc.compiler import driver
+    from xprc.train import init as train_init
+
+    path = tmp_path / "init.xpr"
+    path.write_text(INIT_SPEC.format(beta=4))
+    method = driver.load(path)
+    spec = {p.name: p for p in method.PARAMS}["betas"]
+    raw = train_init._init_one(method, spec, spec.init, 3, None, None, None)
+    np.testing.assert_allclose(raw, 0.0)  # activation 4 * exp(0) = 4, not raw 4 (beta ~ 218)

@@ -371,3 +371,32 @@ def test_project_valid_for_many_primitives(tmp_path):
     raw["a"] = raw["a"].at[0, 2].set(-10.0)  # behind the camera
     valid = np.asarray(mod.project(raw, cam)["valid"])
     assert valid.shape == (5,) and not valid[0] and valid[1:].all()
+
+
+def test_camera_model_is_static_and_visible(tmp_path):
+    """`camera.model == NAME` is a bool fixed at trace time (issue 13)."""
+    from xprc import verify
+
+    text = """primitive Blob
+param means : vec3
+param opacities : scalar = sigmoid(raw)
+projection {
+  p = camera.world_to_camera(means)
+  emit centre = camera.project(p), depth = p.z, valid = p.z > camera.near and camera.model != ortho,
+       radius = where(camera.model == pinhole, 3, 1e4)
+}
+response { alpha = where(camera.model == fisheye, 0.5, min(0.99, opacities)) }
+color = [1, 1, 1]
+"""
+    mod = _load(text, tmp_path, "model")
+    raw = {"means": jnp.asarray([[0.1, 0.2, 0.0]]), "opacities": jnp.asarray([1.0])}
+    for model in verify.MODELS:
+        cam = verify.camera(model, 40, 32)
+        out = mod.project(raw, cam)
+        box = np.asarray(out["box"])[0]
+        assert box[2] - box[0] == pytest.approx(6.0 if model == "pinhole" else 2e4)
+        assert bool(out["valid"][0]) == (model != "ortho")
+        pix = jnp.zeros((1, 1, 2))
+        alpha = mod.response(pix, pix[..., :1], pix[..., :1], out["attrs"][None], cam)
+        want = 0.5 if model == "fisheye" else 1 / (1 + np.exp(-1.0))
+        assert float(np.asarray(alpha).ravel()[0]) == pytest.approx(want)

@@ -20,6 +20,8 @@ class ParamSpec(NamedTuple):
     init: the spec's initialisation (`init ...`): "points", "colors", "identity",
         "nn_distance", "zeros", "ones", or a number (the activated value), else None
     role: "position", "opacity" or "scale" (`role ...`), else None
+    init_raw: for a numeric `init` through an activation without a name (`4 * exp(raw)`), the
+        raw value the compiler derived (per component), else None
     """
 
     name: str
@@ -30,6 +32,7 @@ class ParamSpec(NamedTuple):
     lr: float | None = None
     init: str | float | None = None
     role: str | None = None
+    init_raw: float | None = None
 
 
 def broadcast(x, like):

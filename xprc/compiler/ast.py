@@ -313,6 +313,7 @@ class ParamInfo:
     value: Node  # the activated value, in terms of the ("raw", name) input
     lr: float | None = None  # training annotations (ParamSpec.lr / .init / .role)
     init: str | float | None = None  # a rule name, or the activated value as a number
+    init_raw: float | None = None  # numeric init through a text activation: its raw value
     role: str | None = None  # "position" | "opacity" | "scale"
 
 

@@ -47,6 +47,7 @@ CAMERA_ATTRS = {
     "width": SCALAR, "height": SCALAR, "near": SCALAR, "far": SCALAR,
 }  # fmt: skip
 CAMERA_METHODS = {"project", "project_valid", "jacobian", "world_to_camera"}
+CAMERA_MODELS = ("pinhole", "opencv", "fisheye", "ortho")  # xprc.camera.MODELS
 RAY_ATTRS = {"origin", "dir"}
 
 _UNARY_MATH = {
@@ -525,6 +526,20 @@ class Checker:
                     info.lr = x
                 else:
                     info.init = x
+                    if info.activation not in (*NAMED_ACTIVATIONS, "identity"):
+                        info.init_raw = self.init_raw(p, x, v.loc)
+
+    def init_raw(self, p: ast.Param, value: float, loc: Loc) -> float:
+        """The raw value whose activation (applied per component) is `value`."""
+        raw = invert.raw_value(self, p.activation, value)
+        if raw is None:
+            raise self.err(
+                StaticError,
+                f"init {value!r} of '{p.name}': no raw value gives it through the activation "
+                f"'{unparse(p.activation)}'",
+                loc,
+            )
+        return raw
 
     def type_named(self, name: str, loc: Loc):
         if name == "scalar":
@@ -829,12 +844,54 @@ class Checker:
         x = self.expr(e.operand, scope)
         return self.transpose(x, e.loc)
 
+    def camera_model(self, e: ast.Binary, scope) -> Node | None:
+        """`camera.model == NAME` / `!=`: a bool fixed when the module is traced (the camera
+        model is static), or None when `e` is not such a comparison."""
+
+        def is_model(x) -> bool:
+            return (
+                isinstance(x, ast.Attr)
+                and x.name == "model"
+                and isinstance(x.target, ast.Name)
+                and x.target.id == "camera"
+                and "camera" not in scope.vars
+            )
+
+        left, right = e.left, e.right
+        if is_model(right) and not is_model(left):
+            left, right = right, left
+        if not is_model(left):
+            return None
+        if scope.context in ("function", "constant", "activation"):
+            raise self.err(
+                ScopeError, f"'camera' is not available in a {scope.context}", left.target.loc
+            )
+        if e.op not in ("==", "!="):
+            raise self.err(
+                XprTypeError,
+                f"camera.model can only be compared with == or !=, not '{e.op}'",
+                e.loc,
+            )
+        if not isinstance(right, ast.Name) or right.id not in CAMERA_MODELS:
+            got = f"'{right.id}'" if isinstance(right, ast.Name) else "an expression"
+            hint = suggest(right.id, CAMERA_MODELS) if isinstance(right, ast.Name) else ""
+            raise self.err(
+                UnknownNameError,
+                f"unknown camera model {got}{hint} (models: {', '.join(CAMERA_MODELS)})",
+                right.loc,
+            )
+        node = self.node("input", BOOL, extra=("camera_model", right.id))
+        return node if e.op == "==" else self.node("not", BOOL, node)
+
     def transpose(self, x: Node, loc: Loc) -> Node:
         if not isinstance(x.type, MatT):
             raise self.err(XprTypeError, f"cannot transpose {x.type}", loc)
         return self.node("transpose", MatT(x.type.n, x.type.m), x)
 
     def e_Binary(self, e: ast.Binary, scope) -> Node:
+        model = self.camera_model(e, scope)
+        if model is not None:
+            return model
         a = self.expr(e.left, scope)
         b = self.expr(e.right, scope)
         return self.binary(e.op, a, b, e.loc)
@@ -953,12 +1010,19 @@ class Checker:
                 )
             if e.name in CAMERA_ATTRS:
                 return self.node("input", CAMERA_ATTRS[e.name], extra=("camera", e.name))
+            if e.name == "model":
+                raise self.err(
+                    XprTypeError,
+                    "camera.model can only be compared with a model name, e.g. "
+                    "'camera.model == pinhole' (models: " + ", ".join(CAMERA_MODELS) + ")",
+                    e.loc,
+                )
             if e.name in CAMERA_METHODS:
                 raise self.err(XprTypeError, f"camera.{e.name} is a method; call it", e.loc)
             raise self.err(
                 UnknownNameError,
                 f"unknown camera attribute '{e.name}'"
-                + suggest(e.name, list(CAMERA_ATTRS) + list(CAMERA_METHODS)),
+                + suggest(e.name, [*CAMERA_ATTRS, *CAMERA_METHODS, "model"]),
                 e.loc,
             )
         if isinstance(e.target, ast.Name) and e.target.id == "ray" and "ray" not in scope.vars:

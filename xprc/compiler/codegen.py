@@ -277,6 +277,8 @@ def _input_code(sym, inp) -> str:
     if inp.kind == "camera":
         attr = ident(CAMERA_CODE.get(inp.name, inp.name))
         return f"camera.{attr}[{', '.join(map(str, inp.index))}]" if inp.index else f"camera.{attr}"
+    if inp.kind == "camera_model":  # static: a Python bool when the module is traced
+        return f"camera.model == {ident(inp.name)!r}"
     if inp.kind == "pixel":
         return f"pixel[..., {inp.index[0]}]"
     if inp.kind == "ray_origin":
@@ -288,7 +290,7 @@ def _input_code(sym, inp) -> str:
     raise AssertionError(inp)  # pragma: no cover
 
 
-_KIND_ORDER = ("camera", "raw", "pixel", "ray_origin", "ray_dir", "attr")
+_KIND_ORDER = ("camera", "camera_model", "raw", "pixel", "ray_origin", "ray_dir", "attr")
 
 
 def _body(prog: Program, inputs, printer: Printer, indent="    ") -> list[str]:
@@ -380,6 +382,8 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
             tags += f", init={init}"
         if prm.role is not None:
             tags += f", role={ident(prm.role)!r}"
+        if prm.init_raw is not None:
+            tags += f", init_raw={_float(prm.init_raw)}"
         out.append(
             f"    ParamSpec({ident(prm.name)!r}, {ident(prm.kind)!r}, {prm.shape!r}, "
             f"{prm.activation!r}, {prm.degree!r}{tags}),"

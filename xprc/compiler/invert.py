@@ -161,3 +161,49 @@ def cutoff(ck, density_call, level: Node) -> Node:
         hi = b.call("where", ok, hi, mid)
     upper = b.call("exp", b.bin("*", hi, ln2))
     return b.call("stop_gradient", b.bin("*", upper, 1.0 + 1e-6))
+
+
+def raw_value(ck, activation, value: float) -> float | None:
+    """The raw scalar r with activation(r) = value (the activation applied to a scalar `raw`):
+    peeled symbolically when possible, else bisection on a sign change over a wide grid."""
+    from xprc.compiler.check import _Binding, _Scope
+    from xprc.errors import XprError
+
+    def apply(raw: Node) -> Node | None:
+        scope = _Scope("activation", {"raw": _Binding("local", raw, ck._cur_loc)})
+        try:
+            out = ck.expr(activation, scope)
+        except XprError:  # e.g. normalize(raw) needs a vector: not invertible per component
+            return None
+        return out if isinstance(out.type, ScalarT) else None
+
+    def forward(r: float) -> float:
+        out = apply(Node("num", SCALAR, (), r))
+        return float(out.extra) if out is not None and out.op == "num" else math.nan
+
+    def close(r) -> bool:
+        return math.isfinite(r) and abs(forward(r) - value) <= 1e-9 * max(1.0, abs(value))
+
+    x = Node("input", SCALAR, (), ("cutoff_g", ""))
+    f = apply(x)
+    if f is None:
+        return None
+    got = solve(ck, f, x, Node("num", SCALAR, (), value))
+    if got is not None and got.op == "num" and close(float(got.extra)):
+        return float(got.extra)
+    grid = [-(10.0**k) for k in range(6, -7, -1)] + [0.0] + [10.0**k for k in range(-6, 7)]
+    vals = [forward(r) - value for r in grid]
+    for lo, hi, flo, fhi in zip(grid, grid[1:], vals, vals[1:], strict=False):
+        if math.isfinite(flo) and math.isfinite(fhi) and (flo <= 0) != (fhi <= 0):
+            for _ in range(200):
+                mid = 0.5 * (lo + hi)
+                fm = forward(mid) - value
+                if not math.isfinite(fm):
+                    break
+                if (fm <= 0) == (flo <= 0):
+                    lo, flo = mid, fm
+                else:
+                    hi = mid
+            r = 0.5 * (lo + hi)
+            return r if close(r) or abs(forward(r) - value) <= 1e-7 * max(1, abs(value)) else None
+    return None

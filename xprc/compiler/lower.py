@@ -313,6 +313,8 @@ class Lowerer:
             base = f"c_{name}"
         elif kind == "prim":
             base = f"q_{name}"
+        elif kind == "camera_model":
+            base = f"is_{name}"
         elif kind == "pixel":
             base = "px" if index == (0,) else "py"
             index = index

@@ -74,6 +74,9 @@ def scene_scale(dataset) -> float:
 
 
 def _const(method, spec, value: float, n: int) -> np.ndarray:
+    raw = getattr(spec, "init_raw", None)  # the compiler inverted a text activation (issue 13)
+    if raw is not None and getattr(spec, "init", None) == value:
+        return np.full((n,) + shape_of(spec), np.float64(raw))
     return np.full((n,) + shape_of(spec), inverse_np(method, spec, np.float64(value)))
 
 
