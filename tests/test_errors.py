@@ -764,3 +764,492 @@ def test_good_define_changes_constant():
     src = driver.compile_source(BASE, "blob.xpr", ["k=3.5"])
     assert "CONSTANTS = {'k': 3.5}" in src
     assert "# defines: -D k=3.5" in src
+# ---------------------------------------------------------------------------------------------
+# Issue 13 (language v2): cutoff, stop_gradient, multi-argument density, camera.model, numeric
+# init through any activation, extends. Each row: (id, files, class name); files is the spec
+# text (blob.xpr) or {path: text} with blob.xpr the spec compiled (None: a directory). The
+# full message of each is in V2_MESSAGES.
+
+V2_DENS = BASE.replace("const k = 2", "const k = 2\ndensity(g) = exp(-0.5 * g)")
+V2_DENS2 = BASE.replace("const k = 2", "const k = 2\ndensity(g, nu) = (1 + g / nu)^-2")
+
+
+def _d(old, new, base=V2_DENS):
+    assert old in base, old
+    return base.replace(old, new, 1)
+
+
+V2_BASEFILE = BASE.replace("primitive Blob", "primitive Base")
+V2_CASES = [
+    ("cutoff_no_density", sub("radius = 3.0", "radius = cutoff(0.1)"), "MissingOutputError"),
+    ("cutoff_arity", _d("radius = 3.0", "radius = cutoff(0.1, 2)"), "XprTypeError"),
+    ("cutoff_no_args", _d("radius = 3.0", "radius = cutoff()"), "XprTypeError"),
+    ("cutoff_vector_level", _d("radius = 3.0", "radius = cutoff(p)"), "XprTypeError"),
+    (
+        "cutoff_vector_density",
+        _d("density(g) = exp(-0.5 * g)", "density(g) = [g, g]").replace(
+            "radius = 3.0", "radius = cutoff(0.5)"
+        ),
+        "XprTypeError",
+    ),
+    ("cutoff_as_value", _d("radius = 3.0", "radius = cutoff"), "XprTypeError"),
+    ("cutoff_reserved", sub("const k = 2", "const cutoff = 2"), "ReservedNameError"),
+    ("cutoff_bool_level", _d("radius = 3.0", "radius = cutoff(p.z > 0)"), "XprTypeError"),
+    ("stop_gradient_bool", sub("radius = 3.0", "radius = stop_gradient(true)"), "XprTypeError"),
+    ("stop_gradient_arity", sub("radius = 3.0", "radius = stop_gradient(1, 2)"), "XprTypeError"),
+    (
+        "density_too_many_args",
+        _d("exp(-dot(d, d))", "density(dot(d, d), 2, 3)", V2_DENS2),
+        "XprTypeError",
+    ),
+    (
+        "density_implicit_missing",
+        _d("exp(-dot(d, d))", "density(dot(d, d))", V2_DENS2),
+        "XprTypeError",
+    ),
+    (
+        "cutoff_implicit_missing",
+        _d("radius = 3.0", "radius = cutoff(0.1)", V2_DENS2),
+        "XprTypeError",
+    ),
+    (
+        "density_duplicate_arg",
+        _d("density(g) = exp(-0.5 * g)", "density(g, g) = exp(-0.5 * g)"),
+        "DuplicateError",
+    ),
+    (
+        "density_reserved_arg",
+        _d("density(g) = exp(-0.5 * g)", "density(g, pixel) = exp(-0.5 * g)"),
+        "ReservedNameError",
+    ),
+    (
+        "density_trailing_comma",
+        _d("density(g) = exp(-0.5 * g)", "density(g, ) = exp(-0.5 * g)"),
+        "ParseError",
+    ),
+    ("density_no_args", _d("density(g) = exp(-0.5 * g)", "density() = 1"), "ParseError"),
+    (
+        "density_twice",
+        _d("density(g) = exp(-0.5 * g)", "density(g) = exp(-0.5 * g)\ndensity(g, nu) = g"),
+        "DuplicateError",
+    ),
+    (
+        "density_unknown_name",
+        _d("density(g) = exp(-0.5 * g)", "density(g, nu) = exp(-g / mu)"),
+        "UnknownNameError",
+    ),
+    (
+        "density_vector_arg_cutoff",
+        _d("radius = 3.0", "radius = cutoff(0.1, p)", V2_DENS2),
+        "XprTypeError",
+    ),
+    (
+        "camera_model_value",
+        sub("radius = 3.0", "radius = where(camera.model, 1, 2)"),
+        "XprTypeError",
+    ),
+    (
+        "camera_model_order",
+        sub("radius = 3.0", "radius = where(camera.model < pinhole, 1, 2)"),
+        "XprTypeError",
+    ),
+    (
+        "camera_model_unknown",
+        sub("radius = 3.0", "radius = where(camera.model == pinholes, 1, 2)"),
+        "UnknownNameError",
+    ),
+    (
+        "camera_model_number",
+        sub("radius = 3.0", "radius = where(camera.model == 3, 1, 2)"),
+        "XprTypeError",
+    ),
+    (
+        "camera_model_in_function",
+        sub("const k = 2", "const k = 2\nfn f(x) = where(camera.model == ortho, x, 0)").replace(
+            "radius = 3.0", "radius = f(3)"
+        ),
+        "ScopeError",
+    ),
+    (
+        "camera_model_in_constant",
+        sub("const k = 2", "const k = where(camera.model == ortho, 1, 2)"),
+        "ScopeError",
+    ),
+    (
+        "camera_model_typo",
+        sub("radius = 3.0", "radius = where(camera.modle == ortho, 1, 2)"),
+        "UnknownNameError",
+    ),
+    (
+        "camera_model_in_response",
+        sub("alpha = min(", "alpha = where(camera.model != fisheye and camera.model, 0, 1) + min("),
+        "XprTypeError",
+    ),
+    (
+        "init_unreachable",
+        sub("param means : vec3", "param means : vec3\nparam b : scalar = exp(raw) + 1 init 0"),
+        "StaticError",
+    ),
+    (
+        "init_vector_only_activation",
+        sub("param means : vec3", "param means : vec3\nparam b : vec3 = raw / norm(raw) init 0.5"),
+        "StaticError",
+    ),
+    (
+        "init_negative_square",
+        sub("param means : vec3", "param means : vec3\nparam b : scalar = raw^2 + 1 init -1"),
+        "StaticError",
+    ),
+    ("extends_missing", {"blob.xpr": 'primitive S extends "nothere.xpr"\n'}, "ReuseError"),
+    ("extends_missing_dir", {"blob.xpr": 'primitive S extends "lib/base.xpr"\n'}, "ReuseError"),
+    (
+        "extends_directory",
+        {"blob.xpr": 'primitive S extends "base.xpr"\n', "base.xpr": None},
+        "ReuseError",
+    ),
+    (
+        "extends_cycle",
+        {
+            "blob.xpr": 'primitive S extends "a.xpr"\n',
+            "a.xpr": 'primitive A extends "b.xpr"\n',
+            "b.xpr": 'primitive B extends "a.xpr"\n',
+        },
+        "ReuseError",
+    ),
+    ("extends_self", {"blob.xpr": 'primitive S extends "blob.xpr"\n'}, "ReuseError"),
+    ("extends_absolute", {"blob.xpr": 'primitive S extends "/etc/passwd"\n'}, "ReuseError"),
+    (
+        "extends_not_xpr",
+        {"blob.xpr": 'primitive S extends "base.txt"\n', "base.txt": V2_BASEFILE},
+        "ReuseError",
+    ),
+    ("extends_space", {"blob.xpr": 'primitive S extends "my base.xpr"\n'}, "ReuseError"),
+    ("extends_backslash", {"blob.xpr": 'primitive S extends "a\\\\b.xpr"\n'}, "ParseError"),
+    (
+        "extends_unterminated",
+        {"blob.xpr": 'primitive S extends "base.xpr\nparam x : vec3\n'},
+        "ParseError",
+    ),
+    ("extends_name", {"blob.xpr": "primitive S extends base\n"}, "ParseError"),
+    ("string_elsewhere", sub("const k = 2", 'const k = "2"'), "ParseError"),
+    (
+        "base_unknown_name",
+        {
+            "blob.xpr": 'primitive S extends "base.xpr"\n',
+            "base.xpr": V2_BASEFILE.replace("opacities * exp", "opactiy * exp"),
+        },
+        "UnknownNameError",
+    ),
+    (
+        "base_parse_error",
+        {
+            "blob.xpr": 'primitive S extends "base.xpr"\n',
+            "base.xpr": V2_BASEFILE.replace("const k = 2", "const k = 2 $"),
+        },
+        "ParseError",
+    ),
+    (
+        "base_of_base_error",
+        {
+            "blob.xpr": 'primitive S extends "lib/mid.xpr"\n',
+            "lib/mid.xpr": 'primitive M extends "../base.xpr"\nconst k = 3\n',
+            "base.xpr": V2_BASEFILE.replace("p.z > camera.near", "p.z > camera.nearr"),
+        },
+        "UnknownNameError",
+    ),
+    (
+        "derived_duplicate_param",
+        {
+            "blob.xpr": 'primitive S extends "base.xpr"\nparam b : scalar\nparam b : vec3\n',
+            "base.xpr": V2_BASEFILE,
+        },
+        "DuplicateError",
+    ),
+    (
+        "derived_const_over_param",
+        {"blob.xpr": 'primitive S extends "base.xpr"\nconst means = 1\n', "base.xpr": V2_BASEFILE},
+        "DuplicateError",
+    ),
+    (
+        "derived_breaks_base",
+        {
+            "blob.xpr": 'primitive S extends "base.xpr"\nparam means : vec2\n',
+            "base.xpr": V2_BASEFILE,
+        },
+        "XprTypeError",
+    ),
+    (
+        "derived_error_in_override",
+        {
+            "blob.xpr": 'primitive S extends "base.xpr"\nresponse { alpha = min(0.99, opacitys) }\n',
+            "base.xpr": V2_BASEFILE,
+        },
+        "UnknownNameError",
+    ),
+]
+
+V2_MESSAGES = {
+    "cutoff_no_density": (
+        "blob.xpr:7:58: error: 'cutoff' needs a kernel: declare 'density(g) = ...'\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = cutoff(0.1), valid = p.z > camera.near\n"
+        "                                                             ^"
+    ),
+    "cutoff_arity": (
+        "blob.xpr:8:58: error: 'cutoff' takes 1 argument (the level), got 2\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = cutoff(0.1, 2), valid = p.z > camera.near\n"
+        "                                                             ^"
+    ),
+    "cutoff_no_args": (
+        "blob.xpr:8:58: error: 'cutoff' takes 1 argument (the level), got 0\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = cutoff(), valid = p.z > camera.near\n"
+        "                                                             ^"
+    ),
+    "cutoff_vector_level": (
+        "blob.xpr:8:65: error: 'cutoff' needs scalars, got vec3\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = cutoff(p), valid = p.z > camera.near\n"
+        "                                                                    ^"
+    ),
+    "cutoff_vector_density": (
+        "blob.xpr:5:1: error: 'cutoff' needs a density that returns a scalar\n"
+        "    density(g) = [g, g]\n"
+        "    ^"
+    ),
+    "cutoff_as_value": (
+        "blob.xpr:8:58: error: function 'cutoff' used as a value (call it)\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = cutoff, valid = p.z > camera.near\n"
+        "                                                             ^"
+    ),
+    "cutoff_reserved": (
+        "blob.xpr:4:7: error: 'cutoff' is a built-in function\n    const cutoff = 2\n          ^"
+    ),
+    "cutoff_bool_level": (
+        "blob.xpr:8:69: error: 'cutoff' needs scalars, got bool\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = cutoff(p.z > 0), valid = p.z > camera.near\n"
+        "                                                                        ^"
+    ),
+    "stop_gradient_bool": (
+        "blob.xpr:7:72: error: 'stop_gradient' needs a number, vector or matrix, got bool\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = stop_gradient(true), valid = p.z > camera.near\n"
+        "                                                                           ^"
+    ),
+    "stop_gradient_arity": (
+        "blob.xpr:7:58: error: 'stop_gradient' takes 1 argument, got 2\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = stop_gradient(1, 2), valid = p.z > camera.near\n"
+        "                                                             ^"
+    ),
+    "density_too_many_args": (
+        "blob.xpr:12:33: error: 'density' takes 2 arguments, got 3\n"
+        "      alpha = min(0.99, opacities * density(dot(d, d), 2, 3))\n"
+        "                                    ^"
+    ),
+    "density_implicit_missing": (
+        "blob.xpr:12:33: error: 'density' takes 2 arguments, got 1 (nothing named 'nu' here to pass as the density's 'nu')\n"
+        "      alpha = min(0.99, opacities * density(dot(d, d)))\n"
+        "                                    ^"
+    ),
+    "cutoff_implicit_missing": (
+        "blob.xpr:8:58: error: 'cutoff' takes 2 arguments, got 1 (nothing named 'nu' here to pass as the density's 'nu')\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = cutoff(0.1), valid = p.z > camera.near\n"
+        "                                                             ^"
+    ),
+    "density_duplicate_arg": (
+        "blob.xpr:5:12: error: duplicate argument 'g'\n"
+        "    density(g, g) = exp(-0.5 * g)\n"
+        "               ^"
+    ),
+    "density_reserved_arg": (
+        "blob.xpr:5:12: error: 'pixel' is a built-in name of the language\n"
+        "    density(g, pixel) = exp(-0.5 * g)\n"
+        "               ^"
+    ),
+    "density_trailing_comma": (
+        "blob.xpr:5:12: error: unexpected ')' (expected a name)\n"
+        "    density(g, ) = exp(-0.5 * g)\n"
+        "               ^"
+    ),
+    "density_no_args": (
+        "blob.xpr:5:9: error: unexpected ')' (expected a name)\n    density() = 1\n            ^"
+    ),
+    "density_twice": (
+        "blob.xpr:6:1: error: 'density' is already defined as a function (line 5)\n"
+        "    density(g, nu) = g\n"
+        "    ^"
+    ),
+    "density_unknown_name": (
+        "blob.xpr:5:27: error: unknown name 'mu'\n"
+        "    density(g, nu) = exp(-g / mu)\n"
+        "                              ^"
+    ),
+    "density_vector_arg_cutoff": (
+        "blob.xpr:8:70: error: 'cutoff' needs scalars, got vec3\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = cutoff(0.1, p), valid = p.z > camera.near\n"
+        "                                                                         ^"
+    ),
+    "camera_model_value": (
+        "blob.xpr:7:71: error: camera.model can only be compared with a model name, e.g. 'camera.model == pinhole' (models: pinhole, opencv, fisheye, ortho)\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = where(camera.model, 1, 2), valid = p.z > camera.near\n"
+        "                                                                          ^"
+    ),
+    "camera_model_order": (
+        "blob.xpr:7:77: error: camera.model can only be compared with == or !=, not '<'\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = where(camera.model < pinhole, 1, 2), valid = p.z > camera.near\n"
+        "                                                                                ^"
+    ),
+    "camera_model_unknown": (
+        "blob.xpr:7:80: error: unknown camera model 'pinholes' (did you mean 'pinhole'?) (models: pinhole, opencv, fisheye, ortho)\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = where(camera.model == pinholes, 1, 2), valid = p.z > camera.near\n"
+        "                                                                                   ^"
+    ),
+    "camera_model_number": (
+        "blob.xpr:7:80: error: camera.model can only be compared with a model name (pinhole, opencv, fisheye, ortho)\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = where(camera.model == 3, 1, 2), valid = p.z > camera.near\n"
+        "                                                                                   ^"
+    ),
+    "camera_model_in_function": (
+        "blob.xpr:5:17: error: 'camera' is not available in a function\n"
+        "    fn f(x) = where(camera.model == ortho, x, 0)\n"
+        "                    ^"
+    ),
+    "camera_model_in_constant": (
+        "blob.xpr:4:17: error: 'camera' is not available in a constant\n"
+        "    const k = where(camera.model == ortho, 1, 2)\n"
+        "                    ^"
+    ),
+    "camera_model_typo": (
+        "blob.xpr:7:71: error: unknown camera attribute 'modle' (did you mean 'model'?)\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = where(camera.modle == ortho, 1, 2), valid = p.z > camera.near\n"
+        "                                                                          ^"
+    ),
+    "camera_model_in_response": (
+        "blob.xpr:11:41: error: camera.model can only be compared with == or !=, not 'and'\n"
+        "      alpha = where(camera.model != fisheye and camera.model, 0, 1) + min(0.99, opacities * exp(-dot(d, d)))\n"
+        "                                            ^"
+    ),
+    "init_unreachable": (
+        "blob.xpr:3:38: error: init 0.0 of 'b': no raw value gives it through the activation 'exp(raw) + 1'\n"
+        "    param b : scalar = exp(raw) + 1 init 0\n"
+        "                                         ^"
+    ),
+    "init_vector_only_activation": (
+        "blob.xpr:3:39: error: init 0.5 of 'b': no raw value gives it through the activation 'raw / norm(raw)'\n"
+        "    param b : vec3 = raw / norm(raw) init 0.5\n"
+        "                                          ^"
+    ),
+    "init_negative_square": (
+        "blob.xpr:3:35: error: init -1.0 of 'b': no raw value gives it through the activation 'raw ^ 2 + 1'\n"
+        "    param b : scalar = raw^2 + 1 init -1\n"
+        "                                      ^"
+    ),
+    "extends_missing": (
+        "blob.xpr:1:21: error: cannot read base spec 'nothere.xpr': No such file or directory\n"
+        '    primitive S extends "nothere.xpr"\n'
+        "                        ^"
+    ),
+    "extends_missing_dir": (
+        "blob.xpr:1:21: error: cannot read base spec 'lib/base.xpr': No such file or directory\n"
+        '    primitive S extends "lib/base.xpr"\n'
+        "                        ^"
+    ),
+    "extends_directory": (
+        "blob.xpr:1:21: error: cannot read base spec 'base.xpr': is a directory\n"
+        '    primitive S extends "base.xpr"\n'
+        "                        ^"
+    ),
+    "extends_cycle": (
+        "b.xpr:1:21: error: cyclic 'extends': blob.xpr -> a.xpr -> b.xpr -> a.xpr\n"
+        '    primitive B extends "a.xpr"\n'
+        "                        ^"
+    ),
+    "extends_self": (
+        "blob.xpr:1:21: error: cyclic 'extends': blob.xpr -> blob.xpr\n"
+        '    primitive S extends "blob.xpr"\n'
+        "                        ^"
+    ),
+    "extends_absolute": (
+        "blob.xpr:1:21: error: base spec path '/etc/passwd' is not allowed (a relative path ending in .xpr, of letters, digits, '_', '-', '.' and '/')\n"
+        '    primitive S extends "/etc/passwd"\n'
+        "                        ^"
+    ),
+    "extends_not_xpr": (
+        "blob.xpr:1:21: error: base spec path 'base.txt' is not allowed (a relative path ending in .xpr, of letters, digits, '_', '-', '.' and '/')\n"
+        '    primitive S extends "base.txt"\n'
+        "                        ^"
+    ),
+    "extends_space": (
+        "blob.xpr:1:21: error: base spec path 'my base.xpr' is not allowed (a relative path ending in .xpr, of letters, digits, '_', '-', '.' and '/')\n"
+        '    primitive S extends "my base.xpr"\n'
+        "                        ^"
+    ),
+    "extends_backslash": (
+        "blob.xpr:1:21: error: unexpected character '\"'\n"
+        '    primitive S extends "a\\\\b.xpr"\n'
+        "                        ^"
+    ),
+    "extends_unterminated": (
+        "blob.xpr:1:21: error: unexpected character '\"'\n"
+        '    primitive S extends "base.xpr\n'
+        "                        ^"
+    ),
+    "extends_name": (
+        "blob.xpr:1:21: error: unexpected 'base'\n"
+        "    primitive S extends base\n"
+        "                        ^"
+    ),
+    "string_elsewhere": (
+        "blob.xpr:4:11: error: unexpected character '\"'\n"
+        '    const k = "2"\n'
+        "              ^"
+    ),
+    "base_unknown_name": (
+        "base.xpr:11:21: error: unknown name 'opactiy' (did you mean 'opacities'?)\n"
+        "      alpha = min(0.99, opactiy * exp(-dot(d, d)))\n"
+        "                        ^"
+    ),
+    "base_parse_error": (
+        "base.xpr:4:13: error: unexpected character '$'\n    const k = 2 $\n                ^"
+    ),
+    "base_of_base_error": (
+        "base.xpr:7:84: error: unknown camera attribute 'nearr' (did you mean 'near'?)\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = 3.0, valid = p.z > camera.nearr\n"
+        "                                                                                       ^"
+    ),
+    "derived_duplicate_param": (
+        "blob.xpr:3:7: error: 'b' is already defined as a parameter (line 2)\n"
+        "    param b : vec3\n"
+        "          ^"
+    ),
+    "derived_const_over_param": (
+        "blob.xpr:2:7: error: 'means' is already defined as a parameter (base.xpr line 2)\n"
+        "    const means = 1\n"
+        "          ^"
+    ),
+    "derived_breaks_base": (
+        "base.xpr:6:30: error: camera.world_to_camera needs a vec3, got vec2\n"
+        "      p = camera.world_to_camera(means)\n"
+        "                                 ^"
+    ),
+    "derived_error_in_override": (
+        "blob.xpr:2:30: error: unknown name 'opacitys' (did you mean 'opacities'?)\n"
+        "    response { alpha = min(0.99, opacitys) }\n"
+        "                                 ^"
+    ),
+}
+
+
+def test_language_v2_table_is_large():
+    assert len(V2_CASES) >= 40 and set(V2_MESSAGES) == {c[0] for c in V2_CASES}
+
+
+@pytest.mark.parametrize("name,files,cls", V2_CASES, ids=[c[0] for c in V2_CASES])
+def test_language_v2_error(name, files, cls, tmp_path):
+    files = {"blob.xpr": files} if isinstance(files, str) else files
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        if text is None:
+            (tmp_path / path).mkdir()
+        else:
+            (tmp_path / path).write_text(text)
+    with pytest.raises(XprError) as info:
+        driver.compile_source(files["blob.xpr"], "blob.xpr", spec_dir=tmp_path)
+    assert type(info.value).__name__ == cls
+    assert str(info.value) == V2_MESSAGES[name]

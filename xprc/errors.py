@@ -84,3 +84,7 @@ class MissingOutputError(SpecError):
 
 class DefineError(SpecError):
     """A bad `-D NAME=VALUE` override: unknown constant or non-numeric value."""
+
+
+class ReuseError(SpecError):
+    """`extends`: a base spec that is missing, unreadable or cyclic, or a path not allowed."""

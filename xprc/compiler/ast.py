@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 class Loc:
     line: int
     column: int
+    file: str | None = None  # a base spec's name (`extends`); None: the spec being compiled
 
 
 NOLOC = Loc(0, 0)
@@ -182,6 +183,8 @@ class Color:
 class Primitive:
     loc: Loc
     name: str
+    base: str | None = None  # `primitive NAME extends "base.xpr"`: the path as written
+    base_loc: Loc | None = None
 
 
 @dataclass(eq=False)
@@ -191,9 +194,11 @@ class Spec:
     items: list
     filename: str
     source: str
+    sources: dict = field(default_factory=dict)  # base spec name -> text (for its errors)
 
-    def source_line(self, line: int) -> str | None:
-        lines = source_lines(self.source)
+    def source_line(self, line: int, file: str | None = None) -> str | None:
+        text = self.sources.get(file, self.source) if file is not None else self.source
+        lines = source_lines(text)
         return lines[line - 1] if 1 <= line <= len(lines) else None
 
 

@@ -150,14 +150,15 @@ class Checker:
     # -- errors --------------------------------------------------------------------------------
 
     def err(self, cls, message: str, loc: Loc) -> XprError:
+        filename = loc.file or self.spec.filename  # a base spec's own name for its items
         if loc.line <= 0:
-            return cls(message, filename=self.spec.filename)
+            return cls(message, filename=filename)
         return cls(
             message,
-            filename=self.spec.filename,
+            filename=filename,
             line=loc.line,
             column=loc.column,
-            source_line=self.spec.source_line(loc.line),
+            source_line=self.spec.source_line(loc.line, loc.file),
         )
 
     def node(self, op: str, typ, *args, extra=None) -> Node:
@@ -361,6 +362,10 @@ class Checker:
 
     def fn_names(self, e: ast.Expr, bound: set) -> None:
         """Every name in a function body is an argument, a constant or a function."""
+        if isinstance(e, ast.Binary) and any(
+            isinstance(x, ast.Attr) and x.name == "model" for x in (e.left, e.right)
+        ):
+            return  # `camera.model == NAME`: the call reports that `camera` is not available
         if isinstance(e, ast.Name):
             if e.id not in bound and e.id not in self.consts and e.id not in ("camera", "ray"):
                 if e.id in self.params or e.id == "pixel":
@@ -399,10 +404,11 @@ class Checker:
         ):
             if name in table:
                 first = table[name].loc
+                where = f"line {first.line}"
+                if first.file != loc.file:  # the other one is in a base spec (extends)
+                    where = f"{first.file or self.spec.filename} line {first.line}"
                 raise self.err(
-                    DuplicateError,
-                    f"'{name}' is already defined as a {what} (line {first.line})",
-                    loc,
+                    DuplicateError, f"'{name}' is already defined as a {what} ({where})", loc
                 )
 
     def param(self, p: ast.Param) -> ast.ParamInfo:
@@ -872,12 +878,18 @@ class Checker:
                 f"camera.model can only be compared with == or !=, not '{e.op}'",
                 e.loc,
             )
-        if not isinstance(right, ast.Name) or right.id not in CAMERA_MODELS:
-            got = f"'{right.id}'" if isinstance(right, ast.Name) else "an expression"
-            hint = suggest(right.id, CAMERA_MODELS) if isinstance(right, ast.Name) else ""
+        models = ", ".join(CAMERA_MODELS)
+        if not isinstance(right, ast.Name):
+            raise self.err(
+                XprTypeError,
+                f"camera.model can only be compared with a model name ({models})",
+                right.loc,
+            )
+        if right.id not in CAMERA_MODELS:
+            hint = suggest(right.id, CAMERA_MODELS)
             raise self.err(
                 UnknownNameError,
-                f"unknown camera model {got}{hint} (models: {', '.join(CAMERA_MODELS)})",
+                f"unknown camera model '{right.id}'{hint} (models: {models})",
                 right.loc,
             )
         node = self.node("input", BOOL, extra=("camera_model", right.id))
@@ -1084,6 +1096,8 @@ class Checker:
             raise self.err(XprTypeError, "only functions can be called", e.loc)
         args = [self.expr(a, scope) for a in e.args]
         name = f.id
+        if name in ("density", "cutoff") and "density" in self.fns:
+            self.implicit_args(name, args, e, scope)
         if name in self.fns:
             return self.user_call(self.fns[name], args, e)
         n = _vec_size(name)
@@ -1100,6 +1114,26 @@ class Checker:
             f"unknown function '{name}'" + suggest(name, list(self.fns) + sorted(BUILTINS)),
             e.loc,
         )
+
+    def implicit_args(self, name: str, args: list[Node], e: ast.Call, scope: _Scope) -> None:
+        """`density(2 * s)` / `cutoff(level)` for a `density(g, nu)`: arguments after the first
+        that the call leaves out are the values named like them where it is called (so a
+        spec extending one with a one-argument kernel only redefines the kernel)."""
+        fn = self.fns["density"]
+        if not 1 <= len(args) < len(fn.args):
+            return
+        for arg, _ in fn.args[len(args) :]:
+            b = scope.vars.get(arg)
+            node = b.node if b is not None else getattr(self.consts.get(arg), "node", None)
+            if node is None:
+                n = len(fn.args)
+                raise self.err(
+                    XprTypeError,
+                    f"'{name}' takes {n} arguments, got {len(args)} "
+                    f"(nothing named '{arg}' here to pass as the density's '{arg}')",
+                    e.loc,
+                )
+            args.append(node)
 
     def user_call(self, fn: ast.Fn, args: list[Node], e: ast.Call) -> Node:
         if len(args) != len(fn.args):
@@ -1343,9 +1377,10 @@ class Checker:
                 f"got {len(args)}",
                 e.loc,
             )
-        for a, ae in zip(args, e.args, strict=True):
+        for i, a in enumerate(args):
             if not isinstance(a.type, ScalarT):
-                raise self.err(XprTypeError, f"'cutoff' needs scalars, got {a.type}", ae.loc)
+                loc = e.args[i].loc if i < len(e.args) else e.loc  # else passed implicitly
+                raise self.err(XprTypeError, f"'cutoff' needs scalars, got {a.type}", loc)
         node = invert.cutoff(self, lambda g: self.user_call(fn, [g, *args[1:]], e), args[0])
         if node is None:
             raise self.err(XprTypeError, "'cutoff' needs a density that returns a scalar", fn.loc)

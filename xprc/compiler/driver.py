@@ -27,7 +27,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from xprc.compiler import ast, check, codegen, lower, parse, simplify
+from xprc.compiler import ast, check, codegen, lower, parse, reuse, simplify
 from xprc.errors import DefineError, MissingOutputError, SpecError, XprError
 from xprc.resources import spec_path
 
@@ -91,13 +91,21 @@ def parse_defines(defines) -> dict[str, float | int]:
     return out
 
 
-def run_stages(text: str, filename: str = "<input>", defines=None) -> Result:
-    """Parse -> check -> lower -> simplify -> codegen (in a worker with a deep stack)."""
-    return _deep(_run_stages, text, filename, defines, filename=filename)
+def run_stages(text: str, filename: str = "<input>", defines=None, spec_dir=None) -> Result:
+    """Parse -> check -> lower -> simplify -> codegen (in a worker with a deep stack).
+    `spec_dir`: where `extends` paths start (default: the folder of `filename`)."""
+    return _deep(_run_stages, text, filename, defines, spec_dir, filename=filename)
 
 
-def _run_stages(text: str, filename: str, defines) -> Result:
+def _parse(text: str, filename: str, spec_dir) -> ast.Spec:
+    """Parse, then merge the `extends` chain (reuse.py)."""
     spec = parse.parse(text, filename)
+    base_dir = pathlib.Path(filename).parent if spec_dir is None else spec_dir
+    return reuse.resolve(spec, base_dir)
+
+
+def _run_stages(text: str, filename: str, defines, spec_dir=None) -> Result:
+    spec = _parse(text, filename, spec_dir)
     checked = check.check(spec, parse_defines(defines))
     _require_params(spec, checked)
     lowered = lower.lower(checked)
@@ -126,11 +134,11 @@ def _require_params(spec: ast.Spec, checked: ast.Checked) -> None:
     )
 
 
-def check_source(text: str, filename: str = "<input>", defines=None) -> ast.Checked:
+def check_source(text: str, filename: str = "<input>", defines=None, spec_dir=None) -> ast.Checked:
     """Parse and check only (`xprc check`); raises an XprError for any mistake in the spec."""
 
     def run():
-        spec = parse.parse(text, filename)
+        spec = _parse(text, filename, spec_dir)
         checked = check.check(spec, parse_defines(defines))
         _require_params(spec, checked)
         return checked
@@ -138,9 +146,9 @@ def check_source(text: str, filename: str = "<input>", defines=None) -> ast.Chec
     return _deep(run, filename=filename)
 
 
-def compile_source(text: str, filename: str = "<input>", defines=None) -> str:
+def compile_source(text: str, filename: str = "<input>", defines=None, spec_dir=None) -> str:
     """Spec text -> generated module source (raises an XprError for any mistake in the spec)."""
-    return run_stages(text, filename, defines).source
+    return run_stages(text, filename, defines, spec_dir).source
 
 
 def emit(text: str, filename: str, stage: str, defines=None) -> str:
@@ -168,7 +176,7 @@ def compile_file(path, out=None, defines=None) -> pathlib.Path:
             return out
     out = pathlib.Path(out)
     check_output(out, keep=(path,))
-    write_atomic(out, compile_source(text, path.name, defines), keep=(path,))
+    write_atomic(out, compile_source(text, path.name, defines, path.parent), keep=(path,))
     return out
 
 
@@ -181,7 +189,7 @@ def load(path, defines=None):
     if mod_name in sys.modules:
         return sys.modules[mod_name]
     if not target.exists():
-        write_atomic(target, compile_source(text, path.name, defines))
+        write_atomic(target, compile_source(text, path.name, defines, path.parent))
     spec = importlib.util.spec_from_file_location(mod_name, target)
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
@@ -366,6 +374,7 @@ def _cache_path(path: pathlib.Path, text: str, defines: dict) -> pathlib.Path:
     key.update(text.encode("utf-8"))
     key.update(repr(sorted((k, float(v)) for k, v in defines.items())).encode())
     key.update(_compiler_fingerprint().encode())
+    key.update(reuse.fingerprint(path, text).encode())  # the base specs it extends
     stem = "".join(c if c.isalnum() else "_" for c in path.stem)[:40] or "spec"
     return cache_dir() / f"{stem}_{key.hexdigest()[:20]}.py"
 

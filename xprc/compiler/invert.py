@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from xprc.compiler.ast import SCALAR, BoolT, Node, ScalarT
+from xprc.errors import XprError
 
 LEVEL_FLOOR = 1e-30  # cutoff(level) treats level <= 0 as this (no kernel reaches exactly 0)
 BISECT_LO, BISECT_HI, BISECT_STEPS = -40.0, 40.0, 48  # log2(g) bracket; width 80 / 2^48
@@ -145,7 +146,10 @@ def cutoff(ck, density_call, level: Node) -> Node:
     top = density_call(b.num(0))  # levels above the peak have no g: clamp, giving g = 0
     x = None
     if isinstance(top.type, ScalarT):
-        x = solve(ck, f, g, b.call("min", y, top))
+        try:
+            x = solve(ck, f, g, b.call("min", y, top))
+        except XprError:  # a step folded to nonsense (0 * g: division by zero): bisect instead
+            x = None
     if x is not None and not depends(x, g):
         return b.call("stop_gradient", b.call("max", x, b.num(0)))
     # Bisection on s = log2(g): the kernel at 2^s is >= y for s <= s*, below it after.
@@ -167,7 +171,6 @@ def raw_value(ck, activation, value: float) -> float | None:
     """The raw scalar r with activation(r) = value (the activation applied to a scalar `raw`):
     peeled symbolically when possible, else bisection on a sign change over a wide grid."""
     from xprc.compiler.check import _Binding, _Scope
-    from xprc.errors import XprError
 
     def apply(raw: Node) -> Node | None:
         scope = _Scope("activation", {"raw": _Binding("local", raw, ck._cur_loc)})

@@ -56,7 +56,10 @@ class _Build(Transformer):
         return items
 
     def primitive(self, meta, c):
-        return ast.Primitive(_loc(c[0]), str(c[0]))
+        name, _, path = c
+        if path is None:
+            return ast.Primitive(_loc(name), str(name))
+        return ast.Primitive(_loc(name), str(name), str(path)[1:-1], _loc(path))
 
     def type(self, meta, c):
         name, arg = c
@@ -242,6 +245,8 @@ def parse(source: str, filename: str = "<input>") -> ast.Spec:
             loc = _end_loc(source)
         else:
             loc = ast.Loc(tok.line, tok.column)
+        if tok.type == "STRING":  # quotes belong to `extends "base.xpr"` only
+            raise _error("unexpected character '\"'", loc, filename, source) from None
         raise _error(
             f"unexpected {_describe(tok)}{_expected(e.expected)}", loc, filename, source
         ) from None

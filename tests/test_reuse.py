@@ -1,0 +1,98 @@
+"""Spec reuse (`primitive NAME extends "base.xpr"`, issue 13 done-when 3): a derived spec compiles
+to exactly what its hand-expanded copy compiles to, a kernel variant of 3DGS is a few lines, and
+the module cache notices a changed base. Located errors (missing, cyclic, bad path, mistakes in
+the base file) are rows of tests/test_errors.py (V2_CASES)."""
+
+import jax.numpy as jnp
+import numpy as np
+from conftest import ROOT
+
+from xprc import verify
+from xprc.compiler import driver
+
+SPEC_3DGS = (ROOT / "specs" / "3dgs.xpr").read_text()
+
+DERIVED = """# 3DGS with a heavier kernel, less dilation and its own opacity annotation
+primitive Heavy extends "3dgs.xpr"
+const eps2d = 0.1
+param opacities : scalar = sigmoid(raw)  lr 1e-2  init 0.2  role opacity
+param nus : scalar = 1 + exp(raw)  init 3
+density(g, nus) = (1 + g / nus)^(-(nus + 2) / 2)
+response {
+  d     = pixel - centre
+  sigma = 0.5 * (conic.x * d.x^2 + conic.z * d.y^2) + conic.y * d.x * d.y
+  alpha = where(sigma >= 0, min(0.98, opacity * density(2 * sigma)), 0)
+}
+"""
+
+
+def _hand_expanded() -> str:
+    """The same spec written out by hand: the base with each override in place, new at the end."""
+    text = SPEC_3DGS.replace("primitive Gaussian3D", "primitive Heavy")
+    swaps = [
+        ("const eps2d = 0.3", "const eps2d = 0.1"),
+        (
+            "param opacities : scalar = sigmoid(raw)    lr 5e-2    init 0.1          role opacity",
+            "param opacities : scalar = sigmoid(raw)  lr 1e-2  init 0.2  role opacity",
+        ),
+        ("density(g) = exp(-0.5 * g)", "density(g, nus) = (1 + g / nus)^(-(nus + 2) / 2)"),
+        ("min(0.99, opacity * density(2 * sigma))", "min(0.98, opacity * density(2 * sigma))"),
+    ]
+    for old, new in swaps:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text + "param nus : scalar = 1 + exp(raw)  init 3\n"
+
+
+def _body(source: str) -> str:
+    """The module without the lines that name the spec file or its hash."""
+    drop = ("# Generated", "# `xprc", "# spec sha256", '"""', "NAME =", "SPEC_SHA256 =")
+    return "\n".join(line for line in source.splitlines() if not line.startswith(drop))
+
+
+def test_reuse_compiles_like_its_hand_expanded_copy(tmp_path):
+    (tmp_path / "3dgs.xpr").write_text(SPEC_3DGS)
+    (tmp_path / "heavy.xpr").write_text(DERIVED)
+    (tmp_path / "expanded.xpr").write_text(_hand_expanded())
+    derived = driver.compile_source(DERIVED, "heavy.xpr", spec_dir=tmp_path)
+    expanded = driver.compile_source(_hand_expanded(), "expanded.xpr")
+    assert _body(derived) == _body(expanded)
+    assert "'nus'" in derived and "init_raw=" in derived and "lr=0.01, init=0.2" in derived
+
+    # and the imported modules compute bit-identical results
+    a, b = driver.load(tmp_path / "heavy.xpr"), driver.load(tmp_path / "expanded.xpr")
+    assert a is not b
+    raw = {k: jnp.asarray(v) for k, v in verify.scene(a, "random", 12, 0).items()}
+    cam = verify.camera("pinhole", 40, 32)
+    pa, pb = a.project(raw, cam), b.project(raw, cam)
+    for key in pa:
+        assert np.array_equal(np.asarray(pa[key]), np.asarray(pb[key])), key
+    pix = jnp.stack(jnp.meshgrid(jnp.arange(40.0) + 0.5, jnp.arange(32.0) + 0.5), -1)
+    pix = pix.reshape(-1, 1, 2)
+    ra = a.response(pix, pix[..., :1], pix[..., :1], pa["attrs"][None], cam)
+    rb = b.response(pix, pix[..., :1], pix[..., :1], pb["attrs"][None], cam)
+    assert np.array_equal(np.asarray(ra), np.asarray(rb)) and float(jnp.max(ra)) > 0.1
+
+
+STUDENT = """# Student-t kernel on the 3DGS projection and response (issue 13: a kernel variant)
+primitive StudentT extends "3dgs.xpr"
+param nus : scalar = 1 + exp(raw)  lr 1e-3  init 3   # degrees of freedom
+density(g, nus) = (1 + g / nus)^(-(nus + 2) / 2)     # the footprint follows (cutoff)
+"""
+
+
+def test_kernel_variant_is_a_few_lines(tmp_path):
+    assert len(STUDENT.splitlines()) < 15
+    (tmp_path / "3dgs.xpr").write_text(SPEC_3DGS)
+    source = driver.compile_source(STUDENT, "student.xpr", spec_dir=tmp_path)
+    assert "NAME = 'StudentT'" in source and "raw['nus']" in source
+    assert "lax.stop_gradient(" in source  # the derived footprint reads nus
+
+
+def test_module_cache_notices_a_changed_base(tmp_path):
+    (tmp_path / "3dgs.xpr").write_text(SPEC_3DGS)
+    path = tmp_path / "student.xpr"
+    path.write_text(STUDENT)
+    before = driver._cache_path(path, STUDENT, {})
+    (tmp_path / "3dgs.xpr").write_text(SPEC_3DGS.replace("eps2d = 0.3", "eps2d = 0.2"))
+    assert driver._cache_path(path, STUDENT, {}) != before

@@ -1,0 +1,148 @@
+"""`primitive NAME extends "base.xpr"`: a spec built on another one (between parse and check).
+
+The base spec is read, parsed and resolved (it may extend another), and the two are merged: the
+base's declarations in its order, each replaced in place by the derived spec's declaration of
+the same kind and name (a `param`, `const` or `fn`, the `density`), the derived `projection`,
+`response` and `color` replacing the base's, and new declarations appended. The result is
+checked as one spec, so it compiles exactly like its hand-expanded copy.
+
+Every location in a base file carries that file's name (`Loc.file`), so an error inside it
+points at the base file's line. Paths are relative to the spec that names them, must end in
+`.xpr`, and may use only letters, digits, `_`, `-`, `.` and `/` (not absolute); the file is
+only ever parsed, never executed. A missing file, a cycle, or more than MAX_DEPTH levels are
+located errors at the path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import pathlib
+import re
+
+from xprc.compiler import ast
+from xprc.errors import ReuseError, XprError
+
+MAX_DEPTH = 16
+_PATH = re.compile(r"^[A-Za-z0-9_.\-/]+\.xpr$")
+
+
+def _err(spec: ast.Spec, message: str, loc: ast.Loc) -> ReuseError:
+    return ReuseError(
+        message,
+        filename=loc.file or spec.filename,
+        line=loc.line,
+        column=loc.column,
+        source_line=spec.source_line(loc.line, loc.file),
+    )
+
+
+def _primitive(spec: ast.Spec) -> ast.Primitive | None:
+    return next((i for i in spec.items if isinstance(i, ast.Primitive) and i.base), None)
+
+
+def _base_path(spec: ast.Spec, prim: ast.Primitive, spec_dir: pathlib.Path) -> pathlib.Path:
+    rel = prim.base
+    if not _PATH.match(rel) or rel.startswith("/") or "//" in rel:
+        raise _err(
+            spec,
+            f"base spec path '{rel}' is not allowed (a relative path ending in .xpr, of "
+            "letters, digits, '_', '-', '.' and '/')",
+            prim.base_loc,
+        )
+    return spec_dir / rel
+
+
+def _display(filename: str, rel: str) -> str:
+    """How a base file is named in messages: relative to the naming spec's own name."""
+    return os.path.normpath(os.path.join(os.path.dirname(filename), rel))
+
+
+def resolve(spec: ast.Spec, spec_dir, _chain: tuple = ()) -> ast.Spec:
+    """The spec with its `extends` chain merged in (the spec itself when it extends nothing)."""
+    from xprc.compiler import driver, parse
+
+    prim = _primitive(spec)
+    if prim is None:
+        return spec
+    spec_dir = pathlib.Path(spec_dir)
+    path = _base_path(spec, prim, spec_dir)
+    key = str(path.resolve())
+    chain = _chain or (str(pathlib.Path(spec_dir, pathlib.Path(spec.filename).name).resolve()),)
+    if key in chain:
+        names = [pathlib.Path(c).name for c in chain] + [path.name]
+        raise _err(spec, "cyclic 'extends': " + " -> ".join(names), prim.base_loc)
+    if len(chain) > MAX_DEPTH:
+        raise _err(spec, f"'extends' nested more than {MAX_DEPTH} deep", prim.base_loc)
+    try:
+        text = driver.read_spec(path)
+    except XprError as e:
+        problem = e.message.removeprefix("cannot read spec: ")
+        message = f"cannot read base spec '{prim.base}': {problem}"
+        raise _err(spec, message, prim.base_loc) from None
+    name = _display(prim.loc.file or spec.filename, prim.base)
+    base = parse.parse(text, name)
+    base = ast.Spec(_relocate(base.items, name), name, text, dict(base.sources))
+    base.sources.setdefault(name, text)
+    base = resolve(base, path.parent, (*chain, key))
+    sources = {**base.sources, **spec.sources}
+    return ast.Spec(_merge(base.items, spec.items), spec.filename, spec.source, sources)
+
+
+def _key(item):
+    if isinstance(item, (ast.Param, ast.Const, ast.Fn)):
+        return (type(item).__name__, item.name)
+    if isinstance(item, ast.Block):
+        return ("block", item.kind)
+    return (type(item).__name__,)  # Primitive, Color
+
+
+def _merge(base: list, derived: list) -> list:
+    out = list(base)
+    index = {_key(item): i for i, item in enumerate(out)}
+    for item in derived:
+        k = _key(item)
+        if k in index:
+            out[index.pop(k)] = item  # replaced once; a second one is the checker's duplicate
+        else:
+            out.append(item)
+    return out
+
+
+def _relocate(obj, file: str):
+    """A copy of an AST (dataclasses, lists, tuples) whose every Loc names `file`."""
+    if isinstance(obj, ast.Loc):
+        return obj if obj.file else dataclasses.replace(obj, file=file)
+    if isinstance(obj, list):
+        return [_relocate(x, file) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(_relocate(x, file) for x in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {f.name: _relocate(getattr(obj, f.name), file) for f in dataclasses.fields(obj)}
+        return dataclasses.replace(obj, **changes)
+    return obj
+
+
+def fingerprint(path, text: str) -> str:
+    """sha256 over the texts of the base specs `text` extends (for the module cache key); ""
+    when it extends nothing. Problems are left to the compile, which reports them."""
+    from xprc.compiler import driver
+
+    h = hashlib.sha256()
+    seen = set()
+    path = pathlib.Path(path)
+    for _ in range(MAX_DEPTH + 1):
+        m = re.search(r'^\s*primitive\s+\w+\s+extends\s+"([^"\n\\]*)"', text, re.MULTILINE)
+        if m is None or not _PATH.match(m.group(1)):
+            break
+        path = path.parent / m.group(1)
+        if str(path.resolve()) in seen:
+            break
+        seen.add(str(path.resolve()))
+        try:
+            text = driver.read_spec(path)
+        except XprError:
+            break
+        h.update(text.encode("utf-8"))
+    return h.hexdigest() if seen else ""
