@@ -798,3 +798,40 @@ def test_a_file_or_directory_in_the_wrong_place(tmp_path):
     (tmp_path / "transforms_train.json").unlink()
     (tmp_path / "transforms_train.json").mkdir()
     expect(tmp_path / "transforms_train.json", "is a directory, not a file", load_blender, tmp_path)
+
+
+@pytest.mark.parametrize("key,what", [("fl_x", "the intrinsics"), ("cx", "the intrinsics")])
+def test_blender_values_beyond_float32(tmp_path, key, what):
+    """Found by tests/test_fuzz_data.py: a RuntimeWarning (overflow in cast), then inf in K."""
+    meta = blender_scene(tmp_path, n=1)
+    meta.update({"fl_x": 500.0, key: 3.4028235677973366e38})
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    expect(
+        tmp_path / "transforms_train.json",
+        f"frame 0: {what} out of float32 range",
+        load_blender,
+        tmp_path,
+    )
+
+
+def test_blender_transform_beyond_float32(tmp_path):
+    meta = blender_scene(tmp_path, n=1)
+    meta["frames"][0]["transform_matrix"][0][3] = 1e300
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    expect(
+        tmp_path / "transforms_train.json",
+        "frame 0: the view matrix out of float32 range",
+        load_blender,
+        tmp_path,
+    )
+
+
+def test_colmap_values_beyond_float32(tmp_path):
+    colmap_scene(tmp_path)
+    write_colmap_bin(tmp_path / "sparse/0", points=[(1, [1e300, 0.0, 0.0], [1, 2, 3], 0.5, [])])
+    expect(tmp_path / "sparse/0/points3D.bin", "point coordinates out of float32 range",
+           load_colmap, tmp_path)  # fmt: skip
+    cameras = [(1, "PINHOLE", 16, 12, [1e300, 21.0, 8.0, 6.0])] + CAMERAS[1:]
+    write_colmap_bin(tmp_path / "sparse/0", cameras=cameras)
+    expect(tmp_path / "sparse/0/cameras.bin", "camera 1: the intrinsics out of float32 range",
+           load_colmap, tmp_path)  # fmt: skip

@@ -426,3 +426,25 @@ def test_directories_and_special_files_are_not_read(tmp_path):
             with pytest.raises(DataError) as e:
                 load(path)
             assert str(e.value) == f"{path}: error: {problem}"
+
+
+def test_ascii_ply_value_out_of_range_for_its_type(tmp_path):
+    """Found by tests/test_fuzz_data.py: plyfile raised OverflowError."""
+    path = tmp_path / "u.ply"
+    head = "ply\nformat ascii 1.0\nelement vertex 1\n" + XYZ_HEADER[:-11]
+    colours = "property uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n"
+    path.write_text(head + colours + "1 1 1 328 128 128\n")
+    with pytest.raises(DataError) as e:
+        load_points_ply(path)
+    assert (
+        str(e.value) == f"{path}: error: unreadable PLY: Python integer 328 out of bounds for uint8"
+    )
+
+
+def test_double_beyond_float32_is_non_finite_not_a_warning(tmp_path):
+    path = tmp_path / "d.ply"
+    header = "ply\nformat ascii 1.0\nelement vertex 1\n" + XYZ_HEADER.replace("float", "double")
+    path.write_text(header + "1e300 1 1\n")
+    with pytest.raises(DataError) as e:
+        load_points_ply(path)
+    assert str(e.value) == f"{path}: error: non-finite point coordinates"

@@ -222,7 +222,14 @@ def _scaled_size(width: int, height: int, downscale: float) -> tuple[int, int]:
 
 def _scale_K(K: np.ndarray, sx: float, sy: float) -> np.ndarray:
     # Pixel centres at +0.5 make a resize an exact scaling of fx, cx (and fy, cy).
-    return (np.diag([sx, sy, 1.0]) @ K).astype(np.float32)
+    return np.diag([sx, sy, 1.0]) @ K
+
+
+def _float32(path: Path, values: np.ndarray, what: str) -> np.ndarray:
+    """float64 values as float32, which they must fit (no overflow to inf)."""
+    if not (np.abs(values) <= np.finfo(np.float32).max).all():
+        raise DataError(path, f"{what} out of float32 range")
+    return values.astype(np.float32)
 
 
 def _check_downscale(downscale) -> float:
@@ -238,7 +245,7 @@ def _opengl_c2w_to_viewmat(c2w: np.ndarray) -> np.ndarray:
     """Camera-to-world in OpenGL/Blender axes (+y up, -z forward) -> world->camera OpenCV."""
     c2w = np.array(c2w, dtype=np.float64)
     c2w[:3, 1:3] *= -1.0  # flip the camera's y and z axes
-    return np.linalg.inv(c2w).astype(np.float32)
+    return np.linalg.inv(c2w)
 
 
 def _read_json(path: Path) -> dict:
@@ -368,8 +375,8 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
                 name=frame["file_path"],
                 image=image,
                 alpha=alpha,
-                viewmat=_opengl_c2w_to_viewmat(c2w),
-                K=_scale_K(K, size[0] / W, size[1] / H),
+                viewmat=_float32(path, _opengl_c2w_to_viewmat(c2w), f"{where}the view matrix"),
+                K=_float32(path, _scale_K(K, size[0] / W, size[1] / H), f"{where}the intrinsics"),
                 width=size[0],
                 height=size[1],
             )
@@ -404,7 +411,7 @@ def _colmap_intrinsics(cam: ColmapCamera) -> tuple[np.ndarray, str, np.ndarray]:
         model = "fisheye"
     else:
         model = "opencv" if dist.any() else "pinhole"
-    return K, model, dist.astype(np.float32)
+    return K, model, dist
 
 
 def _check_colmap_camera(path: Path, cam: ColmapCamera) -> None:
@@ -452,11 +459,12 @@ def load_colmap(
     cameras, images, xyz, rgb = read_colmap_model(sparse)
     if not images:
         raise DataError(_find(sparse, "images"), "no registered images")
-    img_file = _find(sparse, "images").name
+    images_file, cameras_file = _find(sparse, "images"), _find(sparse, "cameras")
+    img_file = images_file.name
     for cam_id in sorted({im.camera_id for im in images.values()}):
-        _check_colmap_camera(_find(sparse, "cameras"), cameras[cam_id])
+        _check_colmap_camera(cameras_file, cameras[cam_id])
     for img in images.values():
-        _check_colmap_pose(_find(sparse, "images"), img)
+        _check_colmap_pose(images_file, img)
 
     image_root = root / images_dir
     shrunk = root / f"{images_dir}_{int(downscale)}"
@@ -469,7 +477,7 @@ def load_colmap(
     views = []
     for img in sorted(images.values(), key=lambda im: im.name):
         cam = cameras[img.camera_id]
-        path = _inside(image_root, img.name, _find(sparse, "images"), f"image {img.id}: name")
+        path = _inside(image_root, img.name, images_file, f"image {img.id}: name")
         pil = _read_image(path, f"{img_file}, image id {img.id}")
         size = _scaled_size(cam.width, cam.height, downscale)
         got = pil.size
@@ -485,6 +493,7 @@ def load_colmap(
                 f"image is {got[0]}x{got[1]}, but camera {cam.id} expects {want[0]}x{want[1]}",
             )
         K, model, dist = _colmap_intrinsics(cam)
+        scale = (size[0] / cam.width, size[1] / cam.height)
         viewmat = np.eye(4)
         viewmat[:3, :3] = qvec_to_rotmat(img.qvec)
         viewmat[:3, 3] = img.tvec
@@ -494,16 +503,17 @@ def load_colmap(
                 name=img.name,
                 image=image,
                 alpha=alpha,
-                viewmat=viewmat.astype(np.float32),
-                K=_scale_K(K, size[0] / cam.width, size[1] / cam.height),
+                viewmat=_float32(images_file, viewmat, f"image {img.id}: the pose"),
+                K=_float32(cameras_file, _scale_K(K, *scale), f"camera {cam.id}: the intrinsics"),
                 width=size[0],
                 height=size[1],
                 model=model,
-                dist=dist,
+                dist=_float32(cameras_file, dist, f"camera {cam.id}: the lens coefficients"),
             )
         )
     colors = (rgb.astype(np.float32) / np.float32(255.0)).reshape(-1, 3)
-    return Dataset(tuple(views), xyz.astype(np.float32), colors, root)
+    points = _float32(_find(sparse, "points3D"), xyz, "point coordinates")
+    return Dataset(tuple(views), points, colors, root)
 
 
 # --------------------------------------------------------------------------- either format

@@ -255,7 +255,7 @@ def _read_ply(path: Path) -> plyfile.PlyData:
     except plyfile.PlyElementParseError as e:
         what = f"element '{e.element.name}'" if e.element is not None else "data"
         raise DataError(path, f"truncated or corrupt PLY {what}: {e.message}") from None
-    except (ValueError, EOFError, OSError) as e:
+    except (ValueError, EOFError, OSError, OverflowError) as e:  # e.g. 328 for a uchar
         raise DataError(path, f"unreadable PLY: {e}") from None
 
 
@@ -264,6 +264,9 @@ def _numeric(path: Path, v: np.ndarray, name: str) -> np.ndarray:
     arr = np.asarray(v[name])
     if not np.issubdtype(arr.dtype, np.number):
         raise DataError(path, f"property '{name}' is a list, not a number")
+    if arr.dtype.itemsize > 4 and np.issubdtype(arr.dtype, np.floating):
+        with np.errstate(over="ignore"):  # beyond float32: inf, reported as non-finite
+            arr = arr.astype(np.float32)
     return arr
 
 
