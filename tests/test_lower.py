@@ -5,6 +5,7 @@ sigma point, min/max footprints) are expressible in a spec and evaluate correctl
 
 import importlib.util
 import itertools
+import pathlib
 
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +14,8 @@ import sympy
 
 from xprc.camera import Camera
 from xprc.compiler import check, driver, lower, parse
+
+ROOT_SPECS = pathlib.Path(__file__).resolve().parent.parent / "specs"
 
 # ---------------------------------------------------------------------------------------------
 # Builtins and operators, one expression at a time (the value becomes the spec's `color`).
@@ -400,3 +403,12 @@ color = [1, 1, 1]
         alpha = mod.response(pix, pix[..., :1], pix[..., :1], out["attrs"][None], cam)
         want = 0.5 if model == "fisheye" else 1 / (1 + np.exp(-1.0))
         assert float(np.asarray(alpha).ravel()[0]) == pytest.approx(want)
+
+
+def test_emit_checked_dumps_the_typed_ir():
+    """`--emit checked`: structured static calls (eye[2], not the string "eye/2")."""
+    text = (ROOT_SPECS / "3dgs.xpr").read_text()
+    dump = driver.emit(text, "3dgs.xpr", "checked")
+    assert "= call eye[2]() : mat2" in dump
+    assert dump.splitlines()[0].startswith("%0 = input raw:means : vec3")
+    assert "alpha = %" in dump and "output box = %" in dump

@@ -68,10 +68,10 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", help="write the result here (default: stdout)")
     p.add_argument(
         "--emit",
-        choices=("ast", "sympy", "jax"),
+        choices=("ast", "checked", "sympy", "jax"),
         default="jax",
-        help="what to output: the parsed AST, the simplified SymPy programs, or the "
-        "generated JAX module",
+        help="what to output: the parsed AST, the checked IR, the simplified SymPy programs, or "
+        "the generated JAX module",
     )
 
 

@@ -299,6 +299,18 @@ def plain(t: Type) -> Type:
 # camera     args                 method name (project, project_valid, jacobian)
 
 
+@dataclass(frozen=True)
+class Static:
+    """The `extra` of a call whose arguments are compile-time integers: eye(3) is
+    Static("eye", (3,)), col(M, 1) is Static("col", (1,)) with M as the node argument."""
+
+    name: str
+    ints: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{self.name}[{', '.join(map(str, self.ints))}]"
+
+
 @dataclass(eq=False)
 class Node:
     op: str
@@ -336,6 +348,42 @@ class Checked:
     prim: dict[str, Node] = field(default_factory=dict)  # per-primitive values the response reads
     alpha: Node | None = None
     uses_ray: bool = False
+
+
+def format_ir(checked: Checked) -> str:
+    """The checked IR as text (`xprc compile --emit checked`): each node once, numbered in
+    first-use order, then the outputs that name them."""
+    ids: dict[int, int] = {}
+    lines: list[str] = []
+
+    def ref(node: Node) -> str:
+        key = id(node)
+        if key in ids:
+            return f"%{ids[key]}"
+        if node.op == "num":
+            return repr(node.extra)
+        if node.op == "boolean":
+            return "true" if node.extra else "false"
+        args = [ref(a) for a in node.args]
+        if node.op == "input":
+            text = "input " + ":".join(x for x in node.extra if x)
+        else:
+            head = node.op if node.extra is None else f"{node.op} {node.extra}"
+            text = f"{head}({', '.join(args)})"
+        ids[key] = len(ids)
+        lines.append(f"%{ids[key]} = {text} : {node.type}")
+        return f"%{ids[key]}"
+
+    out = [f"primitive {checked.name}"]
+    for p in checked.params:
+        out.append(f"param {p.name} : {p.type} = {ref(p.value)}")
+    for name, node in checked.outputs.items():
+        out.append(f"output {name} = {ref(node)}")
+    for name, node in checked.prim.items():
+        out.append(f"prim {name} = {ref(node)}")
+    if checked.alpha is not None:
+        out.append(f"alpha = {ref(checked.alpha)}")
+    return "\n".join(lines + out) + "\n"
 
 
 def replace(obj, **changes):

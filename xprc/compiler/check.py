@@ -1321,7 +1321,7 @@ class Checker:
                 if name == "eye"
                 else (VecT(dims[0]) if len(dims) == 1 else MatT(dims[0], dims[1]))
             )
-            return self.node("call", t, extra=name + "/" + ",".join(map(str, dims)))
+            return self.node("call", t, extra=ast.Static(name, tuple(dims)))
         if name in ("col", "row"):
             arity(2)
             need(0, lambda t: isinstance(t, MatT), "a matrix")
@@ -1337,7 +1337,7 @@ class Checker:
                 "call",
                 VecT(t.m if name == "col" else t.n),
                 args[0],
-                extra=f"{name}/{args[1].extra}",
+                extra=ast.Static(name, (args[1].extra,)),
             )
         if name == "quat_to_rotmat":
             arity(1)

@@ -32,7 +32,7 @@ from xprc.errors import DefineError, MissingOutputError, SpecError, XprError
 from xprc.resources import spec_path
 
 COMPILER_VERSION = "0.1.0"
-STAGES = ("ast", "sympy", "jax")
+STAGES = ("ast", "checked", "sympy", "jax")
 _ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 
 
@@ -152,13 +152,16 @@ def compile_source(text: str, filename: str = "<input>", defines=None, spec_dir=
 
 
 def emit(text: str, filename: str, stage: str, defines=None) -> str:
-    """The text of one stage: 'ast', 'sympy' (the simplified programs) or 'jax'."""
+    """The text of one stage: 'ast', 'checked' (the typed IR), 'sympy' (the simplified
+    programs) or 'jax'."""
     if stage == "ast":
 
         def dump():
             return "\n".join(_dump(item) for item in parse.parse(text, filename).items) + "\n"
 
         return _deep(dump, filename=filename)
+    if stage == "checked":
+        return ast.format_ir(check_source(text, filename, defines))
     result = run_stages(text, filename, defines)
     if stage == "jax":
         return result.source

@@ -405,9 +405,8 @@ class Lowerer:
 
     def call(self, node: Node, args):
         name = node.extra
-        if "/" in name:
-            name, dims = name.split("/")
-            dims = [int(d) for d in dims.split(",")]
+        if isinstance(name, ast.Static):
+            name, dims = name.name, name.ints
             if name == "eye":
                 n = dims[0]
                 return tuple(
