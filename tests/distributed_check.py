@@ -91,6 +91,18 @@ def check_training(method, tmp):
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0], losses
     print("distributed training OK", losses[0], losses[-1])
 
+    # Issue 12 on the mesh: a capacity too small for the first step is raised, the step redone.
+    from xprc.pipeline import RenderConfig
+
+    small = TrainConfig(
+        steps=5, eval_every=0, progress=False, save_renders=False,
+        render=RenderConfig(max_entries=256),
+    )  # fmt: skip
+    grown = train(method, train_set, test_set, None, small, devices=4)
+    assert grown.entry_capacity > 256 and grown.step == 5, grown.entry_capacity
+    assert np.all(np.isfinite([h["loss"] for h in grown.history]))
+    print("distributed capacity OK", grown.entry_capacity)
+
 
 if __name__ == "__main__":
     main(sys.argv[1])

@@ -28,3 +28,4 @@ def test_four_simulated_devices_match_one(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "distributed OK" in proc.stdout
     assert "distributed training OK" in proc.stdout
+    assert "distributed capacity OK" in proc.stdout

@@ -247,6 +247,7 @@ def test_adc_resume_is_bit_identical_and_keeps_the_capacity(adc_runs, tmp_path):
 RENAMES = {"means": "mu", "quats": "q", "scales": "axes", "opacities": "dens", "sh": "coef"}
 
 
+@pytest.mark.slow  # two compiles of the train step (~1 min on 2 cores)
 def test_renamed_parameters_train_to_the_same_result(tmp_path):
     """The 3DGS spec with every parameter renamed (same maths) trains to the same parameters."""
     from test_train import _tiny_scene
