@@ -835,3 +835,19 @@ def test_colmap_values_beyond_float32(tmp_path):
     write_colmap_bin(tmp_path / "sparse/0", cameras=cameras)
     expect(tmp_path / "sparse/0/cameras.bin", "camera 1: the intrinsics out of float32 range",
            load_colmap, tmp_path)  # fmt: skip
+
+
+@pytest.mark.parametrize("scale", [np.diag([2.0, 1.0, 1.0]), np.diag([1.0, 1.0, -1.0])])
+def test_blender_transform_must_be_a_pose(tmp_path, scale):
+    """A scaled or mirrored matrix used to load and fail later in Camera, without the file."""
+    meta = blender_scene(tmp_path, n=1)
+    m = np.asarray(meta["frames"][0]["transform_matrix"])
+    m[:3, :3] = m[:3, :3] @ scale
+    meta["frames"][0]["transform_matrix"] = m.tolist()
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    expect(
+        tmp_path / "transforms_train.json",
+        "frame 0: 'transform_matrix' is not a pose (its 3x3 part is not a rotation)",
+        load_blender,
+        tmp_path,
+    )

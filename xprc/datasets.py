@@ -336,6 +336,11 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
             raise DataError(path, f"{where}'transform_matrix' must be a 4x4 matrix of numbers")
         if abs(np.linalg.det(c2w[:3, :3])) < 1e-8:
             raise DataError(path, f"{where}'transform_matrix' is singular")
+        R = c2w[:3, :3]
+        if np.abs(R @ R.T - np.eye(3)).max() > 1e-3 or np.linalg.det(R) < 0:
+            raise DataError(
+                path, f"{where}'transform_matrix' is not a pose (its 3x3 part is not a rotation)"
+            )
 
         img_path = _blender_image_path(root, frame["file_path"], path, where)
         img = _read_image(img_path, f"{path.name} frame {i}")
