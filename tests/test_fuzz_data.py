@@ -1,6 +1,7 @@
-"""Property: the PLY, Blender and COLMAP readers return a result or raise a DataError for any
-damaged input (truncation, bit flips, random bytes, huge counts, odd JSON values), never another
-exception, a warning or a huge allocation (issue 15). The spec fuzzer is tests/test_fuzz.py.
+"""Property: the PLY, checkpoint, Blender and COLMAP readers return a result or raise a
+DataError for any damaged input (truncation, bit flips, random bytes, huge counts, odd JSON
+values), never another exception, a warning or a huge allocation (issue 15). The spec fuzzer is
+tests/test_fuzz.py.
 
 Inputs start from small valid files written here and are damaged by hypothesis. The default
 suite runs a few hundred examples in a few seconds; a longer run: `pytest -m slow
@@ -23,7 +24,14 @@ from PIL import Image
 
 from xprc.datasets import load_blender, read_colmap_model
 from xprc.errors import DataError
-from xprc.io import load_ply, load_points_ply, save_ply, save_points_ply
+from xprc.io import (
+    load_checkpoint,
+    load_ply,
+    load_points_ply,
+    save_checkpoint,
+    save_ply,
+    save_points_ply,
+)
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LONG = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -54,7 +62,9 @@ def _seed_files() -> dict[str, bytes]:
         ascii_ply = plyfile.PlyData.read(str(tmp / "p.ply"))
         ascii_ply.text = True
         ascii_ply.write(str(tmp / "a.ply"))
-        files = {name: (tmp / name).read_bytes() for name in ("g.ply", "p.ply", "a.ply")}
+        save_checkpoint(tmp / "c.npz", {"a": np.ones(5), "b": {"c": np.arange(3)}}, {"step": 7})
+        names = ("g.ply", "p.ply", "a.ply", "c.npz")
+        files = {name: (tmp / name).read_bytes() for name in names}
     files.update(_colmap_bin())
     png = io.BytesIO()
     Image.fromarray(np.full((6, 8, 4), 128, np.uint8), "RGBA").save(png, "PNG")
@@ -130,6 +140,19 @@ def _ply_case(data: bytes, load) -> None:
 def test_fuzz_ply(data):
     _ply_case(data, load_ply)
     _ply_case(data, load_points_ply)
+
+
+@FAST
+@given(damaged("c.npz"))
+def test_fuzz_checkpoint(data):
+    _checkpoint_case(data)
+
+
+def _checkpoint_case(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "c.npz"
+        path.write_bytes(data)
+        _only_data_errors(load_checkpoint, path)
 
 
 # --------------------------------------------------------------------------- COLMAP
@@ -231,6 +254,13 @@ def test_fuzz_ply_long(data):
     lambda n: st.tuples(st.just(n), damaged(n))))  # fmt: skip
 def test_fuzz_colmap_long(case):
     _colmap_case(*case)
+
+
+@pytest.mark.slow
+@LONG
+@given(damaged("c.npz"))
+def test_fuzz_checkpoint_long(data):
+    _checkpoint_case(data)
 
 
 @pytest.mark.slow

@@ -448,3 +448,46 @@ def test_double_beyond_float32_is_non_finite_not_a_warning(tmp_path):
     with pytest.raises(DataError) as e:
         load_points_ply(path)
     assert str(e.value) == f"{path}: error: non-finite point coordinates"
+
+
+def _rewrite_npz(src, dst, edit) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(src) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    with zipfile.ZipFile(dst, "w") as out:
+        for name, data in members.items():
+            out.writestr(name, edit(name, data))
+
+
+def test_checkpoint_declared_shape_is_checked_before_allocating(tmp_path):
+    """np.load would allocate the 80 TB the header declares (MemoryError)."""
+    save_checkpoint(tmp_path / "c.npz", {"a": np.zeros(3)}, {"step": 1})
+    bad = tmp_path / "bad.npz"
+
+    def edit(name, data):  # same header length: the padding absorbs the longer shape
+        longer = b"(10000000000000,), }"
+        old = b"(3,), }" + b" " * (len(longer) - len(b"(3,), }"))
+        return data.replace(old, longer) if name == "a.npy" else data
+
+    _rewrite_npz(tmp_path / "c.npz", bad, edit)
+    with pytest.raises(DataError) as e:
+        load_checkpoint(bad)
+    assert str(e.value) == (
+        f"{bad}: error: truncated or corrupt checkpoint (entry 'a.npy' declares 80000000000000 "
+        "bytes of data but holds 24)"
+    )
+
+
+def test_checkpoint_encrypted_flag(tmp_path):
+    """Found by tests/test_fuzz_data.py: zipfile raised RuntimeError (password required)."""
+    path = tmp_path / "c.npz"
+    save_checkpoint(path, {"a": np.zeros(3)}, {"step": 1})
+    raw = bytearray(path.read_bytes())
+    central = raw.index(b"PK\x01\x02")
+    raw[central + 8] |= 1  # the central directory's 'encrypted' flag of the first entry
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataError) as e:
+        load_checkpoint(path)
+    assert str(e.value).startswith(f"{path}: error: truncated or corrupt checkpoint (File ")
+    assert str(e.value).endswith("is encrypted, password required for extraction)")

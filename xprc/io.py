@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import stat
+import struct
 import zipfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -421,15 +424,49 @@ def save_checkpoint(path, params: Mapping, meta: Mapping | None = None) -> None:
     _write_atomic(path, lambda f: np.savez(f, **arrays))
 
 
+_DEFLATE_MAX_RATIO = 1100  # deflate cannot compress more than ~1032:1
+# What zipfile and np.load raise for damaged archives (encrypted or unknown compression flags
+# included; found by tests/test_fuzz_data.py).
+_ZIP_ERRORS = (zipfile.BadZipFile, ValueError, OSError, EOFError, RuntimeError,
+               NotImplementedError, zlib.error, KeyError, struct.error, OverflowError)  # fmt: skip
+
+
+def _check_npz_sizes(path: Path, raw: bytes) -> None:
+    """np.load allocates the shape an entry's header declares before reading its data: each
+    entry must hold the bytes it declares, and a compressed one cannot claim more than deflate
+    can produce. Archives this cannot read are left to np.load's own errors."""
+    fmt = np.lib.format
+    readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+    with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+        for info in archive.infolist():
+            if info.file_size > _DEFLATE_MAX_RATIO * info.compress_size + 4096:
+                raise DataError(path, f"corrupt checkpoint (entry '{info.filename}' claims "
+                                f"{info.file_size} bytes from {info.compress_size})")  # fmt: skip
+            with archive.open(info) as f:
+                version = fmt.read_magic(f)
+                if version not in readers:
+                    continue
+                shape, _, dtype = readers[version](f)
+                declared = math.prod(shape) * dtype.itemsize
+                held = info.file_size - f.tell()
+            if declared > held:
+                raise DataError(
+                    path,
+                    f"truncated or corrupt checkpoint (entry '{info.filename}' declares "
+                    f"{declared} bytes of data but holds {held})",
+                )
+
+
 def load_checkpoint(path) -> tuple[dict, dict]:
     """Read a checkpoint written by `save_checkpoint` -> (params, meta); nesting is restored."""
     path = Path(path)
     require_file(path)
     try:
         raw = path.read_bytes()
+        _check_npz_sizes(path, raw)
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+    except _ZIP_ERRORS as e:
         if not raw.startswith(b"PK"):
             raise DataError(path, "not an xprc checkpoint (not an .npz archive)") from None
         raise DataError(path, f"truncated or corrupt checkpoint ({e})") from None
