@@ -64,7 +64,8 @@ def correct(camera, corrections: dict, view):
         a, b, c, d = (corrections["intrinsics"][i].astype(K.dtype) for i in range(4))
         K = K.at[..., 0, 0].multiply(jnp.exp(a)).at[..., 1, 1].multiply(jnp.exp(b))
         K = K.at[..., 0, 2].add(c).at[..., 1, 2].add(d)
-        dist = dist + corrections["dist"].astype(dist.dtype)
+        dk = corrections["dist"].astype(dist.dtype)
+        dist = dist + dk.reshape((1,) * (dist.ndim - 1) + dk.shape)
     leaves, treedef = jax.tree_util.tree_flatten(camera)
     del leaves
     return jax.tree_util.tree_unflatten(treedef, [viewmat, K, dist])
