@@ -47,6 +47,7 @@ SPECS = {
     "3dgut": "specs/3dgut.xpr",
     "linprim_octahedron": "specs/linprim_octahedron.xpr",
     "linprim_tetrahedron": "specs/linprim_tetrahedron.xpr",
+    "beta": "specs/beta.xpr",
 }
 
 
@@ -209,9 +210,7 @@ def fmt_table(rows, columns):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, for smoke tests")
-    ap.add_argument(
-        "--methods", default="handwritten,3dgs,3dgut,linprim_octahedron,linprim_tetrahedron"
-    )
+    ap.add_argument("--methods", default=",".join(["handwritten", *SPECS]))
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latest.json"))
     ap.add_argument("--no-scaling", action="store_true")

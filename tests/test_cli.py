@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from xprc import cli
+from xprc.resources import shipped_specs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SPEC = str(ROOT / "specs" / "3dgs.xpr")
@@ -120,7 +121,7 @@ def test_help_text_shows_defaults(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "--downscale DOWNSCALE image downscale factor (default: 1)" in out
     assert "--data DATA dataset folder (Blender or COLMAP) (required)" in out
-    assert "(3dgs, 3dgut, linprim_octahedron, linprim_tetrahedron) (default: 3dgs)" in out
+    assert f"({', '.join(shipped_specs())}) (default: 3dgs)" in out
 
 
 @pytest.mark.parametrize("name", ["3dgs", "3dgut", "linprim_octahedron", "linprim_tetrahedron.xpr"])
@@ -133,7 +134,7 @@ def test_unknown_spec_name_lists_shipped(capsys):
     assert cli.main(["check", "3dgz"]) == 1
     assert capsys.readouterr().err == (
         "3dgz: error: no spec file '3dgz' and no shipped spec of that name "
-        "(shipped: 3dgs, 3dgut, linprim_octahedron, linprim_tetrahedron)\n"
+        f"(shipped: {', '.join(shipped_specs())})\n"
     )
 
 

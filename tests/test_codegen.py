@@ -32,7 +32,7 @@ def test_golden(spec):
         f"no golden module for specs/{spec.name}: run "
         f"`python -m xprc.compiler.driver --update-golden {spec.stem}` and commit it"
     )
-    source = driver.compile_source(spec.read_text(), spec.name)
+    source = driver.compile_source(spec.read_text(), spec.name, spec_dir=spec.parent)
     assert source == golden.read_text(), (
         f"{golden.name} is stale: run `python -m xprc.compiler.driver --update-golden` and review "
         "the diff"

@@ -54,7 +54,7 @@ def mutants(draw, names=tuple(SPECS)):
 
 def compiles_or_raises_xpr_error(name: str, text: str) -> None:
     try:
-        source = driver.compile_source(text, name)
+        source = driver.compile_source(text, name, spec_dir=ROOT / "specs")
     except XprError as e:
         text_of_error = str(e)
         assert text_of_error.startswith(name) or text_of_error.startswith("<command line>")
@@ -127,7 +127,7 @@ def test_known_slow_mutant_is_fast():
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_shipped_specs_trace(name):
-    traces(driver.compile_source(SPECS[name], name))
+    traces(driver.compile_source(SPECS[name], name, spec_dir=ROOT / "specs"))
 
 
 # Random scalar expressions over the response's inputs: the shape of crash 5 of issue 13

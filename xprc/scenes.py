@@ -106,10 +106,21 @@ def adapt_params(method, params):
     """The 3DGS-layout parameters for any method: parameters are matched by name; a parameter
     named `scales` whose activation is `abs` gets linear sizes (3 sigma) instead of log scales,
     and a method with more sizes than 3 (LinPrim tetrahedra: 4 vertex distances) gets the extra
-    ones from the mean of the three."""
+    ones from the mean of the three. A parameter the layout lacks (a Beta kernel's shape, a
+    Student-t degree of freedom) starts at its spec's initial raw value (else 0), and a method
+    with fewer sizes (2DGS surfels: two tangent scales) keeps the first ones."""
     out = {}
+    n = len(next(iter(params.values())))
     for p in method.PARAMS:
+        if p.name not in params:
+            init = getattr(p, "init_raw", None)
+            dtype = params["means"].dtype if "means" in params else np.float32
+            fill = init if isinstance(init, (int, float)) else 0.0
+            out[p.name] = np.full((n, *p.shape), fill, dtype)
+            continue
         value = params[p.name]
+        if tuple(p.shape) and value.ndim == len(p.shape) + 1 and value.shape[-1] > p.shape[-1]:
+            value = value[..., : p.shape[-1]]
         if p.activation == "abs" and p.name == "scales":
             want = tuple(p.shape)[-1] if tuple(p.shape) else 1
             if value.shape[-1] < want:

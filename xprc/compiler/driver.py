@@ -440,7 +440,7 @@ def update_golden(names=()) -> list[pathlib.Path]:
     for stem in sorted(stems):
         spec = _ROOT / "specs" / f"{stem}.xpr"
         out = golden / f"{stem}.py"
-        write_atomic(out, compile_source(read_spec(spec), spec.name))
+        write_atomic(out, compile_source(read_spec(spec), spec.name, spec_dir=spec.parent))
         written.append(out)
     return written
 
