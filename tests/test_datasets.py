@@ -851,3 +851,14 @@ def test_blender_transform_must_be_a_pose(tmp_path, scale):
         load_blender,
         tmp_path,
     )
+
+
+def test_colmap_txt_point_colour_beyond_int64_and_nan_point(tmp_path):
+    """Found by tests/test_fuzz_data.py: an RGB of 23 digits was an OverflowError."""
+    colmap_scene(tmp_path, fmt="txt")
+    write_colmap_txt(tmp_path / "sparse/0", points=[(1, [0.0, 0.1, 0.2], [10**22, -5, 7], 0.5, [])])
+    np.testing.assert_allclose(load_colmap(tmp_path).colors, [[1.0, 0.0, 7 / 255]], rtol=1e-6)
+    write_colmap_txt(tmp_path / "sparse/0", points=[(1, [math.nan, 0.1, 0.2], [1, 2, 3], 0.5, [])])
+    expect(
+        tmp_path / "sparse/0/points3D.txt", "point coordinates not finite", load_colmap, tmp_path
+    )

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from xprc.datasets import load_blender, read_colmap_model
+from xprc.datasets import load_blender, load_colmap, read_colmap_model
 from xprc.errors import DataError
 from xprc.io import (
     load_checkpoint,
@@ -176,6 +176,47 @@ def test_fuzz_colmap(case):
     _colmap_case(*case)
 
 
+TXT_JUNK = st.sampled_from([b"", b" ", b"\n", b"nan", b"inf", b"-1", b"0", b"9" * 23, b"1e400",
+                            b"\xff", b"PINHOLE", b"#"])  # fmt: skip
+
+
+@st.composite
+def colmap_txt_cases(draw):
+    """(file name, text): a COLMAP text file with a few tokens replaced by odd ones."""
+    from test_datasets import write_colmap_txt
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_colmap_txt(pathlib.Path(tmp))
+        name = draw(st.sampled_from(["cameras.txt", "images.txt", "points3D.txt"]))
+        data = bytearray((pathlib.Path(tmp) / name).read_bytes())
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(data)))
+        data[i : i + draw(st.integers(0, 3))] = draw(TXT_JUNK)
+    return name, bytes(data)
+
+
+def _colmap_txt_case(case) -> None:
+    from test_datasets import colmap_scene
+
+    name, data = case
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        colmap_scene(root, fmt="txt")
+        (root / "sparse/0" / name).write_bytes(data)
+        try:
+            ds = load_colmap(root)
+        except DataError as e:
+            assert str(e).startswith(str(root)), str(e)
+            return
+        assert np.isfinite(ds.points).all() and all(np.isfinite(v.K).all() for v in ds)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(colmap_txt_cases())
+def test_fuzz_colmap_txt(case):
+    _colmap_txt_case(case)
+
+
 # --------------------------------------------------------------------------- Blender
 
 JSON_VALUES = st.recursive(
@@ -261,6 +302,13 @@ def test_fuzz_colmap_long(case):
 @given(damaged("c.npz"))
 def test_fuzz_checkpoint_long(data):
     _checkpoint_case(data)
+
+
+@pytest.mark.slow
+@LONG
+@given(colmap_txt_cases())
+def test_fuzz_colmap_txt_long(case):
+    _colmap_txt_case(case)
 
 
 @pytest.mark.slow

@@ -219,10 +219,10 @@ def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
             continue
         _, x, y, z, cr, cg, cb, _err = _parse(path, lineno, line.split(), "ifffiiif", what)
         xyz.append((x, y, z))
-        rgb.append((cr, cg, cb))
+        rgb.append(tuple(min(max(c, 0), 255) for c in (cr, cg, cb)))  # int64 could overflow
     return (
         np.array(xyz, dtype=np.float64).reshape(-1, 3),
-        np.clip(np.array(rgb, dtype=np.int64), 0, 255).astype(np.uint8).reshape(-1, 3),
+        np.array(rgb, dtype=np.uint8).reshape(-1, 3),
     )
 
 

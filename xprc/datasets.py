@@ -227,6 +227,8 @@ def _scale_K(K: np.ndarray, sx: float, sy: float) -> np.ndarray:
 
 def _float32(path: Path, values: np.ndarray, what: str) -> np.ndarray:
     """float64 values as float32, which they must fit (no overflow to inf)."""
+    if not np.isfinite(values).all():
+        raise DataError(path, f"{what} not finite")
     if not (np.abs(values) <= np.finfo(np.float32).max).all():
         raise DataError(path, f"{what} out of float32 range")
     return values.astype(np.float32)
