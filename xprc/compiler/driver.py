@@ -4,6 +4,12 @@
     compile_file(path, out=None, defines=None) -> Path of the written module
         (to `out`, or into the cache directory when `out` is None)
     load(path, defines=None) -> the imported module (compiled into the cache on first use)
+    check_source(text, filename, defines) -> the checked spec (`xprc check`)
+
+The stages (and the import of a generated module) run in a worker thread with a deep stack, so
+deeply nested specs compile (see "Deep specs" below). Spec files and output paths are untrusted:
+only regular files are read, and `-o` may not be the spec, a directory or a special file
+(docs/input-validation.md).
 
 The cache directory is $XPRC_CACHE_DIR or ~/.cache/xprc; a module's file name carries the
 sha256 of (spec text, defines, compiler version, compiler source), so a changed spec, option or
