@@ -48,6 +48,9 @@ SPECS = {
     "linprim_octahedron": "specs/linprim_octahedron.xpr",
     "linprim_tetrahedron": "specs/linprim_tetrahedron.xpr",
     "beta": "specs/beta.xpr",
+    "3dgrt_k0": "specs/3dgrt_k0.xpr",
+    "3dgrt_k1": "specs/3dgrt_k1.xpr",
+    "3dgrt_k4": "specs/3dgrt_k4.xpr",
 }
 
 
