@@ -51,6 +51,8 @@ SPECS = {
     "3dgrt_k0": "specs/3dgrt_k0.xpr",
     "3dgrt_k1": "specs/3dgrt_k1.xpr",
     "3dgrt_k4": "specs/3dgrt_k4.xpr",
+    "student_t": "specs/student_t.xpr",
+    "2dgs": "specs/2dgs.xpr",
 }
 
 
