@@ -26,6 +26,8 @@ ATTRS = ('centre.x', 'conic.x', 'centre.y', 'conic.z', 'conic.y', 'opacity',)
 NUM_ATTRS = 6
 NUM_FEATURES = 3
 USES_RAY = False
+SIGNED_ALPHA = False
+PIXEL_OUTPUTS = ()
 
 
 def activate(raw):

@@ -26,6 +26,8 @@ ATTRS = ('whiten_m[0].x', 'whiten_m[0].y', 'whiten_m[0].z', 'means.x', 'whiten_m
 NUM_ATTRS = 13
 NUM_FEATURES = 3
 USES_RAY = True
+SIGNED_ALPHA = False
+PIXEL_OUTPUTS = ()
 
 
 def activate(raw):

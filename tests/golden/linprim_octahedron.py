@@ -26,6 +26,8 @@ ATTRS = ('1 - 2*(quats.x**2 + quats.y**2)', '2*(quats.w*quats.y + quats.x*quats.
 NUM_ATTRS = 18
 NUM_FEATURES = 3
 USES_RAY = True
+SIGNED_ALPHA = False
+PIXEL_OUTPUTS = ()
 
 
 def activate(raw):

@@ -171,6 +171,7 @@ class Block:
     loc: Loc
     kind: str  # "projection" | "response"
     body: list
+    signed: bool = False  # `response signed { ... }`: alpha in (-1, 1)
 
 
 @dataclass(eq=False)
@@ -348,6 +349,8 @@ class Checked:
     prim: dict[str, Node] = field(default_factory=dict)  # per-primitive values the response reads
     alpha: Node | None = None
     uses_ray: bool = False
+    signed: bool = False  # alpha may be negative (`response signed`)
+    pixel: dict[str, Node] = field(default_factory=dict)  # per-pixel outputs `emit` in response
 
 
 def format_ir(checked: Checked) -> str:

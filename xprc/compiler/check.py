@@ -71,7 +71,7 @@ _TYPE_NAMES = ["scalar", "vec2", "vec3", "vec4", "quat", "mat2", "mat3", "mat4",
 INIT_RULES = ("points", "colors", "identity", "nn_distance", "zeros", "ones")
 ROLES = ("position", "opacity", "scale")
 # Activations ParamSpec names (anything else is recorded as its text).
-NAMED_ACTIVATIONS = ("exp", "sigmoid", "normalize", "abs", "softplus")
+NAMED_ACTIVATIONS = ("exp", "sigmoid", "normalize", "abs", "softplus", "tanh")
 
 FOOTPRINTS = {"radius": SCALAR, "radii": VecT(2), "box": VecT(4)}
 REQUIRED = {"centre": VecT(2), "depth": SCALAR, "valid": BOOL}
@@ -338,6 +338,7 @@ class Checker:
             )
             prim_nodes[name] = n
         self.proj_locals = {k: b for k, b in scope.vars.items() if b.kind == "local"}
+        self.pixel_outputs: dict[str, tuple[Node, Loc]] = {}
         self.block(resp.body, rscope, None, in_loop=False)
         alpha = rscope.vars.get("alpha")
         if alpha is None or alpha.kind != "local":
@@ -358,6 +359,8 @@ class Checker:
             prim=prim_nodes,
             alpha=alpha.node,
             uses_ray=self.uses_ray,
+            signed=resp.signed,
+            pixel={k: n for k, (n, _) in self.pixel_outputs.items()},
         )
 
     def fn_names(self, e: ast.Expr, bound: set) -> None:
@@ -632,8 +635,9 @@ class Checker:
             if isinstance(stmt, ast.Assign):
                 self.assign(stmt, scope)
             elif isinstance(stmt, ast.Emit):
-                if emits is None:
-                    raise self.err(ScopeError, "'emit' is only allowed in the projection", stmt.loc)
+                if emits is None:  # the response: per-pixel outputs
+                    self.pixel_emit(stmt, scope, in_loop)
+                    continue
                 if in_loop:
                     raise self.err(ScopeError, "'emit' is not allowed inside a loop", stmt.loc)
                 self.check_name(stmt.name, stmt.loc, "output")
@@ -652,6 +656,35 @@ class Checker:
                 scope.vars[stmt.name] = _Binding("emit", value, stmt.loc)
             elif isinstance(stmt, ast.For):
                 self.loop(stmt, scope, emits)
+
+    def pixel_emit(self, stmt: ast.Emit, scope: _Scope, in_loop: bool) -> None:
+        """`emit depth = t, normal = n` in the response: per-pixel values composited with
+        the same weights as the colour (their own output channels; `depth` feeds D / ED)."""
+        if in_loop:
+            raise self.err(ScopeError, "'emit' is not allowed inside a loop", stmt.loc)
+        self.check_name(stmt.name, stmt.loc, "output")
+        if stmt.name == "alpha":
+            raise self.err(
+                DuplicateError, "'alpha' is the response's own output: assign it", stmt.loc
+            )
+        first = self.pixel_outputs.get(stmt.name)
+        if first is not None:
+            raise self.err(
+                DuplicateError,
+                f"'{stmt.name}' is already emitted (line {first[1].line})",
+                stmt.loc,
+            )
+        value = self.expr(stmt.value, scope)
+        if not isinstance(value.type, (ScalarT, VecT)) or (
+            stmt.name == "depth" and not isinstance(value.type, ScalarT)
+        ):
+            want = "scalar" if stmt.name == "depth" else "scalar or a vector"
+            raise self.err(
+                XprTypeError,
+                f"per-pixel output '{stmt.name}' must be {want}, got {value.type}",
+                stmt.value.loc,
+            )
+        self.pixel_outputs[stmt.name] = (value, stmt.loc)
 
     def _not_global(self, name: str, loc: Loc) -> None:
         if name in self.params:

@@ -398,6 +398,9 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     out.append(f"NUM_ATTRS = {len(simplified.attrs)}")
     out.append(f"NUM_FEATURES = {len(low.project['color'])}")
     out.append(f"USES_RAY = {ch.uses_ray!r}")
+    out.append(f"SIGNED_ALPHA = {ch.signed!r}")
+    names = [ident(k) + _channel_suffix(n) for k, n in ch.pixel.items() for n in _channels(n)]
+    out.append("PIXEL_OUTPUTS = (" + "".join(f"{n!r}, " for n in names).rstrip() + ")")
     out.append("")
 
     # activate
@@ -475,13 +478,31 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     varying = _varying(rsp, inputs, ("pixel", "ray_origin", "ray_dir", "attr"))
     alpha = rsp.outputs["alpha"][0]
     text = p(alpha)
+    extra = [p(e) for k in ch.pixel for e in rsp.outputs[f"pixel_{k}"]]
     out += p.flush()
-    if alpha.free_symbols & varying:
+    if extra:  # per-pixel outputs: (alpha, [..., K]) on the broadcast shape of the inputs
+        out.append(
+            "    shape = jnp.broadcast_shapes(pixel.shape[:-1], ray_origin.shape[:-1], "
+            "attrs.shape[:-1])"
+        )
+        comps = ", ".join(f"jnp.broadcast_to({c}, shape)" for c in extra)
+        out.append(f"    return jnp.broadcast_to({text}, shape), jnp.stack([{comps}], -1)")
+    elif alpha.free_symbols & varying:
         out.append(f"    return {text}")
     else:
         out.append(f"    return rt.broadcast({text}, pixel[..., 0])")
     out.append("")
     return "\n".join(out)
+
+
+def _channels(node) -> list:
+    """Component indices of a per-pixel output (scalar: one, vecN: N)."""
+    n = getattr(node.type, "n", None)
+    return [None] if n is None else list(range(n))
+
+
+def _channel_suffix(i) -> str:
+    return "" if i is None else "." + ("xyzw"[i] if i < 4 else str(i))
 
 
 def _shaped(comps: list[str], shape: tuple[int, ...]) -> str:

@@ -257,6 +257,7 @@ class Lowered:
     prim: dict[sympy.Symbol, sympy.Expr]  # response's per-primitive symbols -> project values
     prim_display: dict[sympy.Symbol, str] = field(default_factory=dict)
     alpha: sympy.Expr = sympy.S.Zero
+    pixel: dict[str, list[sympy.Expr]] = field(default_factory=dict)  # per-pixel outputs
 
 
 def flatten(v) -> list:
@@ -793,6 +794,7 @@ def lower(checked: ast.Checked) -> Lowered:
             v = lw.value(checked.outputs[name])
             project[name] = flatten(v)
         alpha = lw.value(checked.alpha)
+        pixel = {k: flatten(lw.value(n)) for k, n in checked.pixel.items()}
         prim_syms = [s for s, i in lw.inputs.items() if i.kind == "prim"]
         prim = {}
         for s in prim_syms:
@@ -801,4 +803,6 @@ def lower(checked: ast.Checked) -> Lowered:
             for i in info.index:
                 v = v[i]
             prim[s] = v
-    return Lowered(checked, dict(lw.inputs), activate, project, prim, dict(lw.display), alpha)
+    return Lowered(
+        checked, dict(lw.inputs), activate, project, prim, dict(lw.display), alpha, pixel
+    )

@@ -98,7 +98,8 @@ class _Build(Transformer):
         return ast.Block(ast.Loc(meta.line, meta.column), "projection", c[0])
 
     def response(self, meta, c):
-        return ast.Block(ast.Loc(meta.line, meta.column), "response", c[0])
+        signed, body = c
+        return ast.Block(ast.Loc(meta.line, meta.column), "response", body, signed is not None)
 
     def color(self, meta, c):
         return ast.Color(ast.Loc(meta.line, meta.column), c[0])

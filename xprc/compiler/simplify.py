@@ -354,6 +354,7 @@ def simplify(lowered: Lowered) -> Simplified:
     with distribute(False):
         hoister = _Hoister(lowered)
         alpha = hoister.hoist(lowered.alpha)
+        pixel = {k: [hoister.hoist(e) for e in v] for k, v in lowered.pixel.items()}
         attr_syms = [s for s, _, _ in hoister.attr_exprs]
         inputs = dict(lowered.inputs)
         for s in attr_syms:
@@ -362,6 +363,7 @@ def simplify(lowered: Lowered) -> Simplified:
         project_out = {k: [guard.guard(e) for e in v] for k, v in lowered.project.items()}
         project_out["attrs"] = [guard.guard(e) for _, e, _ in hoister.attr_exprs]
         alpha = guard.guard(alpha)
+        pixel = {f"pixel_{k}": [guard.guard(e) for e in v] for k, v in pixel.items()}
         activate_out = {k: [guard.guard(e) for e in v] for k, v in lowered.activate.items()}
         identity = {
             p.name for p in lowered.checked.params
@@ -372,7 +374,7 @@ def simplify(lowered: Lowered) -> Simplified:
             {k: v for k, v in activate_out.items() if k not in identity}, inputs, "t"
         )
         project = _program(project_out, inputs, "t")
-        response = _program({"alpha": [alpha]}, inputs, "t")
+        response = _program({"alpha": [alpha], **pixel}, inputs, "t")
     return Simplified(
         lowered,
         inputs,

@@ -47,8 +47,15 @@ def composite(
     grid: TileGrid,
     config: RenderConfig,
     rays: tuple[jax.Array, jax.Array] | None = None,  # ([T, P, 3], [T, P, 3]) world rays
+    signed: bool = False,
+    pixel_channels: int = 0,
 ) -> jax.Array:
-    """Returns per-tile sums [T, P, V + 1]: sum_k w_k values_k, then sum_k w_k (= 1 - T)."""
+    """Returns per-tile sums [T, P, V + K + 1]: sum_k w_k values_k, then sum_k w_k extra_k for
+    the K per-pixel channels the response returns beside alpha (`pixel_channels`), then
+    sum_k w_k (= 1 - T).
+
+    `signed`: alpha may be negative (a subtractive primitive). The threshold is on |alpha|, and
+    as transmittance is then not monotone along the list, there is no early stop."""
     dtype = attrs.dtype
     num_tiles, pix = grid.num_tiles, grid.tile * grid.tile
     b, g = config.chunk, config.group
@@ -76,7 +83,7 @@ def composite(
         v_items.reshape(-1, g, b, values.shape[-1]),
         ok.reshape(-1, g, b),
     )
-    out_channels = values.shape[-1] + 1
+    out_channels = values.shape[-1] + pixel_channels + 1
     t_min, alpha_min = config.t_min, config.alpha_min
 
     def group_sums(t_run, cur_tile, tiles, a, v, m):
@@ -87,8 +94,12 @@ def composite(
             ray_o = rays[0][jnp.minimum(tiles, num_tiles - 1)][:, :, None, :]
             ray_d = rays[1][jnp.minimum(tiles, num_tiles - 1)][:, :, None, :]
         alpha = response(pixel, ray_o, ray_d, a[:, None, :, :], camera)
+        if pixel_channels:
+            alpha, extra = alpha
+            extra = jnp.broadcast_to(extra, (g, pix, b, pixel_channels)).astype(dtype)
         alpha = jnp.broadcast_to(alpha, (g, pix, b)).astype(dtype)
-        alpha = jnp.where(m[:, None, :] & (alpha >= alpha_min), alpha, 0.0)
+        strong = (jnp.abs(alpha) if signed else alpha) >= alpha_min
+        alpha = jnp.where(m[:, None, :] & strong, alpha, 0.0)
         keep = 1.0 - alpha
         incl = jax.lax.associative_scan(jnp.multiply, keep, axis=2)  # [G, P, B]
         excl = jnp.concatenate([jnp.ones_like(incl[:, :, :1]), incl[:, :, :-1]], axis=2)
@@ -100,10 +111,13 @@ def composite(
         t_out = jnp.where(flags, run, t_run[None, :] * run)  # [G, P] unstopped T after chunk
         t_prev = jnp.concatenate([t_run[None, :], t_out[:-1]], axis=0)
         t_in = jnp.where(reset[:, None], 1.0, t_prev)
-        include = t_in[:, :, None] * incl >= t_min
-        w = jnp.where(include, alpha * (t_in[:, :, None] * excl), 0.0)
-        sums = jnp.einsum("gpb,gbv->gpv", w, v)
-        sums = jnp.concatenate([sums, jnp.sum(w, axis=2, keepdims=True)], axis=2)
+        w = alpha * (t_in[:, :, None] * excl)
+        if not signed:
+            w = jnp.where(t_in[:, :, None] * incl >= t_min, w, 0.0)
+        parts = [jnp.einsum("gpb,gbv->gpv", w, v)]
+        if pixel_channels:
+            parts.append(jnp.einsum("gpb,gpbk->gpk", w, extra))
+        sums = jnp.concatenate([*parts, jnp.sum(w, axis=2, keepdims=True)], axis=2)
         return t_out[-1], sums
 
     @jax.checkpoint
@@ -111,7 +125,7 @@ def composite(
         cur_tile, t_run = carry
         tiles, a, v, m = x
         padding = tiles[0] >= num_tiles
-        saturated = jnp.all(tiles == cur_tile) & jnp.all(t_run < t_min)
+        saturated = jnp.all(tiles == cur_tile) & jnp.all(t_run < t_min) & (not signed)
 
         def skip(_):
             return t_run, jnp.zeros((g, pix, out_channels), dtype)

@@ -22,7 +22,7 @@ TRACE_COUNT = {"render": 0}
 
 @functools.partial(
     jax.tree_util.register_dataclass,
-    data_fields=["image", "alpha", "depth", "stats"],
+    data_fields=["image", "alpha", "depth", "stats", "extra"],
     meta_fields=["mode"],
 )
 class RenderOutput:
@@ -31,18 +31,21 @@ class RenderOutput:
     image: [H, W, C] colour/features (None in depth-only modes)
     alpha: [H, W, 1] accumulated opacity 1 - T
     depth: [H, W, 1] accumulated (D) or expected (ED) depth, None in RGB mode
+    extra: [H, W, K] the per-pixel outputs the response emits (the module's PIXEL_OUTPUTS),
+           composited with the colour's weights; None when it emits none
     stats: dict of arrays: entries_needed (saturated at 2^31 - 1), entries_saturated (True when
            the true count is larger), entry_capacity, dropped (total, saturated like
            entries_needed), dropped_per_tile [T], entries_per_tile [T], nonfinite (primitives
            left out because their projection is NaN or infinite)
     """
 
-    def __init__(self, image, alpha, depth, stats, mode):
+    def __init__(self, image, alpha, depth, stats, mode, extra=None):
         self.image = image
         self.alpha = alpha
         self.depth = depth
         self.stats = stats
         self.mode = mode
+        self.extra = extra
 
     def __repr__(self) -> str:
         shape = None if self.alpha is None else tuple(self.alpha.shape)
@@ -131,7 +134,11 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     if method.USES_RAY:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
         rays = camera.pixel_rays(pix[..., 0], pix[..., 1])
-    sums = composite(method.response, camera, attrs, values, bins, grid, config, rays)
+    names = tuple(getattr(method, "PIXEL_OUTPUTS", ()))
+    signed = bool(getattr(method, "SIGNED_ALPHA", False))
+    sums = composite(
+        method.response, camera, attrs, values, bins, grid, config, rays, signed, len(names)
+    )
     # [T, P, V + 1] -> [H, W, V + 1]
     t = grid.tile
     img = sums.reshape(grid.tiles_y, grid.tiles_x, t, t, -1).transpose(0, 2, 1, 3, 4)
@@ -141,11 +148,14 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     color = img[..., :channels]
     if background is not None:
         color = color + (1.0 - weight) * jnp.asarray(background, dtype)[None, None, :]
+    extra = img[..., channels + 1 : channels + 1 + len(names)] if names else None
+    # D / ED: the response's per-pixel depth when it emits one, else the sort depth
+    at = channels + 1 + names.index("depth") if "depth" in names else channels
     depth_img = None
     if mode.endswith("ED"):
-        depth_img = img[..., channels : channels + 1] / jnp.maximum(weight, 1e-10)
+        depth_img = img[..., at : at + 1] / jnp.maximum(weight, 1e-10)
     elif mode.endswith("D"):
-        depth_img = img[..., channels : channels + 1]
+        depth_img = img[..., at : at + 1]
     saturated = bins.needed >= INT32_MAX
     dropped = jnp.where(saturated, INT32_MAX, jnp.maximum(bins.needed - capacity, 0))
     stats = {
@@ -162,7 +172,7 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
             config.on_overflow, dropped, bins.needed, capacity, saturated, stats["nonfinite"]
         )
     image = color if mode.startswith("RGB") else None
-    return RenderOutput(image, weight, depth_img, stats, mode)
+    return RenderOutput(image, weight, depth_img, stats, mode, extra)
 
 
 def _compiled(method, mode: str, config: RenderConfig, batched: bool, check: bool = False):
