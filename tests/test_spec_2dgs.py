@@ -84,7 +84,7 @@ def test_face_on_surfel_depth_is_the_ray_plane_distance(method):
     t = (4.0 / d[:, 2]).reshape(H, W)  # the plane z = 0 along each ray
     lit = alpha > 0.05
     assert lit.sum() > 200
-    expected_depth = np.asarray(out.depth)[..., 0] / alpha  # what mode "ED" divides
+    expected_depth = np.asarray(out.depth)[..., 0] / np.maximum(alpha, 1e-10)  # as mode "ED"
     np.testing.assert_allclose(expected_depth[lit], t[lit], rtol=1e-9)
     normal = np.asarray(out.extra)[..., 2:5] / np.maximum(alpha, 1e-12)[..., None]
     np.testing.assert_allclose(normal[lit], np.tile([0.0, 0.0, -1.0], (lit.sum(), 1)), atol=1e-9)
