@@ -235,10 +235,18 @@ def test_interrupt_and_resume_equal_uninterrupted_run(scene, full_run, tmp_path)
     """2k steps in one go vs k steps, Ctrl-C, resume: the same parameters bit for bit."""
     train_set, test_set = scene
     config = interrupt_config()
+    seen = []
     part = tr.train(
-        METHOD, train_set, test_set, tmp_path / "cut", config, callback=_interrupt_at(30)
+        METHOD,
+        train_set,
+        test_set,
+        tmp_path / "cut",
+        config,
+        callback=_interrupt_at(30),
+        on_step=lambda step, params: seen.append((step, params["means"].shape)),
     )
     assert part.interrupted and part.step == 30
+    assert seen == [(k, (CAPACITY, 3)) for k in range(1, 30)]  # the callback stopped step 30
     assert (tmp_path / "cut" / "checkpoint.npz").is_file()
     resumed = tr.train(METHOD, train_set, test_set, tmp_path / "cut", config, resume=True)
     assert resumed.step == 60 and not resumed.interrupted
@@ -248,6 +256,27 @@ def test_interrupt_and_resume_equal_uninterrupted_run(scene, full_run, tmp_path)
     assert resumed.metrics["psnr"] == pytest.approx(full_run.metrics["psnr"], abs=1e-6)
 
 
+def test_sigterm_in_process_saves_and_resumes(scene, full_run, tmp_path):
+    """SIGTERM (here sent by the run to itself at step 25) stops after that step with a
+    checkpoint; the resumed run equals the uninterrupted one bit for bit."""
+    import os
+    import signal
+
+    def sigterm_at_25(step, info):
+        if step == 25:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    train_set, test_set = scene
+    config = interrupt_config()
+    part = tr.train(METHOD, train_set, test_set, tmp_path, config, callback=sigterm_at_25)
+    assert part.interrupted and part.step == 25
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is removed again
+    resumed = tr.train(METHOD, train_set, test_set, tmp_path, interrupt_config(), resume=True)
+    for name, value in full_run.params.items():
+        np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
+
+
+@pytest.mark.slow  # a fresh process compiles the step (~1 min on 2 cores)
 def test_sigterm_saves_a_checkpoint_and_resumes(scene, full_run, tmp_path):
     """Issue 15: SIGTERM mid-run (as a scheduler or `timeout` sends it) finishes the step, saves
     a checkpoint and exits cleanly; resuming gives the uninterrupted result bit for bit, and a
