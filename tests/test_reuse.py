@@ -3,6 +3,8 @@ to exactly what its hand-expanded copy compiles to, a kernel variant of 3DGS is 
 the module cache notices a changed base. Located errors (missing, cyclic, bad path, mistakes in
 the base file) are rows of tests/test_errors.py (V2_CASES)."""
 
+import re
+
 import jax.numpy as jnp
 import numpy as np
 from conftest import ROOT
@@ -45,9 +47,11 @@ def _hand_expanded() -> str:
 
 
 def _body(source: str) -> str:
-    """The module without the lines that name the spec file or its hash."""
+    """The module without the lines that name the spec file or its hash, and without the
+    `# spec line N` comments (a line of the base spec says so)."""
     drop = ("# Generated", "# `xprc", "# spec sha256", '"""', "NAME =", "SPEC_SHA256 =")
-    return "\n".join(line for line in source.splitlines() if not line.startswith(drop))
+    lines = [line for line in source.splitlines() if not line.startswith(drop)]
+    return "\n".join(re.sub(r"  # spec line \d+(, base spec)?$", "", line) for line in lines)
 
 
 def test_reuse_compiles_like_its_hand_expanded_copy(tmp_path):

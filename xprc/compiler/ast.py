@@ -351,6 +351,7 @@ class Checked:
     uses_ray: bool = False
     signed: bool = False  # alpha may be negative (`response signed`)
     pixel: dict[str, Node] = field(default_factory=dict)  # per-pixel outputs `emit` in response
+    locs: dict[str, Loc] = field(default_factory=dict)  # output -> where the spec defines it
 
 
 def format_ir(checked: Checked) -> str:

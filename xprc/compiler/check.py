@@ -361,6 +361,12 @@ class Checker:
             uses_ray=self.uses_ray,
             signed=resp.signed,
             pixel={k: n for k, (n, _) in self.pixel_outputs.items()},
+            locs={
+                **{k: emits[k][1] for k in ("centre", "depth", "valid", "color")},
+                "box": next(loc for k, (_, loc) in emits.items() if k in FOOTPRINTS),
+                "alpha": alpha.loc,
+                **{f"pixel_{k}": loc for k, (_, loc) in self.pixel_outputs.items()},
+            },
         )
 
     def fn_names(self, e: ast.Expr, bound: set) -> None:

@@ -240,8 +240,8 @@ class Printer:
             if n < 0:
                 return f"1.0/{self.wrap(sympy.Pow(b, -n, evaluate=False), MUL + 1)}", MUL
             bs, bp = self.pr(b)
-            if bp >= ATOM and n <= 3:
-                return "*".join([bs] * n), MUL
+            if bp >= ATOM and n <= 3 and isinstance(b, sympy.Symbol):
+                return "*".join([bs] * n), MUL  # a call is computed once: `f(x) ** 2`
             return f"{self.wrap(b, ATOM)} ** {n}", MUL + 5
         if ex == sympy.Rational(1, 2):
             return f"jnp.sqrt({self(b)})", ATOM
@@ -449,16 +449,16 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     centre, depth, box = comps("centre"), comps("depth"), comps("box")
     valid, attrs, color = comps("valid"), comps("attrs"), comps("color")
     out += p.flush()
-    out.append(f"    centre = {_stack(centre)}")
-    out.append(f"    depth = {depth[0]}")
-    out.append(f"    box = {_stack(box)}")
-    out.append(f"    valid = {valid[0]}")
+    out.append(f"    centre = {_stack(centre)}" + _line(ch, "centre"))
+    out.append(f"    depth = {depth[0]}" + _line(ch, "depth"))
+    out.append(f"    box = {_stack(box)}" + _line(ch, "box"))
+    out.append(f"    valid = {valid[0]}" + _line(ch, "valid"))
     out.append("    valid = rt.finite_and(valid, centre, depth, box)")
     if attrs:
         out.append(f"    attrs = {_stack(attrs)}")
     else:
         out.append(f"    attrs = jnp.zeros({like}.shape + (0,), {like}.dtype)")
-    out.append(f"    features = {_stack(color)}")
+    out.append(f"    features = {_stack(color)}" + _line(ch, "color"))
     out.append(
         '    return {"centre": centre, "depth": depth, "box": box, "valid": valid, '
         '"attrs": attrs, "features": features}'
@@ -486,13 +486,25 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
             "attrs.shape[:-1])"
         )
         comps = ", ".join(f"jnp.broadcast_to({c}, shape)" for c in extra)
-        out.append(f"    return jnp.broadcast_to({text}, shape), jnp.stack([{comps}], -1)")
+        where = ", ".join(
+            f"{ident(k)}:{_line(ch, f'pixel_{k}').removeprefix('  # spec')}" for k in ch.pixel
+        )
+        out.append(f"    alpha = jnp.broadcast_to({text}, shape)" + _line(ch, "alpha"))
+        out.append(f"    return alpha, jnp.stack([{comps}], -1)  # {where}")
     elif alpha.free_symbols & varying:
-        out.append(f"    return {text}")
+        out.append(f"    return {text}" + _line(ch, "alpha"))
     else:
-        out.append(f"    return rt.broadcast({text}, pixel[..., 0])")
+        out.append(f"    return rt.broadcast({text}, pixel[..., 0])" + _line(ch, "alpha"))
     out.append("")
     return "\n".join(out)
+
+
+def _line(ch, output: str) -> str:
+    """`  # spec line N`: where the spec defines an output (numbers only reach the code)."""
+    loc = ch.locs.get(output)
+    if loc is None or loc.line <= 0:
+        return ""
+    return f"  # spec line {int(loc.line)}" + (", base spec" if loc.file else "")
 
 
 def _channels(node) -> list:

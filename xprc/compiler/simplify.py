@@ -12,6 +12,7 @@ No `sympy.simplify`: it is slow on these expressions and XLA folds what is left.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import sympy
@@ -41,6 +42,7 @@ from xprc.compiler.lower import (
 )
 
 RAY_KINDS = ("pixel", "ray_origin", "ray_dir")
+_OP_CALL = re.compile(r"\b[A-Z][A-Za-z0-9]*\(")  # our SymPy functions (Recip, XMax, ...) in str()
 
 
 @dataclass
@@ -136,11 +138,25 @@ class _Hoister:
         if sym is None:
             sym = sympy.Symbol(f"a{len(self.attrs)}")
             self.attrs[value] = sym
-            name = str(
-                e.xreplace({s: sympy.Symbol(d) for s, d in self.lowered.prim_display.items()})
-            )
-            self.attr_exprs.append((sym, value, name))
+            self.attr_exprs.append((sym, value, self.name(e)))
         return Gt(sym, sympy.Float(0.5)) if flag else sym
+
+    def name(self, e) -> str:
+        """The ATTRS entry: the spec's own name (`conic.x`) or a short formula of them; for a
+        long formula, the values it is computed from (`f(quats.w, scales.x)`), made unique."""
+        display = self.lowered.prim_display
+        if e in display:
+            text = display[e]
+        else:
+            text = str(e.xreplace({s: sympy.Symbol(d) for s, d in display.items()}))
+            if len(text) > 48 or _OP_CALL.search(text):
+                reads = sorted({display[s] for s in self.symbols(e) if s in display})
+                text = "f(" + ", ".join(reads) + ")"
+        taken = {n for _, _, n in self.attr_exprs}
+        out, k = text, 2
+        while out in taken:
+            out, k = f"{text} [{k}]", k + 1
+        return out
 
     def hoist(self, e) -> sympy.Expr:
         if e in self.memo:
