@@ -8,13 +8,38 @@ passes is guaranteed to lower and generate code.
 
 from __future__ import annotations
 
-import difflib
 import keyword
 import math
-from dataclasses import dataclass
 
-from xprc.compiler import ast, invert
+from xprc.compiler import ast
 from xprc.compiler.ast import BOOL, SCALAR, ArrayT, BoolT, Loc, MatT, Node, ScalarT, VecT
+from xprc.compiler.builtins import BuiltinChecks
+from xprc.compiler.names import (  # noqa: F401  (some re-exported)
+    _BINOP,
+    _LANG_RESERVED,
+    _PY_RESERVED,
+    _VERB,
+    BUILTINS,
+    CAMERA_ATTRS,
+    CAMERA_METHODS,
+    CAMERA_MODELS,
+    FOOTPRINTS,
+    MAX_LOOP,
+    MAX_NODES,
+    MAX_VEC,
+    RAY_ATTRS,
+    REQUIRED,
+    _Binding,
+    _fold_float,
+    _is_int,
+    _is_num,
+    _num,
+    _Scope,
+    suggest,
+    unparse,
+    vec_size,
+)
+from xprc.compiler.params import ParamChecks
 from xprc.errors import (
     DefineError,
     DuplicateError,
@@ -27,114 +52,8 @@ from xprc.errors import (
     XprTypeError,
 )
 
-MAX_LOOP = 1024  # iterations of one static loop or comprehension
-MAX_NODES = 200_000  # IR nodes per spec: a guard against accidental exponential unrolling
-MAX_VEC = 64  # components of a vector / rows or columns of a matrix
 
-# Names the generated Python uses, and Python builtins that must never appear as spec names.
-_PY_RESERVED = {
-    "os", "sys", "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr",
-    "setattr", "delattr", "importlib", "builtins", "subprocess", "input", "breakpoint", "print",
-    "jnp", "jax", "lax", "rt", "np", "math", "self", "cls",
-}  # fmt: skip
-_LANG_RESERVED = {"camera", "ray", "pixel", "raw", "T", "true", "false"}
-
-CAMERA_ATTRS = {
-    "rotation": MatT(3, 3),
-    "translation": VecT(3),
-    "position": VecT(3),
-    "fx": SCALAR, "fy": SCALAR, "cx": SCALAR, "cy": SCALAR,
-    "width": SCALAR, "height": SCALAR, "near": SCALAR, "far": SCALAR,
-}  # fmt: skip
-CAMERA_METHODS = {"project", "project_valid", "jacobian", "world_to_camera"}
-CAMERA_MODELS = ("pinhole", "opencv", "fisheye", "ortho")  # xprc.camera.MODELS
-RAY_ATTRS = {"origin", "dir"}
-
-_UNARY_MATH = {
-    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x),
-    "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos,
-    "atan": math.atan, "tanh": math.tanh, "abs": abs, "floor": math.floor, "ceil": math.ceil,
-    "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
-    "sign": lambda x: float((x > 0) - (x < 0)),
-    "softplus": lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x))),
-    "log1p": math.log1p, "expm1": math.expm1, "stop_gradient": lambda x: x,
-}  # fmt: skip
-_OTHER_BUILTINS = {
-    "atan2", "pow", "min", "max", "clamp", "where", "dot", "cross", "norm", "normalize", "outer",
-    "sum", "transpose", "inverse", "det", "diag", "eye", "zeros", "trace", "col", "row",
-    "quat_to_rotmat", "eval_sh", "max_eigenvalue", "quat", "cutoff",
-}  # fmt: skip
-BUILTINS = set(_UNARY_MATH) | _OTHER_BUILTINS
-_TYPE_NAMES = ["scalar", "vec2", "vec3", "vec4", "quat", "mat2", "mat3", "mat4", "sh"]
-
-# Training annotations on parameters (read by the trainer through ParamSpec).
-INIT_RULES = ("points", "colors", "identity", "nn_distance", "zeros", "ones")
-ROLES = ("position", "opacity", "scale")
-# Activations ParamSpec names (anything else is recorded as its text).
-NAMED_ACTIVATIONS = ("exp", "sigmoid", "normalize", "abs", "softplus", "tanh")
-
-FOOTPRINTS = {"radius": SCALAR, "radii": VecT(2), "box": VecT(4)}
-REQUIRED = {"centre": VecT(2), "depth": SCALAR, "valid": BOOL}
-
-_VERB = {
-    "+": "add", "-": "subtract", "*": "multiply", "/": "divide", "^": "raise",
-    "<": "compare", "<=": "compare", ">": "compare", ">=": "compare", "==": "compare",
-    "!=": "compare", "and": "combine", "or": "combine",
-}  # fmt: skip
-_BINOP = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", "<": "lt", "<=": "le",
-          ">": "gt", ">=": "ge", "==": "eq", "!=": "ne", "and": "and", "or": "or"}  # fmt: skip
-
-
-def suggest(name: str, candidates) -> str:
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _vec_size(name: str) -> int | None:
-    for prefix in ("vec",):
-        rest = name[len(prefix) :]
-        if name.startswith(prefix) and rest.isdigit() and rest[0] != "0":
-            return int(rest)
-    return None
-
-
-def _is_num(node: Node) -> bool:
-    return node.op == "num"
-
-
-def _is_int(node: Node) -> bool:
-    return node.op == "num" and isinstance(node.extra, int) and not isinstance(node.extra, bool)
-
-
-@dataclass
-class _Binding:
-    kind: str  # local, loop, param, const, prim, emit
-    node: Node
-    loc: Loc
-
-
-class _Scope:
-    """The names visible in one context (a block, a function body, an activation)."""
-
-    def __init__(self, context: str, locals_: dict | None = None) -> None:
-        self.context = context  # "projection", "response", "color", "function", "activation", ...
-        self.vars: dict[str, _Binding] = dict(locals_ or {})
-
-
-def _num(value) -> Node:
-    return Node("num", SCALAR, (), value)
-
-
-def _fold_float(f, *xs):
-    try:
-        return f(*xs)
-    except (ValueError, ZeroDivisionError):
-        return math.nan
-    except OverflowError:
-        return math.inf
-
-
-class Checker:
+class Checker(ParamChecks, BuiltinChecks):
     def __init__(self, spec: ast.Spec, defines: dict | None) -> None:
         self.spec = spec
         self.defines = dict(defines or {})
@@ -188,7 +107,7 @@ class Checker:
             )
         if name in _LANG_RESERVED:
             raise self.err(ReservedNameError, f"'{name}' is a built-in name of the language", loc)
-        if name in BUILTINS or _vec_size(name) is not None:
+        if name in BUILTINS or vec_size(name) is not None:
             raise self.err(ReservedNameError, f"'{name}' is a built-in function", loc)
 
     # -- top level -------------------------------------------------------------------------------
@@ -419,158 +338,6 @@ class Checker:
                 raise self.err(
                     DuplicateError, f"'{name}' is already defined as a {what} ({where})", loc
                 )
-
-    def param(self, p: ast.Param) -> ast.ParamInfo:
-        t = p.type
-        degree = None
-        if t.name == "sh":
-            if t.arg is None:
-                raise self.err(XprTypeError, "'sh' needs a degree, e.g. sh(3)", t.loc)
-            if not 0 <= t.arg <= 3:
-                raise self.err(XprTypeError, f"sh degree must be 0..3, got {t.arg}", t.loc)
-            degree = t.arg
-            typ, kind = MatT((t.arg + 1) ** 2, 3), "sh"
-        else:
-            if t.arg is not None:
-                raise self.err(XprTypeError, f"type '{t.name}' takes no argument", t.loc)
-            typ = self.type_named(t.name, t.loc)
-            kind = t.name
-        raw = self.node("input", typ, extra=("raw", p.name))
-        act = "identity"
-        value = raw
-        if p.activation is not None:
-            scope = _Scope("activation", {"raw": _Binding("local", raw, p.loc)})
-            self._cur_loc = p.activation.loc
-            value = self.expr(p.activation, scope)
-            if ast.plain(value.type) != ast.plain(typ):
-                raise self.err(
-                    XprTypeError,
-                    f"activation of '{p.name}' must give {typ}, got {value.type}",
-                    p.activation.loc,
-                )
-            if isinstance(value.type, VecT) and value.type.quat != typ.quat and typ.quat:
-                value = self.node("pack", typ, *self.components(value))
-            a = p.activation
-            if isinstance(a, ast.Name) and a.id == "raw":
-                act = "identity"
-            elif (
-                isinstance(a, ast.Call)
-                and isinstance(a.func, ast.Name)
-                and len(a.args) == 1
-                and isinstance(a.args[0], ast.Name)
-                and a.args[0].id == "raw"
-                and a.func.id in NAMED_ACTIVATIONS
-            ):
-                act = a.func.id
-            else:
-                act = unparse(a)
-        info = ast.ParamInfo(p.name, kind, typ, ast.shape_of(typ), act, degree, value)
-        self.clauses(p, info)
-        return info
-
-    def clauses(self, p: ast.Param, info: ast.ParamInfo) -> None:
-        """`lr`, `init` and `role` of a parameter -> info.lr / .init / .role."""
-        declared = f"sh({info.degree})" if info.kind == "sh" else str(info.type)
-        seen: set[str] = set()
-        for c in p.clauses:
-            self._cur_loc = c.loc
-            if c.key in seen:
-                raise self.err(
-                    DuplicateError, f"duplicate '{c.key}' for parameter '{p.name}'", c.loc
-                )
-            seen.add(c.key)
-            v = c.value
-            if c.key == "role":
-                if v.id not in ROLES:
-                    hint = suggest(v.id, ROLES) or " (expected position, opacity or scale)"
-                    raise self.err(UnknownNameError, f"unknown role '{v.id}'{hint}", v.loc)
-                need = {"position": VecT(3), "opacity": SCALAR}.get(v.id)
-                if v.id == "scale" and not isinstance(info.type, (ScalarT, VecT)):
-                    raise self.err(
-                        XprTypeError,
-                        f"role 'scale' needs a scalar or vector parameter, '{p.name}' is "
-                        f"{declared}",
-                        v.loc,
-                    )
-                if need is not None and ast.plain(info.type) != need:
-                    raise self.err(
-                        XprTypeError,
-                        f"role '{v.id}' needs a {need} parameter, '{p.name}' is {declared}",
-                        v.loc,
-                    )
-                info.role = v.id
-            elif c.key == "init" and isinstance(v, ast.Name) and v.id in INIT_RULES:
-                if v.id == "points" and ast.plain(info.type) != VecT(3):
-                    raise self.err(
-                        XprTypeError,
-                        f"init 'points' needs a vec3 parameter, '{p.name}' is {declared}",
-                        v.loc,
-                    )
-                if v.id == "colors" and ast.plain(info.type) != VecT(3) and info.kind != "sh":
-                    raise self.err(
-                        XprTypeError,
-                        f"init 'colors' needs a vec3 or sh parameter, '{p.name}' is {declared}",
-                        v.loc,
-                    )
-                info.init = v.id
-            else:
-                if c.key == "init" and isinstance(v, ast.Name) and v.id not in self.consts:
-                    hint = suggest(v.id, INIT_RULES) or (
-                        " (expected " + ", ".join(INIT_RULES) + " or a number)"
-                    )
-                    raise self.err(UnknownNameError, f"unknown init rule '{v.id}'{hint}", v.loc)
-                what = "a compile-time number"
-                if c.key == "init":
-                    what = "a rule name or " + what
-                value = self.expr(v, _Scope("constant"))
-                if not _is_num(value):
-                    raise self.err(
-                        StaticError,
-                        f"{c.key} of '{p.name}' must be {what}, got {value.type}",
-                        v.loc,
-                    )
-                x = float(value.extra)
-                if not math.isfinite(x) or (c.key == "lr" and x < 0):
-                    bound = " >= 0" if c.key == "lr" else ""
-                    raise self.err(
-                        StaticError,
-                        f"{c.key} of '{p.name}' must be a finite number{bound}, got {x!r}",
-                        v.loc,
-                    )
-                if c.key == "lr":
-                    info.lr = x
-                else:
-                    info.init = x
-                    if info.activation not in (*NAMED_ACTIVATIONS, "identity"):
-                        info.init_raw = self.init_raw(p, x, v.loc)
-
-    def init_raw(self, p: ast.Param, value: float, loc: Loc) -> float:
-        """The raw value whose activation (applied per component) is `value`."""
-        raw = invert.raw_value(self, p.activation, value)
-        if raw is None:
-            raise self.err(
-                StaticError,
-                f"init {value!r} of '{p.name}': no raw value gives it through the activation "
-                f"'{unparse(p.activation)}'",
-                loc,
-            )
-        return raw
-
-    def type_named(self, name: str, loc: Loc):
-        if name == "scalar":
-            return SCALAR
-        if name == "quat":
-            return VecT(4, True)
-        n = _vec_size(name)
-        if n is not None and n <= MAX_VEC:
-            return VecT(n)
-        if name.startswith("mat"):
-            dims = name[3:].split("x")
-            if 1 <= len(dims) <= 2 and all(d.isdigit() and d[0] != "0" for d in dims):
-                m, n = int(dims[0]), int(dims[-1])
-                if m <= MAX_VEC and n <= MAX_VEC:
-                    return MatT(m, n)
-        raise self.err(UnknownNameError, f"unknown type '{name}'" + suggest(name, _TYPE_NAMES), loc)
 
     def outputs(self, proj: ast.Block, emits, local_names=()) -> dict[str, Node]:
         out = {}
@@ -1125,380 +892,9 @@ class Checker:
             items.append(self.expr(e.body, inner))
         return self.pack(items, e.loc)
 
-    # -- calls -----------------------------------------------------------------------------------
-
-    def e_Call(self, e: ast.Call, scope: _Scope) -> Node:
-        f = e.func
-        if isinstance(f, ast.Attr) and isinstance(f.target, ast.Name) and f.target.id == "camera":
-            return self.camera_call(e, f, scope)
-        if not isinstance(f, ast.Name):
-            raise self.err(XprTypeError, "only functions can be called", e.loc)
-        args = [self.expr(a, scope) for a in e.args]
-        name = f.id
-        if name in ("density", "cutoff") and "density" in self.fns:
-            self.implicit_args(name, args, e, scope)
-        if name in self.fns:
-            return self.user_call(self.fns[name], args, e)
-        n = _vec_size(name)
-        if n is not None:
-            return self.construct(VecT(n), args, e)
-        if name == "quat":
-            return self.construct(VecT(4, True), args, e)
-        if name in BUILTINS:
-            return self.builtin(name, args, e)
-        if name in scope.vars or name in self.consts or name in self.params:
-            raise self.err(XprTypeError, f"'{name}' is not a function", e.loc)
-        raise self.err(
-            UnknownNameError,
-            f"unknown function '{name}'" + suggest(name, list(self.fns) + sorted(BUILTINS)),
-            e.loc,
-        )
-
-    def implicit_args(self, name: str, args: list[Node], e: ast.Call, scope: _Scope) -> None:
-        """`density(2 * s)` / `cutoff(level)` for a `density(g, nu)`: arguments after the first
-        that the call leaves out are the values named like them where it is called (so a
-        spec extending one with a one-argument kernel only redefines the kernel)."""
-        fn = self.fns["density"]
-        if not 1 <= len(args) < len(fn.args):
-            return
-        for arg, _ in fn.args[len(args) :]:
-            b = scope.vars.get(arg)
-            node = b.node if b is not None else getattr(self.consts.get(arg), "node", None)
-            if node is None:
-                n = len(fn.args)
-                raise self.err(
-                    XprTypeError,
-                    f"'{name}' takes {n} arguments, got {len(args)} "
-                    f"(nothing named '{arg}' here to pass as the density's '{arg}')",
-                    e.loc,
-                )
-            args.append(node)
-
-    def user_call(self, fn: ast.Fn, args: list[Node], e: ast.Call) -> Node:
-        if len(args) != len(fn.args):
-            raise self.err(
-                XprTypeError,
-                f"'{fn.name}' takes {len(fn.args)} argument"
-                f"{'s' if len(fn.args) != 1 else ''}, got {len(args)}",
-                e.loc,
-            )
-        if fn.name in self.call_stack:
-            raise self.err(StaticError, f"recursive call to '{fn.name}'", e.loc)
-        scope = _Scope(
-            "function",
-            {a: _Binding("local", v, loc) for (a, loc), v in zip(fn.args, args, strict=False)},
-        )
-        self.call_stack.append(fn.name)
-        try:
-            return self.expr(fn.body, scope)
-        finally:
-            self.call_stack.pop()
-
-    def camera_call(self, e: ast.Call, f: ast.Attr, scope: _Scope) -> Node:
-        if scope.context in ("function", "constant", "activation"):
-            raise self.err(
-                ScopeError, f"'camera' is not available in a {scope.context}", f.target.loc
-            )
-        if f.name not in CAMERA_METHODS:
-            if f.name in CAMERA_ATTRS:
-                raise self.err(XprTypeError, f"camera.{f.name} is not a method", f.loc)
-            raise self.err(
-                UnknownNameError,
-                f"unknown camera method '{f.name}'" + suggest(f.name, CAMERA_METHODS),
-                f.loc,
-            )
-        args = [self.expr(a, scope) for a in e.args]
-        if len(args) != 1:
-            raise self.err(
-                XprTypeError, f"camera.{f.name} takes 1 argument, got {len(args)}", e.loc
-            )
-        p = args[0]
-        if ast.plain(p.type) != VecT(3):
-            raise self.err(
-                XprTypeError, f"camera.{f.name} needs a vec3, got {p.type}", e.args[0].loc
-            )
-        if f.name == "world_to_camera":
-            r = self.node("input", MatT(3, 3), extra=("camera", "rotation"))
-            t = self.node("input", VecT(3), extra=("camera", "translation"))
-            return self.node("add", VecT(3), self.node("matmul", VecT(3), r, p), t)
-        typ = {"project": VecT(2), "project_valid": BOOL, "jacobian": MatT(2, 3)}[f.name]
-        return self.node("camera", typ, p, extra=f.name)
-
-    def construct(self, t: VecT, args: list[Node], e: ast.Call) -> Node:
-        comps = []
-        for a, ae in zip(args, e.args, strict=False):
-            if isinstance(a.type, ScalarT):
-                comps.append(a)
-            elif isinstance(a.type, VecT):
-                comps.extend(self.components(a))
-            else:
-                raise self.err(XprTypeError, f"cannot build {t} from {a.type}", ae.loc)
-        if len(comps) != t.n:
-            raise self.err(XprTypeError, f"{t} needs {t.n} components, got {len(comps)}", e.loc)
-        return self.node("pack", t, *comps)
-
-    def builtin(self, name: str, args: list[Node], e: ast.Call) -> Node:
-        def arity(*ns):
-            if len(args) not in ns:
-                want = " or ".join(str(n) for n in ns)
-                raise self.err(
-                    XprTypeError,
-                    f"'{name}' takes {want} argument{'s' if ns != (1,) else ''}, got {len(args)}",
-                    e.loc,
-                )
-
-        def need(i, ok, what):
-            if not ok(args[i].type):
-                raise self.err(
-                    XprTypeError, f"'{name}' needs {what}, got {args[i].type}", e.args[i].loc
-                )
-
-        def call(typ, *xs):
-            return self.node("call", typ, *xs, extra=name)
-
-        is_vec = lambda t: isinstance(t, VecT)  # noqa: E731
-        is_square = lambda t: isinstance(t, MatT) and t.m == t.n  # noqa: E731
-
-        if name in _UNARY_MATH:
-            arity(1)
-            need(0, ast.numeric, "a number, vector or matrix")
-            if _is_num(args[0]):
-                return _num(float(_fold_float(_UNARY_MATH[name], args[0].extra)))
-            return call(args[0].type, args[0])
-        if name in ("min", "max"):
-            if len(args) == 1:
-                need(
-                    0,
-                    lambda t: isinstance(t, (VecT, MatT)),
-                    "a vector or matrix (or several arguments)",
-                )
-                return call(SCALAR, args[0])
-            if len(args) < 1:
-                arity(2)
-            return self.elementwise(name, args, e)
-        if name in ("atan2", "pow"):
-            arity(2)
-            return self.elementwise(name, args, e)
-        if name == "clamp":
-            arity(3)
-            return self.elementwise(name, args, e)
-        if name == "where":
-            arity(3)
-            need(0, lambda t: isinstance(t, BoolT), "a bool condition")
-            a, b = args[1], args[2]
-            t = (
-                self.broadcast(a.type, b.type)
-                if ast.numeric(a.type) and ast.numeric(b.type)
-                else (a.type if ast.plain(a.type) == ast.plain(b.type) else None)
-            )
-            if t is None:
-                raise self.err(
-                    XprTypeError, f"'where' branches differ: {a.type} and {b.type}", e.loc
-                )
-            if args[0].op == "boolean":
-                return self.broadcast_to(a if args[0].extra else b, t)
-            return self.node("call", t, *args, extra="where")
-        if name == "dot":
-            arity(2)
-            need(0, is_vec, "vectors")
-            need(1, is_vec, "vectors")
-            if args[0].type.n != args[1].type.n:
-                raise self.err(XprTypeError, f"cannot dot {args[0].type} and {args[1].type}", e.loc)
-            return call(SCALAR, *args)
-        if name == "cross":
-            arity(2)
-            for i in (0, 1):
-                need(i, lambda t: ast.plain(t) == VecT(3), "vec3")
-            return call(VecT(3), *args)
-        if name in ("norm", "sum"):
-            arity(1)
-            need(
-                0,
-                lambda t: isinstance(t, (VecT, MatT)) if name == "sum" else is_vec(t),
-                "a vector" + (" or matrix" if name == "sum" else ""),
-            )
-            return call(SCALAR, *args)
-        if name == "normalize":
-            arity(1)
-            need(0, is_vec, "a vector")
-            return call(args[0].type, *args)
-        if name == "outer":
-            arity(2)
-            need(0, is_vec, "vectors")
-            need(1, is_vec, "vectors")
-            return call(MatT(args[0].type.n, args[1].type.n), *args)
-        if name == "transpose":
-            arity(1)
-            return self.transpose(args[0], e.loc)
-        if name in ("inverse", "det", "trace"):
-            arity(1)
-            limit = 4 if name == "det" else (3 if name == "inverse" else MAX_VEC)
-            need(
-                0,
-                lambda t: is_square(t) and t.m <= limit,
-                f"a square matrix (up to {limit}x{limit})"
-                if limit < MAX_VEC
-                else "a square matrix",
-            )
-            return call(args[0].type if name == "inverse" else SCALAR, *args)
-        if name == "diag":
-            arity(1)
-            need(0, lambda t: is_vec(t) or is_square(t), "a vector or a square matrix")
-            t = args[0].type
-            return call(MatT(t.n, t.n) if is_vec(t) else VecT(t.n), *args)
-        if name in ("eye", "zeros"):
-            arity(1, 2) if name == "zeros" else arity(1)
-            dims = []
-            for a, ae in zip(args, e.args, strict=False):
-                if not _is_int(a) or not 1 <= a.extra <= MAX_VEC:
-                    raise self.err(
-                        StaticError, f"'{name}' needs a compile-time size in 1..{MAX_VEC}", ae.loc
-                    )
-                dims.append(a.extra)
-            t = (
-                MatT(dims[0], dims[0])
-                if name == "eye"
-                else (VecT(dims[0]) if len(dims) == 1 else MatT(dims[0], dims[1]))
-            )
-            return self.node("call", t, extra=ast.Static(name, tuple(dims)))
-        if name in ("col", "row"):
-            arity(2)
-            need(0, lambda t: isinstance(t, MatT), "a matrix")
-            t = args[0].type
-            size = t.n if name == "col" else t.m
-            if not _is_int(args[1]):
-                raise self.err(StaticError, "index must be a compile-time integer", e.args[1].loc)
-            if not 0 <= args[1].extra < size:
-                raise self.err(
-                    StaticError, f"index {args[1].extra} out of range for {t}", e.args[1].loc
-                )
-            return self.node(
-                "call",
-                VecT(t.m if name == "col" else t.n),
-                args[0],
-                extra=ast.Static(name, (args[1].extra,)),
-            )
-        if name == "quat_to_rotmat":
-            arity(1)
-            need(0, lambda t: ast.plain(t) == VecT(4), "a quat (w, x, y, z)")
-            return call(MatT(3, 3), *args)
-        if name == "eval_sh":
-            arity(2)
-            need(
-                0,
-                lambda t: isinstance(t, MatT) and t.m in (1, 4, 9, 16),
-                "SH coefficients (sh(d), a mat with 1, 4, 9 or 16 rows)",
-            )
-            need(1, lambda t: ast.plain(t) == VecT(3), "a vec3 direction")
-            n = args[0].type.n
-            return call(SCALAR if n == 1 else VecT(n), *args)
-        if name == "cutoff":
-            return self.cutoff(args, e)
-        if name == "max_eigenvalue":
-            arity(1)
-            need(0, lambda t: t == MatT(2, 2), "a mat2")
-            return call(SCALAR, *args)
-        raise AssertionError(name)  # pragma: no cover
-
-    def cutoff(self, args: list[Node], e: ast.Call) -> Node:
-        """`cutoff(level, extra...)`: the largest g with density(g, extra...) >= level."""
-        fn = self.fns.get("density")
-        if fn is None:
-            raise self.err(
-                MissingOutputError, "'cutoff' needs a kernel: declare 'density(g) = ...'", e.loc
-            )
-        want = len(fn.args)
-        if len(args) != want:
-            extra = ", then the density's arguments after the first" if want > 1 else ""
-            raise self.err(
-                XprTypeError,
-                f"'cutoff' takes {want} argument{'s' if want != 1 else ''} (the level{extra}), "
-                f"got {len(args)}",
-                e.loc,
-            )
-        for i, a in enumerate(args):
-            if not isinstance(a.type, ScalarT):
-                loc = e.args[i].loc if i < len(e.args) else e.loc  # else passed implicitly
-                raise self.err(XprTypeError, f"'cutoff' needs scalars, got {a.type}", loc)
-        node = invert.cutoff(self, lambda g: self.user_call(fn, [g, *args[1:]], e), args[0])
-        if node is None:
-            raise self.err(XprTypeError, "'cutoff' needs a density that returns a scalar", fn.loc)
-        return node
-
-    def broadcast_to(self, x: Node, t) -> Node:
-        if not isinstance(x.type, ScalarT) or isinstance(t, ScalarT):
-            return x
-        if isinstance(t, VecT):
-            return self.node("pack", t, *[x] * t.n)
-        row = self.node("pack", VecT(t.n), *[x] * t.n)
-        return self.node("pack", t, *[row] * t.m)
-
-    def elementwise(self, name: str, args: list[Node], e: ast.Call) -> Node:
-        t = args[0].type
-        for a, ae in zip(args, e.args, strict=False):
-            if not ast.numeric(a.type):
-                raise self.err(
-                    XprTypeError,
-                    f"'{name}' needs numbers, vectors or matrices, got {a.type}",
-                    ae.loc,
-                )
-        for a in args[1:]:
-            t2 = self.broadcast(t, a.type)
-            if t2 is None:
-                raise self.err(XprTypeError, f"'{name}' arguments differ: {t} and {a.type}", e.loc)
-            t = t2
-        if all(_is_num(a) for a in args):
-            xs = [a.extra for a in args]
-            f = {
-                "min": min,
-                "max": max,
-                "atan2": math.atan2,
-                "pow": lambda x, y: self.fold_pow(x, y),
-                "clamp": lambda x, lo, hi: min(max(x, lo), hi),
-            }[name]
-            return _num(_fold_float(f, *xs))
-        return self.node("call", t, *args, extra=name)
-
 
 def info_loc(p: ast.Param) -> Loc:
     return p.loc
-
-
-_PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "+": 5, "-": 5,
-         "*": 6, "/": 6, "^": 8}  # fmt: skip
-
-
-def unparse(e: ast.Expr, prec: int = 0) -> str:
-    """Canonical text of an expression (identifiers, numbers and operators only)."""
-    if isinstance(e, ast.Num):
-        return repr(e.value)
-    if isinstance(e, ast.BoolLit):
-        return "true" if e.value else "false"
-    if isinstance(e, ast.Name):
-        return e.id
-    if isinstance(e, ast.Unary):
-        p = 3 if e.op == "not" else 7
-        s = ("not " if e.op == "not" else e.op) + unparse(e.operand, p)
-        return f"({s})" if p < prec else s
-    if isinstance(e, ast.Binary):
-        p = _PREC[e.op]
-        right_p = p if e.op == "^" else p + 1
-        left_p = p + 1 if e.op == "^" else p
-        s = f"{unparse(e.left, left_p)} {e.op} {unparse(e.right, right_p)}"
-        return f"({s})" if p < prec else s
-    if isinstance(e, ast.Transpose):
-        return unparse(e.operand, 9) + "^T"
-    if isinstance(e, ast.Call):
-        return unparse(e.func, 9) + "(" + ", ".join(unparse(a) for a in e.args) + ")"
-    if isinstance(e, ast.Index):
-        return unparse(e.target, 9) + "[" + ", ".join(unparse(a) for a in e.indices) + "]"
-    if isinstance(e, ast.Attr):
-        return unparse(e.target, 9) + "." + e.name
-    if isinstance(e, ast.ListLit):
-        return "[" + ", ".join(unparse(a) for a in e.items) + "]"
-    if isinstance(e, ast.Comprehension):
-        return f"[{unparse(e.body)} for {e.var} in {unparse(e.start)}..{unparse(e.stop)}]"
-    raise AssertionError(type(e))  # pragma: no cover
 
 
 def check(spec: ast.Spec, defines: dict | None = None) -> ast.Checked:

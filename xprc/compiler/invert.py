@@ -48,7 +48,7 @@ class _Builder:
         return self.ck.binary(op, a, b, self.loc)
 
     def call(self, name: str, *xs: Node) -> Node:
-        from xprc.compiler.check import _UNARY_MATH, _fold_float
+        from xprc.compiler.names import _UNARY_MATH, _fold_float
 
         if len(xs) == 1 and name in _UNARY_MATH and xs[0].op == "num":
             return self.num(float(_fold_float(_UNARY_MATH[name], xs[0].extra)))
@@ -170,7 +170,7 @@ def cutoff(ck, density_call, level: Node) -> Node:
 def raw_value(ck, activation, value: float) -> float | None:
     """The raw scalar r with activation(r) = value (the activation applied to a scalar `raw`):
     peeled symbolically when possible, else bisection on a sign change over a wide grid."""
-    from xprc.compiler.check import _Binding, _Scope
+    from xprc.compiler.names import _Binding, _Scope
 
     def apply(raw: Node) -> Node | None:
         scope = _Scope("activation", {"raw": _Binding("local", raw, ck._cur_loc)})

@@ -1,0 +1,155 @@
+"""Names, scopes and suggestions for the checker: what is reserved, what the camera and ray
+offer, the "did you mean" hint, and the canonical text of an expression (for messages and
+activation descriptions). No checking logic lives here."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+
+from xprc.compiler import ast
+from xprc.compiler.ast import BOOL, SCALAR, Loc, MatT, Node, VecT
+
+MAX_LOOP = 1024  # iterations of one static loop or comprehension
+MAX_NODES = 200_000  # IR nodes per spec: a guard against accidental exponential unrolling
+MAX_VEC = 64  # components of a vector / rows or columns of a matrix
+
+# Names the generated Python uses, and Python builtins that must never appear as spec names.
+_PY_RESERVED = {
+    "os", "sys", "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr",
+    "setattr", "delattr", "importlib", "builtins", "subprocess", "input", "breakpoint", "print",
+    "jnp", "jax", "lax", "rt", "np", "math", "self", "cls",
+}  # fmt: skip
+_LANG_RESERVED = {"camera", "ray", "pixel", "raw", "T", "true", "false"}
+
+CAMERA_ATTRS = {
+    "rotation": MatT(3, 3),
+    "translation": VecT(3),
+    "position": VecT(3),
+    "fx": SCALAR, "fy": SCALAR, "cx": SCALAR, "cy": SCALAR,
+    "width": SCALAR, "height": SCALAR, "near": SCALAR, "far": SCALAR,
+}  # fmt: skip
+CAMERA_METHODS = {"project", "project_valid", "jacobian", "world_to_camera"}
+CAMERA_MODELS = ("pinhole", "opencv", "fisheye", "ortho")  # xprc.camera.MODELS
+RAY_ATTRS = {"origin", "dir"}
+
+_UNARY_MATH = {
+    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x),
+    "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos,
+    "atan": math.atan, "tanh": math.tanh, "abs": abs, "floor": math.floor, "ceil": math.ceil,
+    "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
+    "sign": lambda x: float((x > 0) - (x < 0)),
+    "softplus": lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x))),
+    "log1p": math.log1p, "expm1": math.expm1, "stop_gradient": lambda x: x,
+}  # fmt: skip
+_OTHER_BUILTINS = {
+    "atan2", "pow", "min", "max", "clamp", "where", "dot", "cross", "norm", "normalize", "outer",
+    "sum", "transpose", "inverse", "det", "diag", "eye", "zeros", "trace", "col", "row",
+    "quat_to_rotmat", "eval_sh", "max_eigenvalue", "quat", "cutoff",
+}  # fmt: skip
+BUILTINS = set(_UNARY_MATH) | _OTHER_BUILTINS
+_TYPE_NAMES = ["scalar", "vec2", "vec3", "vec4", "quat", "mat2", "mat3", "mat4", "sh"]
+
+# Training annotations on parameters (read by the trainer through ParamSpec).
+INIT_RULES = ("points", "colors", "identity", "nn_distance", "zeros", "ones")
+ROLES = ("position", "opacity", "scale")
+# Activations ParamSpec names (anything else is recorded as its text).
+NAMED_ACTIVATIONS = ("exp", "sigmoid", "normalize", "abs", "softplus", "tanh")
+
+FOOTPRINTS = {"radius": SCALAR, "radii": VecT(2), "box": VecT(4)}
+REQUIRED = {"centre": VecT(2), "depth": SCALAR, "valid": BOOL}
+
+_VERB = {
+    "+": "add", "-": "subtract", "*": "multiply", "/": "divide", "^": "raise",
+    "<": "compare", "<=": "compare", ">": "compare", ">=": "compare", "==": "compare",
+    "!=": "compare", "and": "combine", "or": "combine",
+}  # fmt: skip
+_BINOP = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", "<": "lt", "<=": "le",
+          ">": "gt", ">=": "ge", "==": "eq", "!=": "ne", "and": "and", "or": "or"}  # fmt: skip
+
+
+def suggest(name: str, candidates) -> str:
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def vec_size(name: str) -> int | None:
+    for prefix in ("vec",):
+        rest = name[len(prefix) :]
+        if name.startswith(prefix) and rest.isdigit() and rest[0] != "0":
+            return int(rest)
+    return None
+
+
+def _is_num(node: Node) -> bool:
+    return node.op == "num"
+
+
+def _is_int(node: Node) -> bool:
+    return node.op == "num" and isinstance(node.extra, int) and not isinstance(node.extra, bool)
+
+
+@dataclass
+class _Binding:
+    kind: str  # local, loop, param, const, prim, emit
+    node: Node
+    loc: Loc
+
+
+class _Scope:
+    """The names visible in one context (a block, a function body, an activation)."""
+
+    def __init__(self, context: str, locals_: dict | None = None) -> None:
+        self.context = context  # "projection", "response", "color", "function", "activation", ...
+        self.vars: dict[str, _Binding] = dict(locals_ or {})
+
+
+def _num(value) -> Node:
+    return Node("num", SCALAR, (), value)
+
+
+def _fold_float(f, *xs):
+    try:
+        return f(*xs)
+    except (ValueError, ZeroDivisionError):
+        return math.nan
+    except OverflowError:
+        return math.inf
+
+
+_PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "+": 5, "-": 5,
+         "*": 6, "/": 6, "^": 8}  # fmt: skip
+
+
+def unparse(e: ast.Expr, prec: int = 0) -> str:
+    """Canonical text of an expression (identifiers, numbers and operators only)."""
+    if isinstance(e, ast.Num):
+        return repr(e.value)
+    if isinstance(e, ast.BoolLit):
+        return "true" if e.value else "false"
+    if isinstance(e, ast.Name):
+        return e.id
+    if isinstance(e, ast.Unary):
+        p = 3 if e.op == "not" else 7
+        s = ("not " if e.op == "not" else e.op) + unparse(e.operand, p)
+        return f"({s})" if p < prec else s
+    if isinstance(e, ast.Binary):
+        p = _PREC[e.op]
+        right_p = p if e.op == "^" else p + 1
+        left_p = p + 1 if e.op == "^" else p
+        s = f"{unparse(e.left, left_p)} {e.op} {unparse(e.right, right_p)}"
+        return f"({s})" if p < prec else s
+    if isinstance(e, ast.Transpose):
+        return unparse(e.operand, 9) + "^T"
+    if isinstance(e, ast.Call):
+        return unparse(e.func, 9) + "(" + ", ".join(unparse(a) for a in e.args) + ")"
+    if isinstance(e, ast.Index):
+        return unparse(e.target, 9) + "[" + ", ".join(unparse(a) for a in e.indices) + "]"
+    if isinstance(e, ast.Attr):
+        return unparse(e.target, 9) + "." + e.name
+    if isinstance(e, ast.ListLit):
+        return "[" + ", ".join(unparse(a) for a in e.items) + "]"
+    if isinstance(e, ast.Comprehension):
+        return f"[{unparse(e.body)} for {e.var} in {unparse(e.start)}..{unparse(e.stop)}]"
+    raise AssertionError(type(e))  # pragma: no cover

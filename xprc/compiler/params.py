@@ -1,0 +1,183 @@
+"""Parameters for the checker: types, activations and training annotations (`lr`, `init`,
+`role`), including the raw value of a numeric init through any activation. A mixin of
+check.Checker (it uses the checker's `err`, `expr` and `node`)."""
+
+from __future__ import annotations
+
+import math
+
+from xprc.compiler import ast, invert
+from xprc.compiler.ast import SCALAR, Loc, MatT, ScalarT, VecT
+from xprc.compiler.names import (
+    _TYPE_NAMES,
+    INIT_RULES,
+    MAX_VEC,
+    NAMED_ACTIVATIONS,
+    ROLES,
+    _Binding,
+    _is_num,
+    _Scope,
+    suggest,
+    unparse,
+    vec_size,
+)
+from xprc.errors import (
+    DuplicateError,
+    StaticError,
+    UnknownNameError,
+    XprTypeError,
+)
+
+
+class ParamChecks:
+    def param(self, p: ast.Param) -> ast.ParamInfo:
+        t = p.type
+        degree = None
+        if t.name == "sh":
+            if t.arg is None:
+                raise self.err(XprTypeError, "'sh' needs a degree, e.g. sh(3)", t.loc)
+            if not 0 <= t.arg <= 3:
+                raise self.err(XprTypeError, f"sh degree must be 0..3, got {t.arg}", t.loc)
+            degree = t.arg
+            typ, kind = MatT((t.arg + 1) ** 2, 3), "sh"
+        else:
+            if t.arg is not None:
+                raise self.err(XprTypeError, f"type '{t.name}' takes no argument", t.loc)
+            typ = self.type_named(t.name, t.loc)
+            kind = t.name
+        raw = self.node("input", typ, extra=("raw", p.name))
+        act = "identity"
+        value = raw
+        if p.activation is not None:
+            scope = _Scope("activation", {"raw": _Binding("local", raw, p.loc)})
+            self._cur_loc = p.activation.loc
+            value = self.expr(p.activation, scope)
+            if ast.plain(value.type) != ast.plain(typ):
+                raise self.err(
+                    XprTypeError,
+                    f"activation of '{p.name}' must give {typ}, got {value.type}",
+                    p.activation.loc,
+                )
+            if isinstance(value.type, VecT) and value.type.quat != typ.quat and typ.quat:
+                value = self.node("pack", typ, *self.components(value))
+            a = p.activation
+            if isinstance(a, ast.Name) and a.id == "raw":
+                act = "identity"
+            elif (
+                isinstance(a, ast.Call)
+                and isinstance(a.func, ast.Name)
+                and len(a.args) == 1
+                and isinstance(a.args[0], ast.Name)
+                and a.args[0].id == "raw"
+                and a.func.id in NAMED_ACTIVATIONS
+            ):
+                act = a.func.id
+            else:
+                act = unparse(a)
+        info = ast.ParamInfo(p.name, kind, typ, ast.shape_of(typ), act, degree, value)
+        self.clauses(p, info)
+        return info
+
+    def clauses(self, p: ast.Param, info: ast.ParamInfo) -> None:
+        """`lr`, `init` and `role` of a parameter -> info.lr / .init / .role."""
+        declared = f"sh({info.degree})" if info.kind == "sh" else str(info.type)
+        seen: set[str] = set()
+        for c in p.clauses:
+            self._cur_loc = c.loc
+            if c.key in seen:
+                raise self.err(
+                    DuplicateError, f"duplicate '{c.key}' for parameter '{p.name}'", c.loc
+                )
+            seen.add(c.key)
+            v = c.value
+            if c.key == "role":
+                if v.id not in ROLES:
+                    hint = suggest(v.id, ROLES) or " (expected position, opacity or scale)"
+                    raise self.err(UnknownNameError, f"unknown role '{v.id}'{hint}", v.loc)
+                need = {"position": VecT(3), "opacity": SCALAR}.get(v.id)
+                if v.id == "scale" and not isinstance(info.type, (ScalarT, VecT)):
+                    raise self.err(
+                        XprTypeError,
+                        f"role 'scale' needs a scalar or vector parameter, '{p.name}' is "
+                        f"{declared}",
+                        v.loc,
+                    )
+                if need is not None and ast.plain(info.type) != need:
+                    raise self.err(
+                        XprTypeError,
+                        f"role '{v.id}' needs a {need} parameter, '{p.name}' is {declared}",
+                        v.loc,
+                    )
+                info.role = v.id
+            elif c.key == "init" and isinstance(v, ast.Name) and v.id in INIT_RULES:
+                if v.id == "points" and ast.plain(info.type) != VecT(3):
+                    raise self.err(
+                        XprTypeError,
+                        f"init 'points' needs a vec3 parameter, '{p.name}' is {declared}",
+                        v.loc,
+                    )
+                if v.id == "colors" and ast.plain(info.type) != VecT(3) and info.kind != "sh":
+                    raise self.err(
+                        XprTypeError,
+                        f"init 'colors' needs a vec3 or sh parameter, '{p.name}' is {declared}",
+                        v.loc,
+                    )
+                info.init = v.id
+            else:
+                if c.key == "init" and isinstance(v, ast.Name) and v.id not in self.consts:
+                    hint = suggest(v.id, INIT_RULES) or (
+                        " (expected " + ", ".join(INIT_RULES) + " or a number)"
+                    )
+                    raise self.err(UnknownNameError, f"unknown init rule '{v.id}'{hint}", v.loc)
+                what = "a compile-time number"
+                if c.key == "init":
+                    what = "a rule name or " + what
+                value = self.expr(v, _Scope("constant"))
+                if not _is_num(value):
+                    raise self.err(
+                        StaticError,
+                        f"{c.key} of '{p.name}' must be {what}, got {value.type}",
+                        v.loc,
+                    )
+                x = float(value.extra)
+                if not math.isfinite(x) or (c.key == "lr" and x < 0):
+                    bound = " >= 0" if c.key == "lr" else ""
+                    raise self.err(
+                        StaticError,
+                        f"{c.key} of '{p.name}' must be a finite number{bound}, got {x!r}",
+                        v.loc,
+                    )
+                if c.key == "lr":
+                    info.lr = x
+                else:
+                    info.init = x
+                    if info.activation not in (*NAMED_ACTIVATIONS, "identity"):
+                        info.init_raw = self.init_raw(p, x, v.loc)
+
+    def init_raw(self, p: ast.Param, value: float, loc: Loc) -> float:
+        """The raw value whose activation (applied per component) is `value`."""
+        raw = invert.raw_value(self, p.activation, value)
+        if raw is None:
+            raise self.err(
+                StaticError,
+                f"init {value!r} of '{p.name}': no raw value gives it through the activation "
+                f"'{unparse(p.activation)}'",
+                loc,
+            )
+        return raw
+
+    def type_named(self, name: str, loc: Loc):
+        if name == "scalar":
+            return SCALAR
+        if name == "quat":
+            return VecT(4, True)
+        n = vec_size(name)
+        if n is not None and n <= MAX_VEC:
+            return VecT(n)
+        if name.startswith("mat"):
+            dims = name[3:].split("x")
+            if 1 <= len(dims) <= 2 and all(d.isdigit() and d[0] != "0" for d in dims):
+                m, n = int(dims[0]), int(dims[-1])
+                if m <= MAX_VEC and n <= MAX_VEC:
+                    return MatT(m, n)
+        raise self.err(UnknownNameError, f"unknown type '{name}'" + suggest(name, _TYPE_NAMES), loc)
