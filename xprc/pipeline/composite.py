@@ -99,7 +99,10 @@ def composite(
             extra = jnp.broadcast_to(extra, (g, pix, b, pixel_channels)).astype(dtype)
         alpha = jnp.broadcast_to(alpha, (g, pix, b)).astype(dtype)
         strong = (jnp.abs(alpha) if signed else alpha) >= alpha_min
-        alpha = jnp.where(m[:, None, :] & strong, alpha, 0.0)
+        used = m[:, None, :] & strong
+        alpha = jnp.where(used, alpha, 0.0)
+        if pixel_channels:  # an unused lane's outputs may be NaN (a ray missing a surfel)
+            extra = jnp.where(used[..., None], extra, 0.0)
         keep = 1.0 - alpha
         incl = jax.lax.associative_scan(jnp.multiply, keep, axis=2)  # [G, P, B]
         excl = jnp.concatenate([jnp.ones_like(incl[:, :, :1]), incl[:, :, :-1]], axis=2)
