@@ -87,6 +87,9 @@ def traces(source: str) -> None:
     ray = jax.ShapeDtypeStruct((4, 1, 3), jnp.float64)
     attrs = jax.ShapeDtypeStruct((1, 3, mod.NUM_ATTRS), jnp.float64)
     alpha = jax.eval_shape(lambda *a: mod.response(*a, cam), pix, ray, ray, attrs)
+    if mod.PIXEL_OUTPUTS:  # (alpha, [..., K] per-pixel outputs)
+        alpha, extra = alpha
+        assert extra.shape == (4, 3, len(mod.PIXEL_OUTPUTS))
     assert jnp.broadcast_shapes(alpha.shape, (4, 3)) == (4, 3)  # broadcasts, as documented
 
 

@@ -19,6 +19,7 @@ from sympy.core.parameters import distribute
 
 from xprc.compiler import ast
 from xprc.compiler.ast import MatT, Node, ScalarT, VecT
+from xprc.compiler.names import _UNARY_MATH
 
 # ---------------------------------------------------------------------------------------------
 # Our SymPy functions (printed by codegen).
@@ -550,28 +551,16 @@ def _unary(fn_sym, fn_math):
     return f
 
 
-UNARY = {
-    "exp": _unary(Exp, math.exp),
-    "log": _unary(Log, math.log),
-    "sqrt": _unary(Sqrt, math.sqrt),
-    "rsqrt": _unary(RSqrt, lambda x: 1 / math.sqrt(x)),
-    "sin": _unary(Sin, math.sin),
-    "cos": _unary(Cos, math.cos),
-    "tan": _unary(Tan, math.tan),
-    "asin": _unary(Asin, math.asin),
-    "acos": _unary(Acos, math.acos),
-    "atan": _unary(Atan, math.atan),
-    "tanh": _unary(Tanh, math.tanh),
-    "abs": _unary(Abs, abs),
-    "sigmoid": _unary(Sigmoid, lambda x: 1 / (1 + math.exp(-x))),
-    "floor": _unary(Floor, math.floor),
-    "ceil": _unary(Ceil, math.ceil),
-    "sign": _unary(Sign, lambda x: (x > 0) - (x < 0)),
-    "softplus": _unary(Softplus, lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x)))),
-    "log1p": _unary(Log1p, math.log1p),
-    "expm1": _unary(Expm1, math.expm1),
-    "stop_gradient": _unary(StopGrad, lambda x: x),
-}
+# The Op each elementwise builtin lowers to; the numbers it folds with come from the checker's
+# own table (names._UNARY_MATH), so folding is written once.
+_UNARY_OPS = {
+    "exp": Exp, "log": Log, "sqrt": Sqrt, "rsqrt": RSqrt, "sin": Sin, "cos": Cos, "tan": Tan,
+    "asin": Asin, "acos": Acos, "atan": Atan, "tanh": Tanh, "abs": Abs, "sigmoid": Sigmoid,
+    "floor": Floor, "ceil": Ceil, "sign": Sign, "softplus": Softplus, "log1p": Log1p,
+    "expm1": Expm1, "stop_gradient": StopGrad,
+}  # fmt: skip
+assert set(_UNARY_OPS) == set(_UNARY_MATH), set(_UNARY_OPS) ^ set(_UNARY_MATH)
+UNARY = {name: _unary(op, _UNARY_MATH[name]) for name, op in _UNARY_OPS.items()}
 
 
 def xmax(a, b):
