@@ -21,7 +21,7 @@ SPECS = ("3dgs", "3dgut", "linprim_octahedron")
 STRATEGIES = ("mcmc", "adc")
 
 
-def run(specs, strategies, steps: int, size: int, n_train: int, n_test: int) -> list[dict]:
+def run(specs, strategies, steps, size, n_train, n_test, reset_every=None) -> list[dict]:
     from xprc.compiler.driver import load
     from xprc.datasets import load_scene
     from xprc.demo_scene import generate_demo_scene
@@ -44,7 +44,7 @@ def run(specs, strategies, steps: int, size: int, n_train: int, n_test: int) -> 
                     # the paper schedules, compressed into the budget
                     refine_from=max(steps // 10, 1),
                     sh_degree_interval=max(steps // 4, 1),
-                    reset_every=max(steps // 3, 1),
+                    reset_every=max(steps // 3, 1) if reset_every is None else reset_every,
                 )
                 t0 = time.perf_counter()
                 r = train(method, train_set, test_set, None, config)
@@ -86,6 +86,9 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=64, help="image side in pixels")
     ap.add_argument("--train-views", type=int, default=12)
     ap.add_argument("--test-views", type=int, default=4)
+    ap.add_argument(
+        "--reset-every", type=int, default=None, help="adc opacity reset (default: steps / 3)"
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "strategies.json"))
     args = ap.parse_args(argv)
     rows = run(
@@ -95,6 +98,7 @@ def main(argv=None) -> int:
         args.size,
         args.train_views,
         args.test_views,
+        args.reset_every,
     )
     print(table(rows))
     out = Path(args.out)
