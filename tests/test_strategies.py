@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import re
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -274,3 +275,30 @@ def test_renamed_parameters_train_to_the_same_result(tmp_path):
         np.testing.assert_allclose(
             other.params[new], base.params[old], rtol=1e-4, atol=1e-5, err_msg=old
         )
+
+
+def test_numeric_init_through_an_unnamed_activation_uses_init_raw():
+    """`init 4` on `4 * exp(raw)`: the compiler's init_raw (0), not an inverse the trainer lacks."""
+
+    class Spec(NamedTuple):
+        name: str
+        kind: str
+        shape: tuple
+        activation: str
+        degree: int | None = None
+        lr: float | None = None
+        init: object = None
+        role: str | None = None
+        init_raw: float | None = None
+
+    class Beta:
+        NAME = "Beta"
+        PARAMS = (
+            Spec("c", "vec3", (3,), "identity", role="position"),
+            Spec("b", "scalar", (), "4 * exp(raw)", init=4.0, init_raw=0.0),
+        )
+
+    from test_train import _tiny_scene
+
+    params, _ = tr.init_params(Beta(), _tiny_scene()[0], tr.TrainConfig())
+    assert np.all(params["b"] == 0.0)
