@@ -129,7 +129,7 @@ def project(raw, camera):
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
     t4 = jnp.maximum(t1 + t2 + t3 + r_quats__0*r_quats__0, 1e-24)
-    t5 = lax.rsqrt(t4)*lax.rsqrt(t4)
+    t5 = lax.rsqrt(t4) ** 2
     t6 = t1*t5
     t7 = t3*t5
     t8 = -2.0*(t6 + t7) + 1.0
@@ -225,7 +225,7 @@ def project(raw, camera):
     t98 = c_translation__0 + c_rotation__0_0*r_means__0 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
     t99 = c_translation__1 + c_rotation__1_0*r_means__0 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
     t100 = jnp.maximum(t0, c_near)
-    t101 = lax.rsqrt(jnp.where(t51, t4, 1.0))*lax.rsqrt(jnp.where(t51, t4, 1.0))
+    t101 = lax.rsqrt(jnp.where(t51, t4, 1.0)) ** 2
     t102 = t101*t3
     t103 = jnp.exp(jnp.where(t51, r_scales__0, 0.0))
     t104 = t103*(-2.0*(t102 + t1*t101) + 1.0)
@@ -294,13 +294,13 @@ def project(raw, camera):
     cam_u7, cam_v7 = camera.project(jnp.where(t51, c_translation__0 + t147*c_rotation__0_0 + t149*c_rotation__0_1 + t150*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t147*c_rotation__1_0 + t149*c_rotation__1_1 + t150*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t147*c_rotation__2_0 + t149*c_rotation__2_1 + t150*c_rotation__2_2, 1.0))
     cam_u8, cam_v8 = camera.project(jnp.where(t51, c_translation__0 + t151*c_rotation__0_0 + t153*c_rotation__0_1 + t154*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t151*c_rotation__1_0 + t153*c_rotation__1_1 + t154*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t151*c_rotation__2_0 + t153*c_rotation__2_1 + t154*c_rotation__2_2, 1.0))
     cam_u9, cam_v9 = camera.project(jnp.where(t51, c_translation__0 + t156*c_rotation__0_0 + t158*c_rotation__0_1 + t159*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t156*c_rotation__1_0 + t158*c_rotation__1_1 + t159*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t156*c_rotation__2_0 + t158*c_rotation__2_1 + t159*c_rotation__2_2, 1.0))
-    centre = jnp.stack([cam_u0, cam_v0], -1)
-    depth = t0
-    box = jnp.stack([jnp.where(t51, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_u1 + t54, cam_u2), cam_u3), cam_u4), cam_u5), cam_u6), cam_u7), cam_u8), cam_u9), -1.0), jnp.where(t51, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_v1 + t54, cam_v2), cam_v3), cam_v4), cam_v5), cam_v6), cam_v7), cam_v8), cam_v9), -1.0), jnp.where(t51, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_u1 + t53, cam_u2), cam_u3), cam_u4), cam_u5), cam_u6), cam_u7), cam_u8), cam_u9), c_width + 1.0), jnp.where(t51, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_v1 + t53, cam_v2), cam_v3), cam_v4), cam_v5), cam_v6), cam_v7), cam_v8), cam_v9), c_height + 1.0)], -1)
-    valid = jnp.logical_and(t0 > c_near, t11 >= 0.00392156862745098)
+    centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 33
+    depth = t0  # spec line 33
+    box = jnp.stack([jnp.where(t51, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_u1 + t54, cam_u2), cam_u3), cam_u4), cam_u5), cam_u6), cam_u7), cam_u8), cam_u9), -1.0), jnp.where(t51, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_v1 + t54, cam_v2), cam_v3), cam_v4), cam_v5), cam_v6), cam_v7), cam_v8), cam_v9), -1.0), jnp.where(t51, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_u1 + t53, cam_u2), cam_u3), cam_u4), cam_u5), cam_u6), cam_u7), cam_u8), cam_u9), c_width + 1.0), jnp.where(t51, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_v1 + t53, cam_v2), cam_v3), cam_v4), cam_v5), cam_v6), cam_v7), cam_v8), cam_v9), c_height + 1.0)], -1)  # spec line 34
+    valid = jnp.logical_and(t0 > c_near, t11 >= 0.00392156862745098)  # spec line 33
     valid = rt.finite_and(valid, centre, depth, box)
     attrs = jnp.stack([2.0*(t21 + t22), 2.0*(t35 - t34), -2.0*(t28 + t6) + 1.0, r_means__0, r_means__1, r_means__2, t8*t94, t19*t95, t23*t95, t24*t97, t29*t96, t36*t97, cam_u0, cam_v0, t11], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t67*r_sh__8_0 + t70*r_sh__6_0 + t72*r_sh__2_0 + t78*r_sh__12_0 + t81*r_sh__4_0 + t82*r_sh__14_0 + t93*r_sh__10_0 - t73*r_sh__1_0 - t74*r_sh__3_0 - t84*r_sh__5_0 - t85*r_sh__7_0 - t88*r_sh__11_0 - t90*r_sh__13_0 - t91*r_sh__15_0 - t92*r_sh__9_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t67*r_sh__8_1 + t70*r_sh__6_1 + t72*r_sh__2_1 + t78*r_sh__12_1 + t81*r_sh__4_1 + t82*r_sh__14_1 + t93*r_sh__10_1 - t73*r_sh__1_1 - t74*r_sh__3_1 - t84*r_sh__5_1 - t85*r_sh__7_1 - t88*r_sh__11_1 - t90*r_sh__13_1 - t91*r_sh__15_1 - t92*r_sh__9_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t67*r_sh__8_2 + t70*r_sh__6_2 + t72*r_sh__2_2 + t78*r_sh__12_2 + t81*r_sh__4_2 + t82*r_sh__14_2 + t93*r_sh__10_2 - t73*r_sh__1_2 - t74*r_sh__3_2 - t84*r_sh__5_2 - t85*r_sh__7_2 - t88*r_sh__11_2 - t90*r_sh__13_2 - t91*r_sh__15_2 - t92*r_sh__9_2 + 0.5, 0.0)], -1)
+    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t67*r_sh__8_0 + t70*r_sh__6_0 + t72*r_sh__2_0 + t78*r_sh__12_0 + t81*r_sh__4_0 + t82*r_sh__14_0 + t93*r_sh__10_0 - t73*r_sh__1_0 - t74*r_sh__3_0 - t84*r_sh__5_0 - t85*r_sh__7_0 - t88*r_sh__11_0 - t90*r_sh__13_0 - t91*r_sh__15_0 - t92*r_sh__9_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t67*r_sh__8_1 + t70*r_sh__6_1 + t72*r_sh__2_1 + t78*r_sh__12_1 + t81*r_sh__4_1 + t82*r_sh__14_1 + t93*r_sh__10_1 - t73*r_sh__1_1 - t74*r_sh__3_1 - t84*r_sh__5_1 - t85*r_sh__7_1 - t88*r_sh__11_1 - t90*r_sh__13_1 - t91*r_sh__15_1 - t92*r_sh__9_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t67*r_sh__8_2 + t70*r_sh__6_2 + t72*r_sh__2_2 + t78*r_sh__12_2 + t81*r_sh__4_2 + t82*r_sh__14_2 + t93*r_sh__10_2 - t73*r_sh__1_2 - t74*r_sh__3_2 - t84*r_sh__5_2 - t85*r_sh__7_2 - t88*r_sh__11_2 - t90*r_sh__13_2 - t91*r_sh__15_2 - t92*r_sh__9_2 + 0.5, 0.0)], -1)  # spec line 48, base spec
     return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
 
 
@@ -343,4 +343,5 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t11 = jnp.where(t9 <= t10, t5, t2*rd_x + t3*rd_y + t4*rd_z)
     t12 = t0 > 0.0
     shape = jnp.broadcast_shapes(pixel.shape[:-1], ray_origin.shape[:-1], attrs.shape[:-1])
-    return jnp.broadcast_to(jnp.minimum(0.99, a14*jnp.exp(-0.5*jnp.minimum(t9, t10))), shape), jnp.stack([jnp.broadcast_to(t11, shape), jnp.broadcast_to(t11*t11, shape), jnp.broadcast_to(jnp.where(t12, -a0, a0), shape), jnp.broadcast_to(jnp.where(t12, -a1, a1), shape), jnp.broadcast_to(jnp.where(t12, -a2, a2), shape)], -1)
+    alpha = jnp.broadcast_to(jnp.minimum(0.99, a14*jnp.exp(-0.5*jnp.minimum(t9, t10))), shape)  # spec line 48
+    return alpha, jnp.stack([jnp.broadcast_to(t11, shape), jnp.broadcast_to(t11*t11, shape), jnp.broadcast_to(jnp.where(t12, -a0, a0), shape), jnp.broadcast_to(jnp.where(t12, -a1, a1), shape), jnp.broadcast_to(jnp.where(t12, -a2, a2), shape)], -1)  # depth: line 46, depth_sq: line 46, normal: line 47

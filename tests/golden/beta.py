@@ -135,7 +135,7 @@ def project(raw, camera):
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
-    t4 = lax.rsqrt(jnp.maximum(t1 + t2 + t3 + r_quats__0*r_quats__0, 1e-24))*lax.rsqrt(jnp.maximum(t1 + t2 + t3 + r_quats__0*r_quats__0, 1e-24))
+    t4 = lax.rsqrt(jnp.maximum(t1 + t2 + t3 + r_quats__0*r_quats__0, 1e-24)) ** 2
     t5 = t1*t4
     t6 = t3*t4
     t7 = -2.0*(t5 + t6) + 1.0
@@ -150,7 +150,7 @@ def project(raw, camera):
     t16 = t14 - t15
     t17 = 2.0*c_rotation__0_2
     t18 = t12*t13 + t16*t17 + t7*c_rotation__0_0
-    t19 = jnp.exp(r_scales__0)*jnp.exp(r_scales__0)
+    t19 = jnp.exp(r_scales__0) ** 2
     t20 = t2*t4
     t21 = -2.0*(t20 + t6) + 1.0
     t22 = t11 - t9
@@ -159,12 +159,12 @@ def project(raw, camera):
     t25 = t8*r_quats__2
     t26 = t24 + t25
     t27 = t17*t26 + t21*c_rotation__0_1 + t22*t23
-    t28 = jnp.exp(r_scales__1)*jnp.exp(r_scales__1)
+    t28 = jnp.exp(r_scales__1) ** 2
     t29 = -2.0*(t20 + t5) + 1.0
     t30 = t14 + t15
     t31 = t25 - t24
     t32 = t13*t31 + t23*t30 + t29*c_rotation__0_2
-    t33 = jnp.exp(r_scales__2)*jnp.exp(r_scales__2)
+    t33 = jnp.exp(r_scales__2) ** 2
     t34 = jnp.maximum(t0, c_near)
     t35 = 1.0/t34
     t36 = t35*c_fx
@@ -251,13 +251,13 @@ def project(raw, camera):
     t117 = t66*(t116*t36 - t53*t71) - t54*t73
     t118 = 1.0/jnp.maximum(t55*t75 - t117*(t36*(t116*t66 - t50*t73) - t53*t74), 1e-10)
     cam_u0, cam_v0 = camera.project(t37, t67, t34)
-    centre = jnp.stack([cam_u0, cam_v0], -1)
-    depth = t0
-    box = jnp.stack([cam_u0 - t59, cam_v0 - t76, cam_u0 + t59, cam_v0 + t76], -1)
-    valid = jnp.logical_and(t0 > c_near, t56 >= 0.00392156862745098)
+    centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 35, base spec
+    depth = t0  # spec line 36, base spec
+    box = jnp.stack([cam_u0 - t59, cam_v0 - t76, cam_u0 + t59, cam_v0 + t76], -1)  # spec line 37, base spec
+    valid = jnp.logical_and(t0 > c_near, t56 >= 0.00392156862745098)  # spec line 38, base spec
     valid = rt.finite_and(valid, centre, depth, box)
     attrs = jnp.stack([cam_u0, t118*t75, cam_v0, t118*t55, -t117*t118, t57, t56], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t100*r_sh__12_0 + t103*r_sh__4_0 + t104*r_sh__14_0 + t115*r_sh__10_0 + t89*r_sh__8_0 + t92*r_sh__6_0 + t94*r_sh__2_0 - t106*r_sh__5_0 - t107*r_sh__7_0 - t110*r_sh__11_0 - t112*r_sh__13_0 - t113*r_sh__15_0 - t114*r_sh__9_0 - t95*r_sh__1_0 - t96*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t100*r_sh__12_1 + t103*r_sh__4_1 + t104*r_sh__14_1 + t115*r_sh__10_1 + t89*r_sh__8_1 + t92*r_sh__6_1 + t94*r_sh__2_1 - t106*r_sh__5_1 - t107*r_sh__7_1 - t110*r_sh__11_1 - t112*r_sh__13_1 - t113*r_sh__15_1 - t114*r_sh__9_1 - t95*r_sh__1_1 - t96*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t100*r_sh__12_2 + t103*r_sh__4_2 + t104*r_sh__14_2 + t115*r_sh__10_2 + t89*r_sh__8_2 + t92*r_sh__6_2 + t94*r_sh__2_2 - t106*r_sh__5_2 - t107*r_sh__7_2 - t110*r_sh__11_2 - t112*r_sh__13_2 - t113*r_sh__15_2 - t114*r_sh__9_2 - t95*r_sh__1_2 - t96*r_sh__3_2 + 0.5, 0.0)], -1)
+    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t100*r_sh__12_0 + t103*r_sh__4_0 + t104*r_sh__14_0 + t115*r_sh__10_0 + t89*r_sh__8_0 + t92*r_sh__6_0 + t94*r_sh__2_0 - t106*r_sh__5_0 - t107*r_sh__7_0 - t110*r_sh__11_0 - t112*r_sh__13_0 - t113*r_sh__15_0 - t114*r_sh__9_0 - t95*r_sh__1_0 - t96*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t100*r_sh__12_1 + t103*r_sh__4_1 + t104*r_sh__14_1 + t115*r_sh__10_1 + t89*r_sh__8_1 + t92*r_sh__6_1 + t94*r_sh__2_1 - t106*r_sh__5_1 - t107*r_sh__7_1 - t110*r_sh__11_1 - t112*r_sh__13_1 - t113*r_sh__15_1 - t114*r_sh__9_1 - t95*r_sh__1_1 - t96*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t100*r_sh__12_2 + t103*r_sh__4_2 + t104*r_sh__14_2 + t115*r_sh__10_2 + t89*r_sh__8_2 + t92*r_sh__6_2 + t94*r_sh__2_2 - t106*r_sh__5_2 - t107*r_sh__7_2 - t110*r_sh__11_2 - t112*r_sh__13_2 - t113*r_sh__15_2 - t114*r_sh__9_2 - t95*r_sh__1_2 - t96*r_sh__3_2 + 0.5, 0.0)], -1)  # spec line 48, base spec
     return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
 
 
@@ -277,4 +277,4 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
     t3 = 2.0*t2
     t4 = t3 < 1.0
-    return jnp.where(t2 >= 0.0, jnp.minimum(0.99, a6*jnp.where(t4, jnp.where(t4, -t3 + 1.0, 1.0) ** a5, 0.0)), 0.0)
+    return jnp.where(t2 >= 0.0, jnp.minimum(0.99, a6*jnp.where(t4, jnp.where(t4, -t3 + 1.0, 1.0) ** a5, 0.0)), 0.0)  # spec line 45, base spec

@@ -23,7 +23,7 @@ PARAMS = (
     ParamSpec('nus', 'scalar', (), '1 + exp(raw)', None, lr=0.001, init=3.0, init_raw=0.6931471805599453),
 )
 CONSTANTS = {'eps2d': 0.3, 'antialiased': 0.0}
-ATTRS = ('centre.x', 'conic.x', 'centre.y', 'conic.z', 'conic.y', '2*Recip(nus)', '-(nus + 2)/2', 'opacities',)
+ATTRS = ('centre.x', 'conic.x', 'centre.y', 'conic.z', 'conic.y', 'f(nus)', '-(nus + 2)/2', 'opacities',)
 NUM_ATTRS = 8
 NUM_FEATURES = 3
 USES_RAY = False
@@ -135,7 +135,7 @@ def project(raw, camera):
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
-    t4 = lax.rsqrt(jnp.maximum(t1 + t2 + t3 + r_quats__0*r_quats__0, 1e-24))*lax.rsqrt(jnp.maximum(t1 + t2 + t3 + r_quats__0*r_quats__0, 1e-24))
+    t4 = lax.rsqrt(jnp.maximum(t1 + t2 + t3 + r_quats__0*r_quats__0, 1e-24)) ** 2
     t5 = t1*t4
     t6 = t3*t4
     t7 = -2.0*(t5 + t6) + 1.0
@@ -248,13 +248,13 @@ def project(raw, camera):
     t114 = t58*(t27*t57 + t38*t65 + t46*t68) - t47*t72
     t115 = 1.0/jnp.maximum(t49*t73 - t114*(t20*(t16*t64 + t34*t67 + t42*t70) - t48*t71), 1e-10)
     cam_u0, cam_v0 = camera.project(t23, t60, t18)
-    centre = jnp.stack([cam_u0, cam_v0], -1)
-    depth = t0
-    box = jnp.stack([cam_u0 - t56, cam_v0 - t74, cam_u0 + t56, cam_v0 + t74], -1)
-    valid = jnp.logical_and(t0 > c_near, t53 >= 0.00392156862745098)
+    centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 24
+    depth = t0  # spec line 24
+    box = jnp.stack([cam_u0 - t56, cam_v0 - t74, cam_u0 + t56, cam_v0 + t74], -1)  # spec line 24
+    valid = jnp.logical_and(t0 > c_near, t53 >= 0.00392156862745098)  # spec line 25
     valid = rt.finite_and(valid, centre, depth, box)
     attrs = jnp.stack([cam_u0, t115*t73, cam_v0, t115*t49, -t114*t115, 2.0/t51, t54, t52], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t101*r_sh__4_0 + t102*r_sh__14_0 + t113*r_sh__10_0 + t87*r_sh__8_0 + t90*r_sh__6_0 + t92*r_sh__2_0 + t98*r_sh__12_0 - t104*r_sh__5_0 - t105*r_sh__7_0 - t108*r_sh__11_0 - t110*r_sh__13_0 - t111*r_sh__15_0 - t112*r_sh__9_0 - t93*r_sh__1_0 - t94*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t101*r_sh__4_1 + t102*r_sh__14_1 + t113*r_sh__10_1 + t87*r_sh__8_1 + t90*r_sh__6_1 + t92*r_sh__2_1 + t98*r_sh__12_1 - t104*r_sh__5_1 - t105*r_sh__7_1 - t108*r_sh__11_1 - t110*r_sh__13_1 - t111*r_sh__15_1 - t112*r_sh__9_1 - t93*r_sh__1_1 - t94*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t101*r_sh__4_2 + t102*r_sh__14_2 + t113*r_sh__10_2 + t87*r_sh__8_2 + t90*r_sh__6_2 + t92*r_sh__2_2 + t98*r_sh__12_2 - t104*r_sh__5_2 - t105*r_sh__7_2 - t108*r_sh__11_2 - t110*r_sh__13_2 - t111*r_sh__15_2 - t112*r_sh__9_2 - t93*r_sh__1_2 - t94*r_sh__3_2 + 0.5, 0.0)], -1)
+    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t101*r_sh__4_0 + t102*r_sh__14_0 + t113*r_sh__10_0 + t87*r_sh__8_0 + t90*r_sh__6_0 + t92*r_sh__2_0 + t98*r_sh__12_0 - t104*r_sh__5_0 - t105*r_sh__7_0 - t108*r_sh__11_0 - t110*r_sh__13_0 - t111*r_sh__15_0 - t112*r_sh__9_0 - t93*r_sh__1_0 - t94*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t101*r_sh__4_1 + t102*r_sh__14_1 + t113*r_sh__10_1 + t87*r_sh__8_1 + t90*r_sh__6_1 + t92*r_sh__2_1 + t98*r_sh__12_1 - t104*r_sh__5_1 - t105*r_sh__7_1 - t108*r_sh__11_1 - t110*r_sh__13_1 - t111*r_sh__15_1 - t112*r_sh__9_1 - t93*r_sh__1_1 - t94*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t101*r_sh__4_2 + t102*r_sh__14_2 + t113*r_sh__10_2 + t87*r_sh__8_2 + t90*r_sh__6_2 + t92*r_sh__2_2 + t98*r_sh__12_2 - t104*r_sh__5_2 - t105*r_sh__7_2 - t108*r_sh__11_2 - t110*r_sh__13_2 - t111*r_sh__15_2 - t112*r_sh__9_2 - t93*r_sh__1_2 - t94*r_sh__3_2 + 0.5, 0.0)], -1)  # spec line 48, base spec
     return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
 
 
@@ -274,4 +274,4 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t1 = py - a2
     t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
     t3 = t2 >= 0.0
-    return jnp.where(t3, jnp.minimum(jnp.maximum(a7*jnp.where(t3, a5*t2 + 1.0, 1.0) ** a6, -0.99), 0.99), 0.0)
+    return jnp.where(t3, jnp.minimum(jnp.maximum(a7*jnp.where(t3, a5*t2 + 1.0, 1.0) ** a6, -0.99), 0.99), 0.0)  # spec line 32
