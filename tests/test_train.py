@@ -507,3 +507,33 @@ def test_specs_train(scene, spec, tmp_path):
     assert result.metrics["psnr"] - result.initial_psnr >= 5.0, (spec, result.evals)
     # LinPrim's sizes are abs-activated lengths, not 3DGS log-scales: no 3DGS PLY for them.
     assert (tmp_path / "scene.ply").is_file() == (spec in ("3dgs", "3dgut"))
+
+
+def test_signed_opacity_relocation_keeps_scooping_components_alive():
+    """A signed-alpha spec (Student-t): |opacity| decides live and dead, relocation samples by
+    |o| and copies keep their source's sign, so negative components stay alive."""
+    from xprc.compiler.driver import load
+
+    method = load(ROOT / "specs" / "student_t.xpr")
+    n = 8
+    opac = np.array([-0.9, 0.001, 0.5, -0.001, 0.002, -0.3, 0.7, -0.002])
+    raw = {p.name: np.zeros((n, *p.shape), np.float32) for p in method.PARAMS}
+    raw["means"] = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    raw["quats"][:, 0] = 1.0
+    raw["scales"][:] = np.log(0.1)
+    raw["opacities"] = np.arctanh(opac).astype(np.float32)
+    params = {k: jnp.asarray(v) for k, v in raw.items()}
+    mcmc = strategy.MCMC(method)
+    opt = optim.optimizer(optim.lr_arrays(method, tr.TrainConfig()), {"means": 1.0})
+    opt_state = opt.init(params)
+    used = jnp.ones((n,), bool)
+    hyper = {"min_opacity": jnp.float32(0.005), "grow_fraction": jnp.float32(0.0)}
+    act = method.activate(params)
+    assert int(mcmc.live(act, used, hyper)) == 4  # -0.9, 0.5, -0.3, 0.7
+    new, *_ = jax.jit(mcmc.relocate)(params, opt_state, used, jax.random.PRNGKey(3), hyper)
+    o_new = np.tanh(np.asarray(new["opacities"]))
+    means, old_means = np.asarray(new["means"]), raw["means"]
+    for i in (1, 3, 4, 7):  # dead slots moved onto a live source, with its sign
+        (src,) = [j for j in (0, 2, 5, 6) if np.array_equal(means[i], old_means[j])]
+        assert np.sign(o_new[i]) == np.sign(opac[src]) and abs(o_new[i]) >= 0.005
+    assert np.all(np.sign(o_new[[0, 5]]) < 0) and np.all(np.abs(o_new) >= 0.005)

@@ -150,8 +150,10 @@ class ADC(Strategy):
 
     def _reset_opacity(self, params, opt_state, min_opacity):
         """Opacities clamped to 2 x min_opacity; the opacity's Adam moments restart."""
-        o = self.opacity(self.method.activate(params))
-        new = self.set_opacity(params, o > 2.0 * min_opacity, jnp.minimum(o, 2.0 * min_opacity))
+        act = self.method.activate(params)
+        o = self.opacity(act)
+        capped = jnp.minimum(o, 2.0 * min_opacity) * self.opacity_sign(act)
+        new = self.set_opacity(params, o > 2.0 * min_opacity, capped)
         name = self.roles["opacity"]
 
         def zero(path, leaf):

@@ -73,6 +73,9 @@ class Strategy:
         check_invertible(method, self.roles["opacity"], f"{why} (it sets the opacity)")
         check_invertible(method, self.roles["scale"], f"{why} (it rescales sizes)")
         self.specs = spec_by_name(method)
+        # A signed-alpha spec (splatting and scooping): a negative component is as alive as a
+        # positive one of the same magnitude; strategies read |opacity| and keep the sign.
+        self.signed = bool(getattr(method, "SIGNED_ALPHA", False))
 
     def default_capacity(self, n_points: int, config: TrainConfig) -> int:
         return n_points
@@ -90,8 +93,13 @@ class Strategy:
             "min_opacity": f32(config.min_opacity),
         }
 
-    def opacity(self, act) -> jax.Array:  # [N]
-        return flat(act[self.roles["opacity"]])
+    def opacity(self, act) -> jax.Array:  # [N] the magnitude that decides live and dead
+        o = flat(act[self.roles["opacity"]])
+        return jnp.abs(o) if self.signed else o
+
+    def opacity_sign(self, act) -> jax.Array:  # [N] +1, or -1 for a scooping component
+        o = flat(act[self.roles["opacity"]])
+        return jnp.where(o < 0, -1.0, 1.0).astype(o.dtype)
 
     def sizes(self, act) -> jax.Array:  # [N, S] activated sizes
         s = act[self.roles["scale"]]
@@ -165,7 +173,7 @@ class MCMC(Strategy):
         }
 
     def regulariser(self, act, hyper):
-        o = act[self.roles["opacity"]]
+        o = self.opacity(act)
         s = act[self.roles["scale"]]
         return hyper["opacity_reg"] * jnp.mean(o) + hyper["scale_reg"] * jnp.mean(jnp.abs(s))
 
@@ -176,6 +184,7 @@ class MCMC(Strategy):
         """Dead slots take live sources' values; returns (params, opt, used, moved [N])."""
         act = self.method.activate(params)
         o = self.opacity(act)
+        sign = self.opacity_sign(act)
         n = o.shape[0]
         live = o >= hyper["min_opacity"]
         dead = ~live
@@ -197,7 +206,7 @@ class MCMC(Strategy):
         new = {k: jnp.where(per_prim(move, p), p[src], p) for k, p in params.items()}
         change = move | (copies > 0)
         # moved slots take their source's new opacity; sources (src = idx) their own
-        new = self.set_opacity(new, change, o_new[src])
+        new = self.set_opacity(new, change, (o_new * sign)[src])
         factor = mcmc_scale_factor(o, o_new, total)[src]
         new = self.rescale(new, self.method.activate(new), change, factor)
         return new, reset_moments(opt_state, change), used | move, move
