@@ -12,6 +12,7 @@ import pathlib
 os.environ.setdefault("XPRC_CACHE_DIR", str(pathlib.Path(__file__).parent / ".xprc_cache"))
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
@@ -31,3 +32,16 @@ def load_handwritten():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_code():
+    """Drop compiled executables after each test module. Every XLA executable keeps memory
+    mappings, and one process that compiles the whole suite's programs approaches the kernel's
+    per-process limit (vm.max_map_count, 65,530 here), where XLA's compiler crashes."""
+    yield
+    import importlib
+
+    importlib.import_module("xprc.pipeline.render")._jitted.cache_clear()
+    importlib.import_module("xprc.pipeline.capacity")._count_fn.cache_clear()
+    jax.clear_caches()
