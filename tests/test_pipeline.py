@@ -140,7 +140,8 @@ def test_overflow_is_counted_exactly(spec_method):
     demand = np.asarray(full.stats["entries_per_tile"])
     assert demand.sum() == needed
     cap = needed - 17
-    with pytest.warns(RuntimeWarning, match=f"render dropped 17 .* {needed} needed, capacity {cap};"):
+    message = f"render dropped 17 .* {needed} needed, capacity {cap};"
+    with pytest.warns(RuntimeWarning, match=message):
         small = render(spec_method, params, cam, config=RenderConfig(max_entries=cap))
     assert int(small.stats["dropped"]) == 17
     per_tile = np.asarray(small.stats["dropped_per_tile"])
