@@ -764,6 +764,8 @@ def test_good_define_changes_constant():
     src = driver.compile_source(BASE, "blob.xpr", ["k=3.5"])
     assert "CONSTANTS = {'k': 3.5}" in src
     assert "# defines: -D k=3.5" in src
+
+
 # ---------------------------------------------------------------------------------------------
 # Issue 13 (language v2): cutoff, stop_gradient, multi-argument density, camera.model, numeric
 # init through any activation, extends. Each row: (id, files, class name); files is the spec
@@ -1196,9 +1198,7 @@ V2_MESSAGES = {
         "                        ^"
     ),
     "string_elsewhere": (
-        "blob.xpr:4:11: error: unexpected character '\"'\n"
-        '    const k = "2"\n'
-        "              ^"
+        'blob.xpr:4:11: error: unexpected character \'"\'\n    const k = "2"\n              ^'
     ),
     "base_unknown_name": (
         "base.xpr:11:21: error: unknown name 'opactiy' (did you mean 'opacities'?)\n"
@@ -1238,45 +1238,59 @@ V2_MESSAGES = {
 
 # signed opacity and per-pixel outputs (`response signed`, `emit` in the response)
 V2_CASES += [
-    ('pixel_depth_vector', sub("alpha = min", "emit depth = d\n  alpha = min"), 'XprTypeError'),
-    ('pixel_output_matrix', sub("alpha = min", "emit m = outer(d, d)\n  alpha = min"), 'XprTypeError'),
-    ('pixel_output_twice', sub("alpha = min", "emit t = 1, t = 2\n  alpha = min"), 'DuplicateError'),
-    ('pixel_output_in_loop', sub("alpha = min", "for i in 0..2 { emit t = i }\n  alpha = min"), 'ScopeError'),
-    ('signed_projection', sub("projection {", "projection signed {"), 'ParseError'),
-    ('signed_twice', sub("response {", "response signed signed {"), 'ParseError'),
+    ("pixel_depth_vector", sub("alpha = min", "emit depth = d\n  alpha = min"), "XprTypeError"),
+    (
+        "pixel_output_matrix",
+        sub("alpha = min", "emit m = outer(d, d)\n  alpha = min"),
+        "XprTypeError",
+    ),
+    (
+        "pixel_output_twice",
+        sub("alpha = min", "emit t = 1, t = 2\n  alpha = min"),
+        "DuplicateError",
+    ),
+    (
+        "pixel_output_in_loop",
+        sub("alpha = min", "for i in 0..2 { emit t = i }\n  alpha = min"),
+        "ScopeError",
+    ),
+    ("signed_projection", sub("projection {", "projection signed {"), "ParseError"),
+    ("signed_twice", sub("response {", "response signed signed {"), "ParseError"),
 ]
-V2_MESSAGES.update({
-    'pixel_depth_vector': (
-        "blob.xpr:11:16: error: per-pixel output 'depth' must be scalar, got vec2\n"
-        '      emit depth = d\n'
-        '                   ^'
-    ),
-    'pixel_output_matrix': (
-        "blob.xpr:11:12: error: per-pixel output 'm' must be scalar or a vector, got mat2\n"
-        '      emit m = outer(d, d)\n'
-        '               ^'
-    ),
-    'pixel_output_twice': (
-        "blob.xpr:11:15: error: 't' is already emitted (line 11)\n"
-        '      emit t = 1, t = 2\n'
-        '                  ^'
-    ),
-    'pixel_output_in_loop': (
-        "blob.xpr:11:24: error: 'emit' is not allowed inside a loop\n"
-        '      for i in 0..2 { emit t = i }\n'
-        '                           ^'
-    ),
-    'signed_projection': (
-        "blob.xpr:5:12: error: unexpected 'signed' (expected '{')\n"
-        '    projection signed {\n'
-        '               ^'
-    ),
-    'signed_twice': (
-        "blob.xpr:9:17: error: unexpected 'signed' (expected '{')\n"
-        '    response signed signed {\n'
-        '                    ^'
-    ),
-})
+V2_MESSAGES.update(
+    {
+        "pixel_depth_vector": (
+            "blob.xpr:11:16: error: per-pixel output 'depth' must be scalar, got vec2\n"
+            "      emit depth = d\n"
+            "                   ^"
+        ),
+        "pixel_output_matrix": (
+            "blob.xpr:11:12: error: per-pixel output 'm' must be scalar or a vector, got mat2\n"
+            "      emit m = outer(d, d)\n"
+            "               ^"
+        ),
+        "pixel_output_twice": (
+            "blob.xpr:11:15: error: 't' is already emitted (line 11)\n"
+            "      emit t = 1, t = 2\n"
+            "                  ^"
+        ),
+        "pixel_output_in_loop": (
+            "blob.xpr:11:24: error: 'emit' is not allowed inside a loop\n"
+            "      for i in 0..2 { emit t = i }\n"
+            "                           ^"
+        ),
+        "signed_projection": (
+            "blob.xpr:5:12: error: unexpected 'signed' (expected '{')\n"
+            "    projection signed {\n"
+            "               ^"
+        ),
+        "signed_twice": (
+            "blob.xpr:9:17: error: unexpected 'signed' (expected '{')\n"
+            "    response signed signed {\n"
+            "                    ^"
+        ),
+    }
+)
 
 
 def test_language_v2_table_is_large():
