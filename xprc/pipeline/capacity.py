@@ -193,10 +193,17 @@ def finite_rows(*arrays) -> jax.Array:
     return ok
 
 
+def usable(proj: dict):
+    """([N] finite, [N] valid): a primitive whose projection is not finite is left out of
+    binning (and counted), so its NaN cannot reach other pixels or gradients."""
+    finite = finite_rows(proj["attrs"], proj["features"], proj["depth"])
+    return finite, proj["valid"] & finite
+
+
 def _count_one(method, config: RenderConfig, params, camera):
     grid = TileGrid(camera.width, camera.height, config.tile_size)
     proj = method.project(params, camera)
-    valid = proj["valid"] & finite_rows(proj["attrs"], proj["features"], proj["depth"])
+    _, valid = usable(proj)
     *_, count = tile_rects(proj["box"], valid, grid)
     return exact_total(count)
 

@@ -92,7 +92,7 @@ def prepare_params(method, params: dict) -> dict:
     return out
 
 
-def _empty_output(method, mode, camera, background, dtype=jnp.float32):
+def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
     """The render of zero primitives: the background (or black), alpha 0, depth 0."""
     channels = int(method.NUM_FEATURES)
     h, w = camera.height, camera.width
@@ -101,7 +101,9 @@ def _empty_output(method, mode, camera, background, dtype=jnp.float32):
     if background is not None:
         color = color + jnp.asarray(background, dtype)[None, None, :]
     depth = jnp.zeros((h, w, 1), dtype) if mode.endswith("D") else None
-    grid = TileGrid(w, h, 16)
+    outputs = len(getattr(method, "PIXEL_OUTPUTS", ()))
+    extra = jnp.zeros((h, w, outputs), dtype) if outputs else None
+    grid = TileGrid(w, h, config.tile_size)
     zeros_t = jnp.zeros((grid.num_tiles,), jnp.int32)
     stats = {
         "entries_needed": jnp.int32(0),
@@ -112,7 +114,8 @@ def _empty_output(method, mode, camera, background, dtype=jnp.float32):
         "entries_per_tile": zeros_t,
         "nonfinite": jnp.int32(0),
     }
-    return RenderOutput(color if mode.startswith("RGB") else None, weight, depth, stats, mode)
+    image = color if mode.startswith("RGB") else None
+    return RenderOutput(image, weight, depth, stats, mode, extra)
 
 
 def _render_one(method, mode: str, config: RenderConfig, check: bool, params, camera, background):
@@ -124,12 +127,9 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     depth = proj["depth"].astype(dtype)
     values = jnp.concatenate([proj["features"].astype(dtype), depth[:, None]], axis=-1)
     n = attrs.shape[0]
-    # A primitive whose projection is not finite is left out (and counted): binned, its NaN
-    # would reach every pixel and every gradient it shares a chunk with.
-    finite = cap.finite_rows(attrs, values)
-    valid = proj["valid"] & finite
+    finite, valid = cap.usable(proj)
     capacity = config.entry_capacity(n, grid.num_tiles)
-    bins = bin_and_sort(proj["box"], valid, jnp.where(finite, depth, 0), grid, capacity)
+    bins = bin_and_sort(proj["box"], valid, depth, grid, capacity)
     rays = None
     if method.USES_RAY:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
@@ -214,13 +214,15 @@ def _check_background(method, background, camera):
     return background
 
 
-def sized_config(method, params: dict, camera, config: RenderConfig | None = None):
-    """`config` with `max_entries` set to the capacity bucket above the entries `params` need
-    from `camera` (a batch: the largest), after checking it against the memory budget."""
+def sized_config(
+    method, params: dict, camera, config: RenderConfig | None = None, margin: float = 1.0
+):
+    """`config` with `max_entries` set to the capacity bucket above `margin` times the entries
+    `params` need from `camera` (a batch: the largest), checked against the memory budget."""
     config = config or RenderConfig()
     cap.check_policy(config)
     needed = cap.count_entries(method, params, camera, config)
-    capacity = entry_bucket(needed)
+    capacity = entry_bucket(int(needed * margin))
     grid = TileGrid(camera.width, camera.height, config.tile_size)
     cap.check_memory(capacity, needed, method, grid, config)
     return dataclasses.replace(config, max_entries=capacity)
@@ -252,7 +254,7 @@ def render(
     background = _check_background(method, background, camera)
     batched = len(camera.batch_shape) > 0
     if not next(iter(params.values())).shape[0]:
-        fn = functools.partial(_empty_output, method, mode)
+        fn = functools.partial(_empty_output, method, mode, config)
         if batched:
             return jax.vmap(fn, in_axes=(0, None))(camera, background)
         return fn(camera, background)
@@ -273,17 +275,11 @@ def fit_config(method, params: dict, cameras, config: RenderConfig | None = None
     bucket above `margin` times the largest count, so moderate changes of the scene still fit;
     a render that needs more reports it through `config.on_overflow`.
     """
-    config = config or RenderConfig()
-    cap.check_policy(config)
     if isinstance(cameras, list | tuple):
         from ..camera import Camera
 
         cameras = Camera.stack(list(cameras))
-    needed = cap.count_entries(method, params, cameras, config)
-    capacity = entry_bucket(int(needed * margin))
-    grid = TileGrid(cameras.width, cameras.height, config.tile_size)
-    cap.check_memory(capacity, needed, method, grid, config)
-    return dataclasses.replace(config, max_entries=capacity)
+    return sized_config(method, params, cameras, config, margin)
 
 
 def warn_if_dropped(out: RenderOutput) -> int:
