@@ -87,17 +87,13 @@ class Capacity:
 
 
 def _initial_bucket(method, params, cameras, base: RenderConfig) -> int:
-    """The bucket above GROWTH x the entries the cameras need (exact count), or above the
-    config's own capacity when it sets one."""
+    """The bucket above GROWTH x the entries the cameras need (exact count, checked against
+    the memory budget), or the config's own capacity when it sets one."""
     if base.max_entries is not None:
         return int(base.max_entries)
-    try:
-        from ..pipeline import count_entries
-    except ImportError:  # a pipeline without the counting pass: grow from the first step
-        n = next(iter(params.values())).shape[0]
-        tiles = -(-cameras.width // base.tile_size) * -(-cameras.height // base.tile_size)
-        return entry_bucket(base.entry_capacity(n, tiles))
-    return entry_bucket(int(count_entries(method, params, cameras, base) * GROWTH))
+    from ..pipeline import sized_config
+
+    return int(sized_config(method, params, cameras, base, margin=GROWTH).max_entries)
 
 
 def _hyper(method, config: TrainConfig, strategy, scale: float, background) -> dict:
