@@ -28,6 +28,7 @@ from xprc.compiler.names import (  # noqa: F401  (some re-exported)
     MAX_LOOP,
     MAX_NODES,
     MAX_VEC,
+    OPTIONAL_OUTPUTS,
     RAY_ATTRS,
     REQUIRED,
     _Binding,
@@ -115,19 +116,52 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
     # -- top level -------------------------------------------------------------------------------
 
     def run(self) -> ast.Checked:
-        spec = self.spec
-        prim = None
+        prim, blocks, color, const_items = self.declarations()
+        start = Loc(1, 1)
+        if prim is None:
+            raise self.err(MissingOutputError, "missing 'primitive NAME' declaration", start)
+        self.constants(const_items)
+        # Function bodies are checked for types at each call; names are checked here, so an
+        # unused function with a typo is still reported.
+        for fn in self.fns.values():
+            self.fn_names(fn.body, {a for a, _ in fn.args})
+        self.parameters()
+        for kind in ("projection", "response"):
+            if kind not in blocks:
+                raise self.err(MissingOutputError, f"missing '{kind} {{ ... }}' block", start)
+        emits, outputs = self.projection(blocks["projection"], color)
+        prim_nodes, alpha = self.response(blocks["response"], emits)
+        return ast.Checked(
+            name=prim.name,
+            filename=self.spec.filename,
+            source=self.spec.source,
+            params=list(self.param_info.values()),
+            constants={k: float(v) for k, v in self.const_values.items()},
+            defines=dict(self.defines),
+            outputs=outputs,
+            prim=prim_nodes,
+            alpha=alpha.node,
+            uses_ray=self.uses_ray,
+            signed=blocks["response"].signed,
+            pixel={k: n for k, (n, _) in self.pixel_outputs.items()},
+            locs={
+                **{k: emits[k][1] for k in ("centre", "depth", "valid", "color")},
+                "box": next(loc for k, (_, loc) in emits.items() if k in FOOTPRINTS),
+                "alpha": alpha.loc,
+                **{f"pixel_{k}": loc for k, (_, loc) in self.pixel_outputs.items()},
+            },
+        )
+
+    def declarations(self):
+        """Collect the top-level declarations: (primitive, blocks by kind, color, constants in
+        order); parameters and functions go to self.params / self.fns."""
+        prim = color = None
         blocks: dict[str, ast.Block] = {}
-        color = None
         const_items = []
-        for item in spec.items:
+        for item in self.spec.items:
             if isinstance(item, ast.Primitive):
                 if prim is not None:
-                    raise self.err(
-                        DuplicateError,
-                        f"duplicate 'primitive' declaration (first on line {prim.loc.line})",
-                        item.loc,
-                    )
+                    raise self.duplicate("'primitive' declaration", prim.loc, item.loc)
                 self.check_name(item.name, item.loc, "primitive")
                 prim = item
             elif isinstance(item, ast.Param):
@@ -140,38 +174,34 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
                 self.consts[item.name] = _Binding("const", _num(0), item.loc)  # placeholder
                 const_items.append(item)
             elif isinstance(item, ast.Fn):
-                if item.name != "density":
-                    self.check_name(item.name, item.loc, "function")
-                self._unique(item.name, item.loc)
-                seen = {}
-                for a, aloc in item.args:
-                    self.check_name(a, aloc, "argument")
-                    if a in seen:
-                        raise self.err(DuplicateError, f"duplicate argument '{a}'", aloc)
-                    seen[a] = aloc
-                self.fns[item.name] = item
+                self.function(item)
             elif isinstance(item, ast.Block):
                 if item.kind in blocks:
-                    raise self.err(
-                        DuplicateError,
-                        f"duplicate '{item.kind}' block (first on "
-                        f"line {blocks[item.kind].loc.line})",
-                        item.loc,
-                    )
+                    raise self.duplicate(f"'{item.kind}' block", blocks[item.kind].loc, item.loc)
                 blocks[item.kind] = item
             elif isinstance(item, ast.Color):
                 if color is not None:
-                    raise self.err(
-                        DuplicateError,
-                        f"duplicate 'color' (first on line {color.loc.line})",
-                        item.loc,
-                    )
+                    raise self.duplicate("'color'", color.loc, item.loc)
                 color = item
-        start = Loc(1, 1)
-        if prim is None:
-            raise self.err(MissingOutputError, "missing 'primitive NAME' declaration", start)
+        return prim, blocks, color, const_items
 
-        # Constants, in order, with -D overrides.
+    def duplicate(self, what: str, first: Loc, loc: Loc) -> XprError:
+        return self.err(DuplicateError, f"duplicate {what} (first on line {first.line})", loc)
+
+    def function(self, item: ast.Fn) -> None:
+        if item.name != "density":
+            self.check_name(item.name, item.loc, "function")
+        self._unique(item.name, item.loc)
+        seen = {}
+        for a, aloc in item.args:
+            self.check_name(a, aloc, "argument")
+            if a in seen:
+                raise self.err(DuplicateError, f"duplicate argument '{a}'", aloc)
+            seen[a] = aloc
+        self.fns[item.name] = item
+
+    def constants(self, const_items) -> None:
+        """Fold the constants in order, with -D overrides."""
         for name in self.defines:
             if name not in self.consts:
                 raise DefineError(
@@ -182,8 +212,7 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
                 )
         self.consts = {}
         for item in const_items:
-            scope = _Scope("constant")
-            value = self.expr(item.value, scope)
+            value = self.expr(item.value, _Scope("constant"))
             if not _is_num(value):
                 raise self.err(
                     StaticError,
@@ -197,34 +226,26 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
             self.consts[item.name] = _Binding("const", value, item.loc)
             self.const_values[item.name] = value.extra
 
-        # Function bodies are checked for types at each call; names are checked here, so an
-        # unused function with a typo is still reported.
-        for fn in self.fns.values():
-            self.fn_names(fn.body, {a for a, _ in fn.args})
-
-        # Parameters, their activations and training annotations.
+    def parameters(self) -> None:
+        """Parameters, their activations and training annotations (each role given once)."""
         roles: dict[str, ast.Param] = {}
         for p in self.params.values():
             info = self.param_info[p.name] = self.param(p)
-            if info.role is not None:
-                if info.role in roles:
-                    first = roles[info.role]
-                    clause = [c for c in p.clauses if c.key == "role"][0]
-                    raise self.err(
-                        DuplicateError,
-                        f"role '{info.role}' is already given to '{first.name}' "
-                        f"(line {first.loc.line})",
-                        clause.value.loc,
-                    )
-                roles[info.role] = p
+            if info.role is None:
+                continue
+            if info.role in roles:
+                first = roles[info.role]
+                clause = [c for c in p.clauses if c.key == "role"][0]
+                raise self.err(
+                    DuplicateError,
+                    f"role '{info.role}' is already given to '{first.name}' "
+                    f"(line {first.loc.line})",
+                    clause.value.loc,
+                )
+            roles[info.role] = p
 
-        if "projection" not in blocks:
-            raise self.err(MissingOutputError, "missing 'projection { ... }' block", start)
-        if "response" not in blocks:
-            raise self.err(MissingOutputError, "missing 'response { ... }' block", start)
-
-        # Projection (and colour, which sees the projection's names).
-        proj = blocks["projection"]
+    def projection(self, proj: ast.Block, color: ast.Color | None):
+        """The projection block (and colour, which sees its names): (emits, outputs)."""
         scope = _Scope("projection")
         for name, info in self.param_info.items():
             scope.vars[name] = _Binding("param", info.value, self.params[name].loc)
@@ -240,10 +261,12 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
                 )
             self._cur_loc = color.loc
             emits["color"] = (self.expr(color.value, _Scope("color", scope.vars)), color.loc)
+        self.proj_locals = {k: b for k, b in scope.vars.items() if b.kind == "local"}
         outputs = self.outputs(proj, emits, [k for k, b in scope.vars.items() if b.kind == "local"])
+        return emits, outputs
 
-        # Response.
-        resp = blocks["response"]
+    def response(self, resp: ast.Block, emits):
+        """The response block: (per-primitive values it reads, the alpha binding)."""
         rscope = _Scope("response")
         prim_nodes: dict[str, Node] = {}
         for name, info in self.param_info.items():
@@ -258,7 +281,6 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
                 "prim", self.node("input", n.type, extra=("prim", name)), loc
             )
             prim_nodes[name] = n
-        self.proj_locals = {k: b for k, b in scope.vars.items() if b.kind == "local"}
         self.pixel_outputs: dict[str, tuple[Node, Loc]] = {}
         self.block(resp.body, rscope, None, in_loop=False)
         alpha = rscope.vars.get("alpha")
@@ -268,27 +290,7 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
             raise self.err(
                 XprTypeError, f"'alpha' must be scalar, got {alpha.node.type}", alpha.loc
             )
-
-        return ast.Checked(
-            name=prim.name,
-            filename=spec.filename,
-            source=spec.source,
-            params=list(self.param_info.values()),
-            constants={k: float(v) for k, v in self.const_values.items()},
-            defines=dict(self.defines),
-            outputs=outputs,
-            prim=prim_nodes,
-            alpha=alpha.node,
-            uses_ray=self.uses_ray,
-            signed=resp.signed,
-            pixel={k: n for k, (n, _) in self.pixel_outputs.items()},
-            locs={
-                **{k: emits[k][1] for k in ("centre", "depth", "valid", "color")},
-                "box": next(loc for k, (_, loc) in emits.items() if k in FOOTPRINTS),
-                "alpha": alpha.loc,
-                **{f"pixel_{k}": loc for k, (_, loc) in self.pixel_outputs.items()},
-            },
-        )
+        return prim_nodes, alpha
 
     def fn_names(self, e: ast.Expr, bound: set) -> None:
         """Every name in a function body is an argument, a constant or a function."""
@@ -388,6 +390,12 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
                 self.node("add", SCALAR, cx, rx),
                 self.node("add", SCALAR, cy, ry),
             )
+        for name, typ in OPTIONAL_OUTPUTS.items():
+            if name in emits:
+                node, loc = emits[name]
+                if ast.plain(node.type) != typ:
+                    raise self.err(XprTypeError, f"'{name}' must be {typ}, got {node.type}", loc)
+                out[name] = node
         if "color" not in emits:
             raise self.err(
                 MissingOutputError,
