@@ -537,3 +537,23 @@ def test_signed_opacity_relocation_keeps_scooping_components_alive():
         (src,) = [j for j in (0, 2, 5, 6) if np.array_equal(means[i], old_means[j])]
         assert np.sign(o_new[i]) == np.sign(opac[src]) and abs(o_new[i]) >= 0.005
     assert np.all(np.sign(o_new[[0, 5]]) < 0) and np.all(np.abs(o_new) >= 0.005)
+
+
+def test_raised_capacity_over_the_memory_budget_is_a_train_error(scene):
+    """A render capacity that must grow beyond the memory budget stops the run with the count of
+    entries needed (the budget check of `xprc.pipeline`), never a bucket it cannot hold."""
+    from xprc.pipeline import RenderConfig, count_entries
+    from xprc.pipeline.binning import TileGrid
+    from xprc.pipeline.capacity import estimate_bytes
+
+    train_set, test_set = scene
+    budget = estimate_bytes(64, METHOD.NUM_ATTRS, 4, TileGrid(SIZE, SIZE, 16))
+    render_config = RenderConfig(max_entries=16, memory_budget=budget)
+    config = _config(steps=2, eval_every=0, checkpoint_every=0, render=render_config)
+    with pytest.raises(tr.TrainError, match=r"eval step 0 needs [0-9,]+ \(primitive, tile\)") as e:
+        tr.train(METHOD, train_set, test_set, None, config)
+    # the first render is the initial evaluation of test view 0: count its entries independently
+    params, _ = tr.init_params(METHOD, train_set, config, capacity=CAPACITY)
+    needed = int(count_entries(METHOD, params, test_set.views[0].camera(), RenderConfig()))
+    assert f"needs {needed:,} (primitive, tile) entries" in str(e.value)
+    assert needed > 64 and "over the memory budget" in str(e.value)

@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..pipeline import RenderConfig, entry_bucket
+from ..pipeline.binning import TileGrid
+from ..pipeline.capacity import MemoryBudgetError, check_memory
 from . import checkpoint as ckpt
 from .camera_opt import corrections_optimizer, init_corrections
 from .config import TrainConfig, TrainError, TrainResult
@@ -72,6 +74,8 @@ class Capacity:
 
     base: RenderConfig
     bucket: int
+    method: object = None  # with `grid`: the memory budget check of a raised bucket
+    grid: TileGrid | None = None
     raises: list = dataclasses.field(default_factory=list)
 
     def config(self) -> RenderConfig:
@@ -81,6 +85,14 @@ class Capacity:
         new = entry_bucket(int(needed * GROWTH))
         if new <= self.bucket:  # a saturated count: at least double
             new = entry_bucket(2 * self.bucket)
+        if self.grid is not None:
+            try:
+                check_memory(new, needed, self.method, self.grid, self.base)
+            except MemoryBudgetError as e:
+                raise TrainError(
+                    f"{what} step {step} needs {needed:,} (primitive, tile) entries, over the "
+                    f"capacity bucket {self.bucket:,}; raising it to {new:,} does not fit: {e}"
+                ) from None
         self.bucket = new
         self.raises.append({"step": step, "what": what, "needed": needed, "capacity": new})
         log(f"entry capacity raised to {new} ({what} step {step} needed {needed})", progress)
@@ -94,6 +106,11 @@ def _initial_bucket(method, params, cameras, base: RenderConfig) -> int:
     from ..pipeline import sized_config
 
     return int(sized_config(method, params, cameras, base, margin=GROWTH).max_entries)
+
+
+def _capacity(method, params, cameras, base: RenderConfig) -> Capacity:
+    grid = TileGrid(int(cameras.width), int(cameras.height), base.tile_size)
+    return Capacity(base, _initial_bucket(method, params, cameras, base), method, grid)
 
 
 def _hyper(method, config: TrainConfig, strategy, scale: float, background) -> dict:
@@ -138,14 +155,8 @@ class Run:
         cap = config.capacity or self.strategy.default_capacity(n_points, config)
         params, used = init_params(method, train_set, config, capacity=cap)
         self.state = self._initial_state(params, used, len(train_views))
-        self.capacity = Capacity(
-            config.render,
-            _initial_bucket(method, params, self.data["cameras"], config.render),
-        )
-        self.eval_capacity = Capacity(
-            config.render,
-            _initial_bucket(method, params, self.test_data["cameras"], config.render),
-        )
+        self.capacity = _capacity(method, params, self.data["cameras"], config.render)
+        self.eval_capacity = _capacity(method, params, self.test_data["cameras"], config.render)
         self.order = ViewOrder(config.seed, len(train_views))
         self.history: list[dict] = []
         self.evals: list[dict] = []
