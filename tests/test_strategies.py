@@ -150,6 +150,57 @@ def test_missing_role_is_a_located_error(tmp_path):
     )
 
 
+def _spec_variant(tmp_path, old: str, new: str):
+    """specs/3dgs.xpr with `old` replaced by `new`, loaded from tmp_path; (module, path, text)."""
+    import xprc
+
+    text = (ROOT / "specs" / "3dgs.xpr").read_text()
+    assert old in text
+    text = text.replace(old, new)
+    path = tmp_path / "variant.xpr"
+    path.write_text(text)
+    return xprc.load(path), path, text
+
+
+def _declaration(text: str, pattern: str) -> tuple[int, int, str]:
+    """(line, column, line text) of the first match of `pattern` (1-based)."""
+    for i, line in enumerate(text.splitlines(), 1):
+        m = re.search(pattern, line)
+        if m:
+            return i, m.start() + 1, line
+    raise AssertionError(pattern)
+
+
+def test_missing_role_in_a_spec_file_points_at_its_primitive(tmp_path):
+    method, path, text = _spec_variant(tmp_path, "role scale", "          ")
+    with pytest.raises(tr.TrainError) as e:
+        tr.train(method, [], None, None, tr.TrainConfig(strategy="adc"))
+    line, col, src = _declaration(text, r"(?<=^primitive )Gaussian3D")
+    assert str(e.value) == (
+        f"{path}:{line}:{col}: error: method Gaussian3D: strategy 'adc' needs a parameter with "
+        "`role scale`; annotate its `param` line in the spec (e.g. `param o : scalar = "
+        f"sigmoid(raw) role scale`)\n    {src}\n    {' ' * (col - 1)}^"
+    )
+
+
+def test_non_invertible_activation_in_a_spec_file_points_at_its_param(tmp_path):
+    method, path, text = _spec_variant(
+        tmp_path, "scalar = sigmoid(raw)    lr 5e-2    init 0.1", "scalar = min(raw, 1.0)   lr 5e-2"
+    )
+    with pytest.raises(tr.TrainError) as e:
+        tr.train(method, [], None, None, tr.TrainConfig())
+    line, col, src = _declaration(text, r"(?<=^param )opacities")
+    assert str(e.value).startswith(
+        f"{path}:{line}:{col}: error: parameter 'opacities' of method Gaussian3D: activation "
+    )
+    assert str(e.value).endswith(f"\n    {src}\n    {' ' * (col - 1)}^")
+    # a spec edited after it was compiled is not located (the text no longer matches)
+    path.write_text(text + "\n")
+    with pytest.raises(tr.TrainError) as e:
+        tr.train(method, [], None, None, tr.TrainConfig())
+    assert str(e.value).startswith("error: parameter 'opacities' of method Gaussian3D")
+
+
 def test_non_invertible_activation_is_a_located_error():
     class Odd:
         NAME = "Odd"

@@ -208,6 +208,7 @@ def load(path, defines=None):
     except BaseException:
         del sys.modules[mod_name]
         raise
+    module.SPEC_PATH = str(path)  # where the spec was loaded from (located trainer errors)
     return module
 
 

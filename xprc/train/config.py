@@ -15,8 +15,9 @@ STRATEGIES = ("mcmc", "adc")
 class TrainError(XprError):
     """A training run cannot start or resume (missing role, bad dataset, stale checkpoint)."""
 
-    def __init__(self, message: str, path=None) -> None:
-        super().__init__(message, filename=None if path is None else str(path))
+    def __init__(self, message: str, path=None, **where) -> None:
+        # where: line, column, source_line of a spec location (see roles.spec_location)
+        super().__init__(message, filename=None if path is None else str(path), **where)
 
 
 @dataclasses.dataclass(frozen=True)

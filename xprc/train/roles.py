@@ -2,12 +2,16 @@
 
 Roles come only from the spec's `role` annotations (`ParamSpec.role`): no parameter is guessed
 from its name or shape. A strategy that needs a role the spec does not declare, or an activation
-the trainer cannot invert, stops the run with a `TrainError` naming the method and parameter.
+the trainer cannot invert, stops the run with a `TrainError` naming the method and parameter,
+located at the parameter's declaration (or the `primitive` line) in the spec file when the
+module was loaded from one (`xprc.load` records `SPEC_PATH`) that still has the compiled text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -54,14 +58,43 @@ def where(method, name: str | None = None) -> str:
     return label if name is None else f"parameter '{name}' of {label}"
 
 
+def spec_location(method, name: str | None = None) -> dict:
+    """TrainError location of parameter `name`'s declaration (None: the `primitive` line) in
+    the spec the module was loaded from: {path, line, column, source_line}, or {} when the
+    module has no spec file, the file's text is no longer the compiled one (its sha256 differs)
+    or the declaration is in a base spec (`extends`)."""
+    path = getattr(method, "SPEC_PATH", None)
+    if path is None:
+        return {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != getattr(method, "SPEC_SHA256", ""):
+        return {}
+    from ..compiler import ast
+    from ..compiler.parse import parse
+
+    spec = parse(text, str(path))  # the text compiled, so it parses
+    want = ast.Primitive if name is None else ast.Param
+    for item in spec.items:
+        if isinstance(item, want) and (name is None or item.name == name):
+            line, col = item.loc.line, item.loc.column
+            return {"path": path, "line": line, "column": col,
+                    "source_line": spec.source_line(line)}  # fmt: skip
+    return {}
+
+
 def require_roles(method, needed: tuple[str, ...], why: str) -> dict[str, str]:
-    """The roles `needed` by `why` (e.g. "strategy 'mcmc'"); TrainError naming the missing one."""
+    """The roles `needed` by `why` (e.g. "strategy 'mcmc'"); TrainError naming the missing one,
+    located at the spec's `primitive` line."""
     roles = param_roles(method)
     for role in needed:
         if roles[role] is None:
             raise TrainError(
                 f"{where(method)}: {why} needs a parameter with `role {role}`; annotate its "
-                f"`param` line in the spec (e.g. `param o : scalar = sigmoid(raw) role {role}`)"
+                f"`param` line in the spec (e.g. `param o : scalar = sigmoid(raw) role {role}`)",
+                **spec_location(method),
             )
     return {r: roles[r] for r in needed}
 
@@ -108,7 +141,8 @@ def check_invertible(method, name: str, why: str) -> None:
     if not invertible(spec):
         raise TrainError(
             f"{where(method, name)}: activation {spec.activation!r} cannot be inverted, which "
-            f"{why} needs (invertible: {', '.join(sorted(_NP_INVERSE))})"
+            f"{why} needs (invertible: {', '.join(sorted(_NP_INVERSE))})",
+            **spec_location(method, name),
         )
 
 
