@@ -8,25 +8,25 @@ t_min") is exact: entry k contributes iff the running product including it stays
 which is monotone along the list. A group whose tile is already saturated everywhere, or that is
 capacity padding, is skipped with `lax.cond`.
 
-The scan body is rematerialised (`jax.checkpoint`), so the backward pass stores one transmittance
-row per step instead of tiles x capacity x pixels alphas.
+Two ways to differentiate it (the same forward maths, `_group_weights`):
+- the custom VJP of `composite_vjp.py` (default): a second front-to-back scan recomputes each
+  group's alpha with the spec's response and applies the compositing derivatives analytically;
+  it covers colour, depth, the weight and the response's per-pixel outputs;
+- autodiff of a rematerialised (`jax.checkpoint`) scan, which stores one transmittance row per
+  step instead of tiles x capacity x pixels alphas. The depth distortion output (an extra carry,
+  the prefix sum of w z) is differentiated this way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .binning import Bins, TileGrid
 from .config import RenderConfig
-
-
-def _segmented_mul(a, b):
-    fa, va = a
-    fb, vb = b
-    return fa | fb, jnp.where(fb, vb, va * vb)
 
 
 def tile_pixels(tiles: jax.Array, grid: TileGrid, dtype) -> jax.Array:
@@ -38,26 +38,22 @@ def tile_pixels(tiles: jax.Array, grid: TileGrid, dtype) -> jax.Array:
     return jnp.stack([tx, ty], -1).astype(dtype) + 0.5
 
 
-def composite(
-    response: Callable,
-    camera,
-    attrs: jax.Array,  # [N, A]
-    values: jax.Array,  # [N, V] what is accumulated: features, then depth
-    bins: Bins,
-    grid: TileGrid,
-    config: RenderConfig,
-    rays: tuple[jax.Array, jax.Array] | None = None,  # ([T, P, 3], [T, P, 3]) world rays
-    signed: bool = False,
-    pixel_channels: int = 0,
-) -> jax.Array:
-    """Returns per-tile sums [T, P, V + K + 1]: sum_k w_k values_k, then sum_k w_k extra_k for
-    the K per-pixel channels the response returns beside alpha (`pixel_channels`), then
-    sum_k w_k (= 1 - T).
+class Layout(NamedTuple):
+    """The sorted entries cut into chunks (items) of `chunk` lanes, `group` items per step.
 
-    `signed`: alpha may be negative (a subtractive primitive). The threshold is on |alpha|, and
-    as transmittance is then not monotone along the list, there is no early stop."""
-    dtype = attrs.dtype
-    num_tiles, pix = grid.num_tiles, grid.tile * grid.tile
+    item_tile: [I] the tile of each item (num_tiles: capacity padding)
+    ok:        [I, B] lane holds a real entry
+    prim:      [I, B] its primitive (0 on padding lanes)
+    """
+
+    item_tile: jax.Array
+    ok: jax.Array
+    prim: jax.Array
+
+
+def layout(bins: Bins, grid: TileGrid, config: RenderConfig) -> Layout:
+    """Chunks of one tile each, in (tile, depth) order, padded to a whole number of groups."""
+    num_tiles = grid.num_tiles
     b, g = config.chunk, config.group
     capacity = bins.tile.shape[0]
     counts = bins.tile_start[1:] - bins.tile_start[:-1]  # [T]
@@ -73,74 +69,186 @@ def composite(
     ok = (item_tile < num_tiles)[:, None] & (pos < counts[safe_tile][:, None])
     entry = jnp.where(ok, bins.tile_start[safe_tile][:, None] + pos, 0)
     prim = jnp.where(ok, bins.prim[entry], 0)
-    # Padding lanes read zeros, never a real primitive's values (a NaN there would leak).
-    a_items = jnp.where(ok[..., None], attrs[prim], 0)
-    v_items = jnp.where(ok[..., None], values[prim], 0)
+    return Layout(item_tile, ok, prim)
 
+
+def gather(x: jax.Array, lay: Layout) -> jax.Array:
+    """Per-lane rows [I, B, ...] of a per-primitive array; padding lanes read zeros, never a
+    real primitive's values (a NaN there would leak)."""
+    ok = lay.ok.reshape(lay.ok.shape + (1,) * (x.ndim - 1))
+    return jnp.where(ok, x[lay.prim], 0)
+
+
+def group_rays(rays, tiles, grid: TileGrid, dtype):
+    """Ray origins and directions [G, P, 1, 3] of a group's tiles (zeros without rays)."""
+    if rays is None:
+        zero = jnp.zeros((1, 1, 1, 3), dtype)
+        return zero, zero
+    safe = jnp.minimum(tiles, grid.num_tiles - 1)
+    return rays[0][safe][:, :, None, :], rays[1][safe][:, :, None, :]
+
+
+def evaluate(response, camera, a, ray_o, ray_d, tiles, grid: TileGrid, pixel_channels: int):
+    """The response on a group: alpha [G, P, B] and the per-pixel outputs [G, P, B, K] (None
+    when K = 0), unmasked. `a`: [G, B, A] lane attributes."""
+    g, b = a.shape[0], a.shape[1]
+    pix = grid.tile * grid.tile
+    dtype = a.dtype
+    pixel = tile_pixels(tiles, grid, dtype)[:, :, None, :]  # [G, P, 1, 2]
+    alpha = response(pixel, ray_o, ray_d, a[:, None, :, :], camera)
+    extra = None
+    if pixel_channels:
+        alpha, extra = alpha
+        extra = jnp.broadcast_to(extra, (g, pix, b, pixel_channels)).astype(dtype)
+    return jnp.broadcast_to(alpha, (g, pix, b)).astype(dtype), extra
+
+
+def segmented_carry(reset, totals, run, op, identity):
+    """A per-tile running reduction across the chunks of a group.
+
+    reset: [G] chunk starts a new tile; totals: [G, P] each chunk's own reduction; run: [P] the
+    value carried in. Returns the value before each chunk [G, P] and after the group [P]."""
+    flags = jnp.broadcast_to(reset[:, None], totals.shape)
+
+    def seg(x, y):
+        return x[0] | y[0], jnp.where(y[0], y[1], op(x[1], y[1]))
+
+    flags, acc = jax.lax.associative_scan(seg, (flags, totals), axis=0)
+    after = jnp.where(flags, acc, op(run[None, :], acc))
+    before = jnp.concatenate([run[None, :], after[:-1]], axis=0)
+    return jnp.where(reset[:, None], identity, before), after[-1]
+
+
+class Weights(NamedTuple):
+    """One group's compositing: w [G, P, B] (zero where not contributing), T [G, P, B] the
+    transmittance before each lane (unstopped), live [G, P, B] lane contributes (alpha used and
+    not stopped), t_last [P] the transmittance carried out."""
+
+    w: jax.Array
+    T: jax.Array
+    live: jax.Array
+    t_last: jax.Array
+
+
+def group_weights(alpha, used, t_run, reset, signed: bool, t_min: float) -> Weights:
+    """Transmittance and weights of a group of chunks; `alpha` already zero where not `used`."""
+    keep = 1.0 - alpha
+    incl = jax.lax.associative_scan(jnp.multiply, keep, axis=2)  # [G, P, B]
+    excl = jnp.concatenate([jnp.ones_like(incl[:, :, :1]), incl[:, :, :-1]], axis=2)
+    t_in, t_last = segmented_carry(reset, incl[:, :, -1], t_run, jnp.multiply, 1.0)
+    T = t_in[:, :, None] * excl
+    live = used
+    if not signed:
+        live = used & (t_in[:, :, None] * incl >= t_min)
+    w = jnp.where(live, alpha * T, 0.0)
+    return Weights(w, T, live, t_last)
+
+
+def skip_group(tiles, cur_tile, t_run, num_tiles: int, signed: bool, t_min: float):
+    """The group is capacity padding, or its tile is already saturated at every pixel."""
+    padding = tiles[0] >= num_tiles
+    saturated = jnp.all(tiles == cur_tile) & jnp.all(t_run < t_min) & (not signed)
+    return padding, padding | saturated
+
+
+def _distortion(weights: Weights, z, z_run, reset):
+    """2 sum_k w_k (z_k W_{k-1} - Z_{k-1}) per pixel [G, P] (W_{k-1} = 1 - T_k, Z_{k-1} the
+    prefix sum of w z in the tile), and the carried Z [P]."""
+    wz = weights.w * z
+    within = jnp.cumsum(wz, axis=2)
+    within = jnp.concatenate([jnp.zeros_like(within[:, :, :1]), within[:, :, :-1]], axis=2)
+    z_in, z_last = segmented_carry(reset, jnp.sum(wz, axis=2), z_run, jnp.add, 0.0)
+    prefix = z_in[:, :, None] + within
+    d = 2.0 * jnp.sum(wz * (1.0 - weights.T) - weights.w * prefix, axis=2)
+    return d[:, :, None], z_last
+
+
+def composite(
+    response: Callable,
+    camera,
+    attrs: jax.Array,  # [N, A]
+    values: jax.Array,  # [N, V] what is accumulated: features, then depth
+    bins: Bins,
+    grid: TileGrid,
+    config: RenderConfig,
+    rays: tuple[jax.Array, jax.Array] | None = None,  # ([T, P, 3], [T, P, 3]) world rays
+    signed: bool = False,
+    pixel_channels: int = 0,
+    distortion: int | None = None,
+) -> jax.Array:
+    """Returns per-tile sums [T, P, V + K + 1 (+ 1)]: sum_k w_k values_k, then sum_k w_k extra_k
+    for the K per-pixel channels the response returns beside alpha (`pixel_channels`), then
+    sum_k w_k (= 1 - T), then, when `distortion` is set, the depth distortion
+    sum_{i,j} w_i w_j |z_i - z_j| in list order, with z the lane channel `distortion` of
+    [values (V), extra (K)].
+
+    `signed`: alpha may be negative (a subtractive primitive). The threshold is on |alpha|, and
+    as transmittance is then not monotone along the list, there is no early stop."""
+    lay = layout(bins, grid, config)
+    return _composite_autodiff(
+        response, camera, gather(attrs, lay), gather(values, lay), lay, grid, config,
+        rays, signed, pixel_channels, distortion,
+    )  # fmt: skip
+
+
+def _composite_autodiff(
+    response, camera, a_items, v_items, lay: Layout, grid, config, rays, signed, pixel_channels,
+    distortion=None,
+):  # fmt: skip
+    """The forward scan, differentiated by JAX autodiff (the step is rematerialised)."""
+    dtype = a_items.dtype
+    num_tiles, pix = grid.num_tiles, grid.tile * grid.tile
+    g, b = config.group, config.chunk
+    num_values = v_items.shape[-1]
     xs = (
-        item_tile.reshape(-1, g),
-        a_items.reshape(-1, g, b, attrs.shape[-1]),
-        v_items.reshape(-1, g, b, values.shape[-1]),
-        ok.reshape(-1, g, b),
+        lay.item_tile.reshape(-1, g),
+        a_items.reshape(-1, g, b, a_items.shape[-1]),
+        v_items.reshape(-1, g, b, num_values),
+        lay.ok.reshape(-1, g, b),
     )
-    out_channels = values.shape[-1] + pixel_channels + 1
+    out_channels = num_values + pixel_channels + 1 + (distortion is not None)
     t_min, alpha_min = config.t_min, config.alpha_min
 
-    def group_sums(t_run, cur_tile, tiles, a, v, m):
-        pixel = tile_pixels(tiles, grid, dtype)[:, :, None, :]  # [G, P, 1, 2]
-        if rays is None:
-            ray_o = ray_d = jnp.zeros((1, 1, 1, 3), dtype)
-        else:
-            ray_o = rays[0][jnp.minimum(tiles, num_tiles - 1)][:, :, None, :]
-            ray_d = rays[1][jnp.minimum(tiles, num_tiles - 1)][:, :, None, :]
-        alpha = response(pixel, ray_o, ray_d, a[:, None, :, :], camera)
-        if pixel_channels:
-            alpha, extra = alpha
-            extra = jnp.broadcast_to(extra, (g, pix, b, pixel_channels)).astype(dtype)
-        alpha = jnp.broadcast_to(alpha, (g, pix, b)).astype(dtype)
-        strong = (jnp.abs(alpha) if signed else alpha) >= alpha_min
-        used = m[:, None, :] & strong
+    def group_sums(carry, tiles, a, v, m):
+        cur_tile, t_run, z_run = carry
+        ray_o, ray_d = group_rays(rays, tiles, grid, dtype)
+        alpha, extra = evaluate(response, camera, a, ray_o, ray_d, tiles, grid, pixel_channels)
+        used = m[:, None, :] & ((jnp.abs(alpha) if signed else alpha) >= alpha_min)
         alpha = jnp.where(used, alpha, 0.0)
         if pixel_channels:  # an unused lane's outputs may be NaN (a ray missing a surfel)
             extra = jnp.where(used[..., None], extra, 0.0)
-        keep = 1.0 - alpha
-        incl = jax.lax.associative_scan(jnp.multiply, keep, axis=2)  # [G, P, B]
-        excl = jnp.concatenate([jnp.ones_like(incl[:, :, :1]), incl[:, :, :-1]], axis=2)
-        prev = jnp.concatenate([cur_tile[None], tiles[:-1]])
-        reset = tiles != prev  # [G]
-        flags, run = jax.lax.associative_scan(
-            _segmented_mul, (jnp.broadcast_to(reset[:, None], (g, pix)), incl[:, :, -1]), axis=0
-        )
-        t_out = jnp.where(flags, run, t_run[None, :] * run)  # [G, P] unstopped T after chunk
-        t_prev = jnp.concatenate([t_run[None, :], t_out[:-1]], axis=0)
-        t_in = jnp.where(reset[:, None], 1.0, t_prev)
-        w = alpha * (t_in[:, :, None] * excl)
-        if not signed:
-            w = jnp.where(t_in[:, :, None] * incl >= t_min, w, 0.0)
-        parts = [jnp.einsum("gpb,gbv->gpv", w, v)]
+        reset = tiles != jnp.concatenate([cur_tile[None], tiles[:-1]])  # [G]
+        wt = group_weights(alpha, used, t_run, reset, signed, t_min)
+        parts = [jnp.einsum("gpb,gbv->gpv", wt.w, v)]
         if pixel_channels:
-            parts.append(jnp.einsum("gpb,gpbk->gpk", w, extra))
-        sums = jnp.concatenate([*parts, jnp.sum(w, axis=2, keepdims=True)], axis=2)
-        return t_out[-1], sums
+            parts.append(jnp.einsum("gpb,gpbk->gpk", wt.w, extra))
+        parts.append(jnp.sum(wt.w, axis=2, keepdims=True))
+        if distortion is not None:
+            if distortion < num_values:
+                z = v[:, None, :, distortion]
+            else:
+                z = extra[..., distortion - num_values]
+            d, z_run = _distortion(wt, z, z_run, reset)
+            parts.append(d)
+        return (wt.t_last, z_run), jnp.concatenate(parts, axis=2)
 
     @jax.checkpoint
     def step(carry, x):
-        cur_tile, t_run = carry
+        cur_tile, t_run, z_run = carry
         tiles, a, v, m = x
-        padding = tiles[0] >= num_tiles
-        saturated = jnp.all(tiles == cur_tile) & jnp.all(t_run < t_min) & (not signed)
+        padding, skip = skip_group(tiles, cur_tile, t_run, num_tiles, signed, t_min)
 
-        def skip(_):
-            return t_run, jnp.zeros((g, pix, out_channels), dtype)
+        def skipped(_):
+            return (t_run, z_run), jnp.zeros((g, pix, out_channels), dtype)
 
         def run(_):
-            return group_sums(t_run, cur_tile, tiles, a, v, m)
+            return group_sums(carry, tiles, a, v, m)
 
-        t_new, sums = jax.lax.cond(padding | saturated, skip, run, None)
+        (t_new, z_new), sums = jax.lax.cond(skip, skipped, run, None)
         last = jnp.where(padding, cur_tile, tiles[-1])
-        return (last, t_new), sums
+        return (last, t_new, z_new), sums
 
-    init = (jnp.int32(-1), jnp.ones((pix,), dtype))
+    init = (jnp.int32(-1), jnp.ones((pix,), dtype), jnp.zeros((pix,), dtype))
     _, sums = jax.lax.scan(step, init, xs)
-    sums = sums.reshape(num_items, pix, out_channels)
-    return jax.ops.segment_sum(sums, item_tile, num_segments=num_tiles + 1)[:num_tiles]
+    sums = sums.reshape(-1, pix, out_channels)
+    return jax.ops.segment_sum(sums, lay.item_tile, num_segments=num_tiles + 1)[:num_tiles]

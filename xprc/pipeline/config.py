@@ -27,6 +27,11 @@ class RenderConfig:
                  skipped.
     alpha_min:   alpha below this is no contribution (REFERENCE.md: 1/255).
     t_min:       stop before a primitive would bring transmittance below this (REFERENCE.md: 1e-4).
+    distortion:  also composite the 2DGS depth distortion sum_{i,j} w_i w_j |z_i - z_j| per pixel
+                 (`RenderOutput.distortion`), in list order as 2 sum_k w_k (z_k W_{k-1} - Z_{k-1});
+                 z is the response's per-pixel `depth` output when it emits one, else the sort
+                 depth. Exact when z increases along the list (the sort depth; per-pixel depths
+                 of crossing primitives need not). Differentiated by autodiff of the scan.
     """
 
     tile_size: int = 16
@@ -38,6 +43,7 @@ class RenderConfig:
     group: int = 8
     alpha_min: float = 1.0 / 255.0
     t_min: float = 1e-4
+    distortion: bool = False
 
     def entry_capacity(self, num_primitives: int, num_tiles: int) -> int:
         """The static entry capacity: explicit, or derived from the scene size."""
