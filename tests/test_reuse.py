@@ -47,9 +47,10 @@ def _hand_expanded() -> str:
 
 
 def _body(source: str) -> str:
-    """The module without the lines that name the spec file or its hash, and without the
-    `# spec line N` comments (a line of the base spec says so)."""
-    drop = ("# Generated", "# `xprc", "# spec sha256", '"""', "NAME =", "SPEC_SHA256 =")
+    """The module without the lines that name the spec file or its hash, or where the `cameras`
+    declaration is, and without the `# spec line N` comments (a line of the base spec says so)."""
+    drop = ("# Generated", "# `xprc", "# spec sha256", '"""', "NAME =", "SPEC_SHA256 =",
+            "SPEC_FILE =", "CAMERA_MODELS_SOURCE =")  # fmt: skip
     lines = [line for line in source.splitlines() if not line.startswith(drop)]
     return "\n".join(re.sub(r"  # spec line \d+(, base spec)?$", "", line) for line in lines)
 

@@ -46,6 +46,10 @@ class DataError(XprError):
         super().__init__(problem, filename=str(path))
 
 
+class CameraModelError(XprError):
+    """A camera whose model the spec does not accept (its `cameras` declaration)."""
+
+
 class SpecError(XprError):
     """A mistake in a spec (or in the compile options for it); located when possible."""
 

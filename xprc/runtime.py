@@ -35,6 +35,25 @@ class ParamSpec(NamedTuple):
     init_raw: float | None = None
 
 
+def check_camera(method, camera) -> None:
+    """Raise CameraModelError when `camera.model` is not one of the spec's CAMERA_MODELS (a
+    module without the list, such as a hand-written one, accepts every model)."""
+    models = getattr(method, "CAMERA_MODELS", None)
+    model = getattr(camera, "model", None)
+    if models is None or model is None or model in models:
+        return
+    from xprc.errors import CameraModelError
+
+    name = getattr(method, "NAME", "the method")
+    why = getattr(method, "CAMERA_MODELS_SOURCE", "")
+    raise CameraModelError(
+        f"{name} accepts the camera model{'s' if len(models) > 1 else ''} {', '.join(models)}"
+        f"{f' ({why})' if why else ''}, not '{model}': render it with such a camera, or declare "
+        f"'cameras {', '.join((*models, model))}' in the spec if it is right for '{model}'",
+        filename=getattr(method, "SPEC_FILE", None),
+    )
+
+
 def broadcast(x, like):
     """A value that does not vary per element (a number, a camera scalar) shaped like `like`."""
     x = jnp.asarray(x)

@@ -2,9 +2,11 @@
 
 A footprint (`radius`, `radii` or `box`) only selects tiles; a pixel outside it whose alpha would
 reach 1/255 is silently lost. `verify` renders random scenes (ordinary, large, near, edge-on and
-partly-behind primitives) through every camera model, once with the spec's footprints and once
-with every footprint replaced by the whole image, and reports the largest difference (colour,
-alpha or depth) and the primitive and pixel that escaped. Above `tol` (1e-6) the spec fails.
+partly-behind primitives) through every camera model the spec accepts (its `cameras`), once with
+the spec's footprints and once with every footprint replaced by the whole image, and reports the
+largest difference (colour, alpha or depth) and the primitive and pixel that escaped. Above `tol`
+(1e-6) the spec fails. A primitive whose projection is not finite (NaN or inf: the pipeline
+leaves it out and counts it in `stats["nonfinite"]`) fails it too, named with the output.
 
 Both renders share one compiled function per camera model: the wrapper method below takes a flag
 as an extra (traced) parameter that swaps the box. Rendering is float64 (the caller enables x64:
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,15 +43,28 @@ class Escape:
 
 
 @dataclass
+class NonFinite:
+    """The first primitive found with a non-finite projection output."""
+
+    scene: str
+    model: str
+    primitive: int
+    output: str  # e.g. "attrs 'conic.x'", "depth", "box[2]"
+    value: float
+    count: int  # primitives with a non-finite output in that render
+
+
+@dataclass
 class Report:
     spec: str
     cases: int
     worst: Escape
     tol: float
+    nonfinite: NonFinite | None = None
 
     @property
     def ok(self) -> bool:
-        return self.worst.diff <= self.tol
+        return self.worst.diff <= self.tol and self.nonfinite is None
 
     def format(self) -> str:
         w = self.worst
@@ -56,6 +72,13 @@ class Report:
             f"{self.spec}: largest difference {w.diff:.3g} over {self.cases} renders "
             f"(tolerance {self.tol:g})"
         )
+        if self.nonfinite is not None:
+            f = self.nonfinite
+            return (
+                f"{head}: non-finite projection in scene '{f.scene}', camera model '{f.model}': "
+                f"primitive {f.primitive} has {f.output} = {f.value} ({f.count} primitive"
+                f"{'s' if f.count != 1 else ''} in that render; the pipeline leaves them out)"
+            )
         if self.ok:
             return head + ": footprints hold"
         where = f"scene '{w.scene}', camera model '{w.model}'"
@@ -241,11 +264,61 @@ def _escaped(method, params: dict, cam, pixel: tuple[int, int], tile: int, alpha
     return i, float(alpha[i])
 
 
+def _nonfinite(method, params: dict, cam, scene: str, model: str) -> NonFinite | None:
+    """The first primitive with a non-finite projection output, or None. The pipeline leaves
+    out a primitive whose depth, attrs or features are not finite; a valid primitive's centre,
+    box or ellipse must be finite too (an invalid one's are never read)."""
+    proj = _project_fn(method)(params, cam)
+    valid = np.asarray(proj["valid"])
+    found, rows_bad = None, np.zeros(valid.shape, bool)
+    for out in ("depth", "attrs", "features", "centre", "box", "ellipse"):
+        if out not in proj:
+            continue
+        a = np.asarray(proj[out], np.float64).reshape(valid.shape[0], -1)
+        bad = ~np.isfinite(a)
+        if out in ("centre", "box", "ellipse"):
+            bad &= valid[:, None]
+        rows_bad |= bad.any(1)
+        if found is None and bad.any():
+            i, k = (int(v[0]) for v in np.nonzero(bad))
+            if out == "attrs":
+                label = f"attrs '{method.ATTRS[k]}'"
+            else:
+                label = out if a.shape[1] == 1 else f"{out}[{k}]"
+            found = (i, label, float(a[i, k]))
+    if found is None:
+        return None
+    return NonFinite(scene, model, *found, int(rows_bad.sum()))
+
+
+@functools.cache
+def _project_fn(method):
+    import jax
+
+    return jax.jit(method.project)
+
+
+def accepted_models(method, models=None, name: str = "spec") -> tuple[str, ...]:
+    """The camera models to verify: `models`, each one the spec accepts, else all it accepts."""
+    accepted = tuple(getattr(method, "CAMERA_MODELS", MODELS))
+    if models is None:
+        return accepted
+    for m in models:
+        if m not in MODELS:
+            raise XprError(f"unknown camera model '{m}' (expected {', '.join(MODELS)})")
+        if m not in accepted:
+            raise XprError(
+                f"{name}: camera model '{m}' is not one the spec accepts "
+                f"({', '.join(accepted)}: its 'cameras' declaration or the default)"
+            )
+    return tuple(models)
+
+
 def verify(
     method,
     name: str = "spec",
     *,
-    models=MODELS,
+    models=None,
     scenes=SCENES,
     seeds=(0,),
     n: int = 16,
@@ -254,18 +327,25 @@ def verify(
     tile: int = 8,
     tol: float = TOL,
 ) -> Report:
-    """Render each (scene, seed, model) with the spec's footprints and with whole-image ones."""
+    """Render each (scene, seed, model) with the spec's footprints and with whole-image ones;
+    `models` None: every model the spec accepts."""
     import jax.numpy as jnp
 
+    models = accepted_models(method, models, name)
     config = config_for(n, width, height, tile)
     worst = Escape(0.0, scenes[0], models[0], None, None, 0.0)
+    nonfinite = None
     cases = 0
     for model in models:
         cam = camera(model, width, height)
         for kind in scenes:
             for seed in seeds:
                 raw = {k: jnp.asarray(v) for k, v in scene(method, kind, n, seed).items()}
-                outs = render_pair(method, raw, cam, config)
+                if nonfinite is None:
+                    nonfinite = _nonfinite(method, raw, cam, kind, model)
+                with warnings.catch_warnings():  # left-out primitives: reported above
+                    warnings.filterwarnings("ignore", "render left out", RuntimeWarning)
+                    outs = render_pair(method, raw, cam, config)
                 cases += 1
                 diff = np.zeros((height, width))
                 for a, b in zip(outs[0].__dict__.values(), outs[1].__dict__.values(),
@@ -282,7 +362,7 @@ def verify(
                     if value > tol:
                         prim, alpha = _escaped(method, raw, cam, pixel, tile, config.alpha_min)
                     worst = Escape(value, kind, model, pixel, prim, alpha)
-    return Report(name, cases, worst, tol)
+    return Report(name, cases, worst, tol, nonfinite)
 
 
 def verify_file(path, defines=None, **kwargs) -> Report:
@@ -305,8 +385,9 @@ def add_arguments(p) -> None:
     p.add_argument("--seeds", type=int, default=2, help="random scenes of each kind (default 2)")
     p.add_argument(
         "--models",
-        default=",".join(MODELS),
-        help=f"camera models, comma-separated (default: {','.join(MODELS)})",
+        default=None,
+        help="camera models, comma-separated (default: every model the spec accepts, its "
+        f"'cameras'; models: {','.join(MODELS)})",
     )
     p.add_argument("--tol", type=float, default=TOL, help=f"largest allowed difference ({TOL:g})")
 
@@ -315,9 +396,11 @@ def run(args) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    bad = [m for m in models if m not in MODELS]
-    if bad or not models:
+    models = None
+    if args.models is not None:
+        models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    bad = [m for m in models or () if m not in MODELS]
+    if bad or models == ():
         raise XprError(f"--models: unknown camera model '{bad[0] if bad else ''}' "
                        f"(expected {', '.join(MODELS)})")  # fmt: skip
     if args.seeds < 1 or not math.isfinite(args.tol) or args.tol < 0:

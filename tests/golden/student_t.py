@@ -29,6 +29,9 @@ NUM_FEATURES = 3
 USES_RAY = False
 SIGNED_ALPHA = True
 PIXEL_OUTPUTS = ()
+CAMERA_MODELS = ('pinhole',)
+CAMERA_MODELS_SOURCE = 'declared in 3dgs.xpr on line 4'
+SPEC_FILE = 'student_t.xpr'
 
 
 def activate(raw):
@@ -254,7 +257,7 @@ def project(raw, camera):
     valid = jnp.logical_and(t0 > c_near, t53 >= 0.00392156862745098)  # spec line 25
     valid = rt.finite_and(valid, centre, depth, box)
     attrs = jnp.stack([cam_u0, t115*t73, cam_v0, t115*t49, -t114*t115, 2.0/t51, t54, t52], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t101*r_sh__4_0 + t102*r_sh__14_0 + t113*r_sh__10_0 + t87*r_sh__8_0 + t90*r_sh__6_0 + t92*r_sh__2_0 + t98*r_sh__12_0 - t104*r_sh__5_0 - t105*r_sh__7_0 - t108*r_sh__11_0 - t110*r_sh__13_0 - t111*r_sh__15_0 - t112*r_sh__9_0 - t93*r_sh__1_0 - t94*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t101*r_sh__4_1 + t102*r_sh__14_1 + t113*r_sh__10_1 + t87*r_sh__8_1 + t90*r_sh__6_1 + t92*r_sh__2_1 + t98*r_sh__12_1 - t104*r_sh__5_1 - t105*r_sh__7_1 - t108*r_sh__11_1 - t110*r_sh__13_1 - t111*r_sh__15_1 - t112*r_sh__9_1 - t93*r_sh__1_1 - t94*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t101*r_sh__4_2 + t102*r_sh__14_2 + t113*r_sh__10_2 + t87*r_sh__8_2 + t90*r_sh__6_2 + t92*r_sh__2_2 + t98*r_sh__12_2 - t104*r_sh__5_2 - t105*r_sh__7_2 - t108*r_sh__11_2 - t110*r_sh__13_2 - t111*r_sh__15_2 - t112*r_sh__9_2 - t93*r_sh__1_2 - t94*r_sh__3_2 + 0.5, 0.0)], -1)  # spec line 48, base spec
+    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t101*r_sh__4_0 + t102*r_sh__14_0 + t113*r_sh__10_0 + t87*r_sh__8_0 + t90*r_sh__6_0 + t92*r_sh__2_0 + t98*r_sh__12_0 - t104*r_sh__5_0 - t105*r_sh__7_0 - t108*r_sh__11_0 - t110*r_sh__13_0 - t111*r_sh__15_0 - t112*r_sh__9_0 - t93*r_sh__1_0 - t94*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t101*r_sh__4_1 + t102*r_sh__14_1 + t113*r_sh__10_1 + t87*r_sh__8_1 + t90*r_sh__6_1 + t92*r_sh__2_1 + t98*r_sh__12_1 - t104*r_sh__5_1 - t105*r_sh__7_1 - t108*r_sh__11_1 - t110*r_sh__13_1 - t111*r_sh__15_1 - t112*r_sh__9_1 - t93*r_sh__1_1 - t94*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t101*r_sh__4_2 + t102*r_sh__14_2 + t113*r_sh__10_2 + t87*r_sh__8_2 + t90*r_sh__6_2 + t92*r_sh__2_2 + t98*r_sh__12_2 - t104*r_sh__5_2 - t105*r_sh__7_2 - t108*r_sh__11_2 - t110*r_sh__13_2 - t111*r_sh__15_2 - t112*r_sh__9_2 - t93*r_sh__1_2 - t94*r_sh__3_2 + 0.5, 0.0)], -1)  # spec line 49, base spec
     return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
 
 

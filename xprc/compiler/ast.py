@@ -181,6 +181,14 @@ class Color:
 
 
 @dataclass(eq=False)
+class Cameras:
+    """`cameras pinhole, opencv`: the camera models a spec accepts."""
+
+    loc: Loc  # the keyword
+    models: list[tuple[str, Loc]]
+
+
+@dataclass(eq=False)
 class Primitive:
     loc: Loc
     name: str
@@ -352,6 +360,8 @@ class Checked:
     signed: bool = False  # alpha may be negative (`response signed`)
     pixel: dict[str, Node] = field(default_factory=dict)  # per-pixel outputs `emit` in response
     locs: dict[str, Loc] = field(default_factory=dict)  # output -> where the spec defines it
+    cameras: tuple[str, ...] = ("pinhole",)  # the camera models the spec accepts
+    cameras_why: str = ""  # where that comes from: the declaration or the default's reason
 
 
 def format_ir(checked: Checked) -> str:

@@ -14,6 +14,7 @@ from xprc.compiler.names import (
     CAMERA_ATTRS,
     CAMERA_METHODS,
     MAX_VEC,
+    PINHOLE_READS,
     _Binding,
     _fold_float,
     _is_int,
@@ -125,6 +126,8 @@ class BuiltinChecks:
             raise self.err(
                 XprTypeError, f"camera.{f.name} needs a vec3, got {p.type}", e.args[0].loc
             )
+        if f.name in PINHOLE_READS:
+            self.pinhole_reads.setdefault(f"camera.{f.name}", f.loc)
         if f.name == "world_to_camera":
             r = self.node("input", MatT(3, 3), extra=("camera", "rotation"))
             t = self.node("input", VecT(3), extra=("camera", "translation"))

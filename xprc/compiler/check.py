@@ -68,6 +68,8 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
         self.call_stack: list[str] = []
         self.nodes = 0
         self.uses_ray = False
+        self.pinhole_reads: dict[str, Loc] = {}  # camera.fx, .jacobian ... -> first read
+        self.cameras_decl: ast.Cameras | None = None
 
     # -- errors --------------------------------------------------------------------------------
 
@@ -131,6 +133,7 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
                 raise self.err(MissingOutputError, f"missing '{kind} {{ ... }}' block", start)
         emits, outputs = self.projection(blocks["projection"], color)
         prim_nodes, alpha = self.response(blocks["response"], emits)
+        cameras, cameras_why = self.cameras()
         return ast.Checked(
             name=prim.name,
             filename=self.spec.filename,
@@ -147,9 +150,12 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
             locs={
                 **{k: emits[k][1] for k in ("centre", "depth", "valid", "color")},
                 "box": next(loc for k, (_, loc) in emits.items() if k in FOOTPRINTS),
+                **{k: emits[k][1] for k in OPTIONAL_OUTPUTS if k in emits},
                 "alpha": alpha.loc,
                 **{f"pixel_{k}": loc for k, (_, loc) in self.pixel_outputs.items()},
             },
+            cameras=cameras,
+            cameras_why=cameras_why,
         )
 
     def declarations(self):
@@ -183,7 +189,41 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
                 if color is not None:
                     raise self.duplicate("'color'", color.loc, item.loc)
                 color = item
+            elif isinstance(item, ast.Cameras):
+                if self.cameras_decl is not None:
+                    raise self.duplicate("'cameras' declaration", self.cameras_decl.loc, item.loc)
+                self.cameras_decl = item
         return prim, blocks, color, const_items
+
+    def cameras(self) -> tuple[tuple[str, ...], str]:
+        """The camera models the spec accepts (in CAMERA_MODELS order) and why: its `cameras`
+        declaration, else all models, or `pinhole` alone for a spec that reads the pinhole
+        intrinsics or the Jacobian (a projection written for, or linearised at, a pinhole)."""
+        decl = self.cameras_decl
+        if decl is None:
+            if not self.pinhole_reads:
+                return CAMERA_MODELS, "the default, without a cameras declaration"
+            what, loc = next(iter(self.pinhole_reads.items()))
+            where = f"{loc.file} line {loc.line}" if loc.file else f"line {loc.line}"
+            why = (
+                f"the default for a spec that reads {what} ({where}), without a cameras declaration"
+            )
+            return ("pinhole",), why
+        seen: dict[str, Loc] = {}
+        for name, loc in decl.models:
+            if name not in CAMERA_MODELS:
+                raise self.err(
+                    UnknownNameError,
+                    f"unknown camera model '{name}'{suggest(name, CAMERA_MODELS)} "
+                    f"(models: {', '.join(CAMERA_MODELS)})",
+                    loc,
+                )
+            if name in seen:
+                raise self.err(DuplicateError, f"camera model '{name}' is listed twice", loc)
+            seen[name] = loc
+        where = f"in {decl.loc.file} " if decl.loc.file else ""
+        models = tuple(m for m in CAMERA_MODELS if m in seen)
+        return models, f"declared {where}on line {decl.loc.line}"
 
     def duplicate(self, what: str, first: Loc, loc: Loc) -> XprError:
         return self.err(DuplicateError, f"duplicate {what} (first on line {first.line})", loc)

@@ -401,6 +401,10 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     out.append(f"SIGNED_ALPHA = {ch.signed!r}")
     names = [ident(k) + _channel_suffix(n) for k, n in ch.pixel.items() for n in _channels(n)]
     out.append("PIXEL_OUTPUTS = (" + "".join(f"{n!r}, " for n in names).rstrip() + ")")
+    out.append("CAMERA_MODELS = (" + "".join(f"{ident(m)!r}, " for m in ch.cameras).rstrip() + ")")
+    why = re.sub(r"[^A-Za-z0-9_.()/ ,-]", "_", ch.cameras_why)  # (file names are restricted)
+    out.append(f"CAMERA_MODELS_SOURCE = {why!r}")  # declared, or why the default
+    out.append(f"SPEC_FILE = {spec_name!r}")
     out.append("")
 
     # activate

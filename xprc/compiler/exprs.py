@@ -17,6 +17,7 @@ from xprc.compiler.names import (
     CAMERA_METHODS,
     CAMERA_MODELS,
     MAX_VEC,
+    PINHOLE_READS,
     RAY_ATTRS,
     _Binding,
     _fold_float,
@@ -291,6 +292,8 @@ class ExprChecks:
                     ScopeError, f"'camera' is not available in a {scope.context}", e.target.loc
                 )
             if e.name in CAMERA_ATTRS:
+                if e.name in PINHOLE_READS:
+                    self.pinhole_reads.setdefault(f"camera.{e.name}", e.loc)
                 return self.node("input", CAMERA_ATTRS[e.name], extra=("camera", e.name))
             if e.name == "model":
                 raise self.err(

@@ -32,6 +32,9 @@ CAMERA_ATTRS = {
 }  # fmt: skip
 CAMERA_METHODS = {"project", "project_valid", "jacobian", "world_to_camera"}
 CAMERA_MODELS = ("pinhole", "opencv", "fisheye", "ortho")  # xprc.camera.MODELS
+# What a spec reads when it writes the projection for a pinhole (its intrinsics) or linearises
+# it (the Jacobian): without a `cameras` declaration such a spec accepts `pinhole` only.
+PINHOLE_READS = ("fx", "fy", "cx", "cy", "jacobian")
 RAY_ATTRS = {"origin", "dir"}
 
 _UNARY_MATH = {
@@ -59,6 +62,10 @@ NAMED_ACTIVATIONS = ("exp", "sigmoid", "normalize", "abs", "softplus", "tanh")
 
 FOOTPRINTS = {"radius": SCALAR, "radii": VecT(2), "box": VecT(4)}
 REQUIRED = {"centre": VecT(2), "depth": SCALAR, "valid": BOOL}
+# Optional projection outputs beside the footprint: `ellipse` [a, b, c], the set
+# {d = pixel - centre : a dx^2 + 2 b dx dy + c dy^2 <= 1} that holds every pixel the response
+# reaches; binning culls the rectangle's tiles that miss it.
+OPTIONAL_OUTPUTS = {"ellipse": VecT(3)}
 
 _VERB = {
     "+": "add", "-": "subtract", "*": "multiply", "/": "divide", "^": "raise",

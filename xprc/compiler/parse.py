@@ -104,6 +104,10 @@ class _Build(Transformer):
     def color(self, meta, c):
         return ast.Color(ast.Loc(meta.line, meta.column), c[0])
 
+    def cameras(self, meta, c):
+        keyword, *names = c
+        return ast.Cameras(_loc(keyword), [(str(n), _loc(n)) for n in names])
+
     # -- statements
     def block(self, meta, c):
         out = []

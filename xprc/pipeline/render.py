@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import XprError
+from ..runtime import check_camera
 from . import capacity as cap
 from .binning import INT32_MAX, TileGrid, bin_and_sort
 from .composite import composite, tile_pixels
@@ -248,6 +249,7 @@ def render(
     """
     if mode not in MODES:
         raise XprError(f"unknown render mode '{mode}' (expected one of {', '.join(MODES)})")
+    check_camera(method, camera)  # a camera model the spec does not accept: CameraModelError
     config = config or RenderConfig()
     cap.check_policy(config)
     params = prepare_params(method, params)
