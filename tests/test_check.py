@@ -1,6 +1,7 @@
 """Checking: types and shapes of outputs, generic functions, constants and -D, the parameter
 table, scopes."""
 
+import numpy as np
 import pytest
 
 from xprc.compiler import ast, check, parse
@@ -184,3 +185,59 @@ def test_trainer_starts_from_the_derived_raw_value(tmp_path):
     spec = {p.name: p for p in method.PARAMS}["betas"]
     raw = train_init._init_one(method, spec, spec.init, 3, None, None, None)
     np.testing.assert_allclose(raw, 0.0)  # activation 4 * exp(0) = 4, not raw 4 (beta ~ 218)
+
+
+# ---------------------------------------------------------------------------------------------
+# The built-in functions' one table (xprc/compiler/library.py).
+
+
+def test_docs_list_the_builtin_table():
+    """docs/language.md's table is the one generated from library.TABLE (regenerate it with
+    `python -m xprc.compiler.library` and paste it between the markers)."""
+    from conftest import ROOT
+
+    from xprc.compiler import library
+
+    text = (ROOT / "docs" / "language.md").read_text()
+    begin, end = "<!-- built-in table: begin -->\n", "<!-- built-in table: end -->"
+    assert text[text.index(begin) + len(begin) : text.index(end)] == library.markdown_table()
+    for name, entry in library.TABLE.items():
+        assert entry.docs and all(f"`{name}" in sig for sig, _ in entry.docs), name
+    assert library.BUILTINS == set(library.TABLE) | {"quat"}
+
+
+_NUMPY = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "tanh": np.tanh, "abs": np.abs, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "floor": np.floor, "ceil": np.ceil, "sign": np.sign, "softplus": lambda x: np.log1p(np.exp(x)),
+    "log1p": np.log1p, "expm1": np.expm1, "stop_gradient": lambda x: x,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("x", [0.3, -0.7, 2.5])
+def test_unary_builtins_fold_like_numpy(x):
+    """Every one-argument elementwise built-in folds a number at check time (its table fold)
+    to NumPy's value (nan where NumPy gives nan)."""
+    from xprc.compiler import library
+
+    assert set(_NUMPY) == set(library.UNARY)
+    for name, f in _NUMPY.items():
+        with np.errstate(invalid="ignore"):
+            want = float(f(np.float64(x)))
+        node = probe(f"{name}({x})")
+        assert node.op == "num", name
+        np.testing.assert_allclose(node.extra, want, rtol=1e-15, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "expr,want",
+    [
+        ("min(3, 1.5, 2)", 1.5), ("max(-1, -4)", -1.0), ("clamp(5, 0, 2)", 2.0),
+        ("atan2(1, -1)", float(np.arctan2(1, -1))), ("pow(2, 10)", 1024.0),
+        ("pow(2, 0.5)", float(np.sqrt(2))),
+    ],
+)  # fmt: skip
+def test_elementwise_builtins_fold_like_numpy(expr, want):
+    node = probe(expr)
+    assert node.op == "num" and node.extra == pytest.approx(want, rel=1e-15)

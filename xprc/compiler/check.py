@@ -15,12 +15,12 @@ from xprc.compiler import ast
 from xprc.compiler.ast import SCALAR, Loc, Node, ScalarT, VecT
 from xprc.compiler.builtins import BuiltinChecks
 from xprc.compiler.exprs import ExprChecks
+from xprc.compiler.library import BUILTINS
 from xprc.compiler.names import (  # noqa: F401  (some re-exported)
     _BINOP,
     _LANG_RESERVED,
     _PY_RESERVED,
     _VERB,
-    BUILTINS,
     CAMERA_ATTRS,
     CAMERA_METHODS,
     CAMERA_MODELS,

@@ -15,7 +15,8 @@ import re
 
 import sympy
 
-from xprc.compiler.lower import (
+from xprc.compiler.simplify import Call, Program, Simplified
+from xprc.compiler.symops import (
     CAMERA_CODE,
     Abs,
     Acos,
@@ -49,7 +50,6 @@ from xprc.compiler.lower import (
     XMax,
     XMin,
 )
-from xprc.compiler.simplify import Call, Program, Simplified
 
 ATOM, UNARY, MUL, ADD, CMP = 100, 60, 50, 40, 30
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")

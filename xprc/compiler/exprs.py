@@ -5,14 +5,12 @@ attributes, list literals and comprehensions. A mixin of check.Checker (it uses 
 
 from __future__ import annotations
 
-import math
-
 from xprc.compiler import ast
 from xprc.compiler.ast import BOOL, SCALAR, ArrayT, BoolT, Loc, MatT, Node, ScalarT, VecT
+from xprc.compiler.library import BUILTINS, fold_pow
 from xprc.compiler.names import (
     _BINOP,
     _VERB,
-    BUILTINS,
     CAMERA_ATTRS,
     CAMERA_METHODS,
     CAMERA_MODELS,
@@ -20,7 +18,6 @@ from xprc.compiler.names import (
     PINHOLE_READS,
     RAY_ATTRS,
     _Binding,
-    _fold_float,
     _is_num,
     _num,
     _Scope,
@@ -215,7 +212,7 @@ class ExprChecks:
                     loc,
                 )
             if _is_num(a) and _is_num(b):
-                return _num(self.fold_pow(a.extra, b.extra))
+                return _num(fold_pow(a.extra, b.extra))
             return self.node("pow", ta, a, b)
         if (
             op == "*"
@@ -250,13 +247,6 @@ class ExprChecks:
                 raise self.err(StaticError, "division by zero", loc)
             return _num(x / y)
         return self.node(_BINOP[op], t, a, b)
-
-    @staticmethod
-    def fold_pow(x, y):
-        if isinstance(x, int) and isinstance(y, int) and 0 <= y <= 64 and abs(x) < 2**16:
-            return x**y
-        r = _fold_float(math.pow, float(x), float(y))
-        return r
 
     @staticmethod
     def broadcast(ta, tb):

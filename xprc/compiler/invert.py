@@ -48,12 +48,13 @@ class _Builder:
         return self.ck.binary(op, a, b, self.loc)
 
     def call(self, name: str, *xs: Node) -> Node:
-        from xprc.compiler.names import _UNARY_MATH, _fold_float
+        from xprc.compiler.library import TABLE, UNARY
+        from xprc.compiler.names import _fold_float
 
-        if len(xs) == 1 and name in _UNARY_MATH and xs[0].op == "num":
-            return self.num(float(_fold_float(_UNARY_MATH[name], xs[0].extra)))
+        if len(xs) == 1 and name in UNARY and xs[0].op == "num":
+            return self.num(float(_fold_float(TABLE[name].fold, xs[0].extra)))
         if name in ("min", "max") and all(x.op == "num" for x in xs):
-            return self.num((min if name == "min" else max)(x.extra for x in xs))
+            return self.num(TABLE[name].fold(x.extra for x in xs))
         if name == "where" and xs[0].op == "boolean":
             return xs[1] if xs[0].extra else xs[2]
         typ = xs[1].type if name == "where" else xs[0].type

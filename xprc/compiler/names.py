@@ -37,21 +37,6 @@ CAMERA_MODELS = ("pinhole", "opencv", "fisheye", "ortho")  # xprc.camera.MODELS
 PINHOLE_READS = ("fx", "fy", "cx", "cy", "jacobian")
 RAY_ATTRS = {"origin", "dir"}
 
-_UNARY_MATH = {
-    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x),
-    "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos,
-    "atan": math.atan, "tanh": math.tanh, "abs": abs, "floor": math.floor, "ceil": math.ceil,
-    "sigmoid": lambda x: 1 / (1 + math.exp(-x)),
-    "sign": lambda x: float((x > 0) - (x < 0)),
-    "softplus": lambda x: max(x, 0.0) + math.log1p(math.exp(-abs(x))),
-    "log1p": math.log1p, "expm1": math.expm1, "stop_gradient": lambda x: x,
-}  # fmt: skip
-_OTHER_BUILTINS = {
-    "atan2", "pow", "min", "max", "clamp", "where", "dot", "cross", "norm", "normalize", "outer",
-    "sum", "transpose", "inverse", "det", "diag", "eye", "zeros", "trace", "col", "row",
-    "quat_to_rotmat", "eval_sh", "max_eigenvalue", "quat", "cutoff",
-}  # fmt: skip
-BUILTINS = set(_UNARY_MATH) | _OTHER_BUILTINS
 _TYPE_NAMES = ["scalar", "vec2", "vec3", "vec4", "quat", "mat2", "mat3", "mat4", "sh"]
 
 # Training annotations on parameters (read by the trainer through ParamSpec).

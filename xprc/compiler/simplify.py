@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import sympy
 from sympy.core.parameters import distribute
 
-from xprc.compiler.lower import (
+from xprc.compiler.lower import Input, Lowered
+from xprc.compiler.symops import (
     CAMERA_METHODS,
     CAMERA_OUTPUTS,
     Acos,
@@ -28,10 +29,8 @@ from xprc.compiler.lower import (
     Exp,
     Expm1,
     Gt,
-    Input,
     Log,
     Log1p,
-    Lowered,
     PowF,
     Recip,
     RSqrt,

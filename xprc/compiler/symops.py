@@ -1,0 +1,428 @@
+"""The SymPy vocabulary the lowerer builds with: our unevaluated functions (printed by codegen),
+and scalar operations that fold numbers in Python (so SymPy never sees a complex intermediate).
+lower.py lowers the IR with them and library.py lowers the built-in functions with them; no
+stage logic lives here."""
+
+from __future__ import annotations
+
+import math
+
+import sympy
+
+# ---------------------------------------------------------------------------------------------
+# Our SymPy functions (printed by codegen).
+
+
+class Op(sympy.Function):
+    """Base of our functions: never evaluated by SymPy, and declared finite so SymPy's
+    assumption queries (asked whenever it builds a Pow or Mul) stop here instead of walking
+    the whole expression."""
+
+    is_finite = True
+
+
+class Recip(Op):
+    """1 / x"""
+
+    nargs = 1
+
+
+class Sqrt(Op):
+    nargs = 1
+
+
+class RSqrt(Op):
+    """1 / sqrt(x), printed as lax.rsqrt"""
+
+    nargs = 1
+
+
+class PowF(Op):
+    """x ** y for a non-integer or symbolic exponent."""
+
+    nargs = 2
+
+
+class Where(Op):
+    """where(cond, a, b), elementwise select."""
+
+    nargs = 3
+
+
+class XMax(Op):
+    nargs = 2
+
+
+class XMin(Op):
+    nargs = 2
+
+
+class Sigmoid(Op):
+    nargs = 1
+
+
+class Floor(Op):
+    nargs = 1
+
+
+class Ceil(Op):
+    nargs = 1
+
+
+class Sign(Op):
+    nargs = 1
+
+
+class Atan2(Op):
+    nargs = 2
+
+
+class Cmp(Op):
+    """A comparison `a OP b` (OP in the subclass). Our own rather than SymPy's relationals:
+    those check their operands' realness whenever they are rebuilt (by cse, say) and refused
+    `where(c, -a / where(c, b, 1), -1) > 0` (crash 5 of issue 13) and any NaN operand."""
+
+    nargs = 2
+    op = ""
+
+
+class Lt(Cmp):
+    op = "<"
+
+
+class Le(Cmp):
+    op = "<="
+
+
+class Gt(Cmp):
+    op = ">"
+
+
+class Ge(Cmp):
+    op = ">="
+
+
+class EqC(Cmp):
+    op = "=="
+
+
+class NeC(Cmp):
+    op = "!="
+
+
+class LAnd(Op):
+    nargs = 2
+
+
+class LOr(Op):
+    nargs = 2
+
+
+class LNot(Op):
+    nargs = 1
+
+
+class Exp(Op):
+    nargs = 1
+
+
+class Log(Op):
+    nargs = 1
+
+
+class Sin(Op):
+    nargs = 1
+
+
+class Cos(Op):
+    nargs = 1
+
+
+class Tan(Op):
+    nargs = 1
+
+
+class Asin(Op):
+    nargs = 1
+
+
+class Acos(Op):
+    nargs = 1
+
+
+class Atan(Op):
+    nargs = 1
+
+
+class Tanh(Op):
+    nargs = 1
+
+
+class Abs(Op):
+    nargs = 1
+
+
+class Softplus(Op):
+    """log(1 + exp(x)), printed as jax.nn.softplus (stable for large |x|)."""
+
+    nargs = 1
+
+
+class Log1p(Op):
+    nargs = 1
+
+
+class Expm1(Op):
+    nargs = 1
+
+
+class StopGrad(Op):
+    """x, with no gradient (lax.stop_gradient)."""
+
+    nargs = 1
+
+
+class CameraCall(Op):
+    """CameraCall(method, output, x, y, z): output `output` of camera.<method>(x, y, z)."""
+
+    nargs = 5
+
+
+CAMERA_METHODS = ("project", "project_valid", "jacobian")
+CAMERA_OUTPUTS = {"project": 2, "project_valid": 1, "jacobian": 6}
+BOOLEAN_FUNCS = (LAnd, LOr, LNot, Cmp)
+
+# Where each camera attribute lives on the Python camera object.
+CAMERA_CODE = {"rotation": "R", "translation": "t", "position": "position"}
+
+_BOOL_TYPES = (
+    sympy.core.relational.Relational,
+    sympy.logic.boolalg.BooleanAtom,
+    sympy.logic.boolalg.BooleanFunction,
+    *BOOLEAN_FUNCS,
+)
+
+
+def is_boolean(e) -> bool:
+    """Whether a lowered expression is bool-valued (symbols never are: inputs are floats)."""
+    if isinstance(e, _BOOL_TYPES):
+        return True
+    if isinstance(e, CameraCall):
+        return int(e.args[0]) == CAMERA_METHODS.index("project_valid")
+    return isinstance(e, Where) and is_boolean(e.args[1])
+
+
+def flatten(v) -> list:
+    if isinstance(v, tuple):
+        return [x for item in v for x in flatten(item)]
+    return [v]
+
+
+def _num(x) -> sympy.Expr:
+    if isinstance(x, bool):
+        return sympy.true if x else sympy.false
+    if isinstance(x, int):
+        return sympy.Integer(x)
+    if math.isnan(x):
+        return sympy.nan
+    if math.isinf(x):
+        return sympy.oo if x > 0 else -sympy.oo
+    if x == int(x) and abs(x) < 2**53:
+        return sympy.Float(x)
+    return sympy.Float(x)
+
+
+def _is_number(e) -> bool:
+    return isinstance(e, sympy.Number)
+
+
+def _fnum(e) -> float:
+    return float(e)
+
+
+def _safe(f, *xs):
+    try:
+        r = f(*xs)
+    except (ValueError, ZeroDivisionError):
+        return math.nan
+    except OverflowError:
+        return math.inf
+    return float(r)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalar operations with number folding.
+
+
+def scalar_op(op, a, b=None):
+    if op == "neg":
+        if _is_number(a):
+            return _num(-_fnum(a)) if isinstance(a, sympy.Float) else -a
+        return -a
+    if _is_number(a) and _is_number(b) and op != "pow":
+        # (SymPy's Float(0.0) == 0 is False: compare as Python floats)
+        if op == "div" and _fnum(b) == 0.0:
+            return _num(math.nan if _fnum(a) == 0.0 else math.copysign(math.inf, _fnum(a)))
+        if op == "add":
+            return a + b
+        if op == "sub":
+            return a - b
+        return a * b if op == "mul" else a / b
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "div":
+        if _is_number(b):
+            return a * (_num(math.inf) if _fnum(b) == 0.0 else 1 / b)
+        return a * recip(b)
+    if op == "pow":
+        return power(a, b)
+    raise AssertionError(op)  # pragma: no cover
+
+
+def power(a, b):
+    """a ** b: integer powers stay SymPy Pow (printed as products), the rest our functions."""
+    if isinstance(b, sympy.Float) and float(b) == int(float(b)) and abs(float(b)) <= 64:
+        b = sympy.Integer(int(float(b)))
+    elif isinstance(b, sympy.Float) and float(b * 2) == int(float(b * 2)):
+        b = sympy.Rational(int(float(b * 2)), 2)
+    if _is_number(a) and _is_number(b):
+        if _fnum(a) == 0.0 and _fnum(b) < 0:
+            return _num(math.inf)
+        return _num(_safe(math.pow, _fnum(a), _fnum(b)))
+    if b.is_Integer and abs(int(b)) <= 64:
+        n = int(b)
+        if n == 0:
+            return sympy.S.One
+        return sympy.Pow(a, n) if n > 0 else recip(sympy.Pow(a, -n))
+    if b == sympy.Rational(1, 2):
+        return Sqrt(a)
+    if b == sympy.Rational(-1, 2):
+        return RSqrt(a)
+    return PowF(a, b)
+
+
+def recip(x):
+    if _is_number(x):
+        return scalar_op("div", sympy.S.One, x)
+    return Recip(x)
+
+
+def _unary(fn_sym, fn_math):
+    def f(x):
+        if _is_number(x):
+            return _num(_safe(fn_math, _fnum(x)))
+        return fn_sym(x)
+
+    return f
+
+
+def xmax(a, b):
+    if _is_number(a) and _is_number(b):
+        return _num(_safe(max, _fnum(a), _fnum(b)))
+    if a == b:
+        return a
+    return XMax(a, b)
+
+
+def xmin(a, b):
+    if _is_number(a) and _is_number(b):
+        return _num(_safe(min, _fnum(a), _fnum(b)))
+    if a == b:
+        return a
+    return XMin(a, b)
+
+
+def reduce_minmax(name, xs):
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = xmin(acc, x) if name == "min" else xmax(acc, x)
+    return acc
+
+
+def where(c, a, b):
+    if c is sympy.true:
+        return a
+    if c is sympy.false:
+        return b
+    if a == b:
+        return a
+    return Where(c, a, b)
+
+
+_REL = {"lt": Lt, "le": Le, "gt": Gt, "ge": Ge, "eq": EqC, "ne": NeC}
+
+
+def compare(op, a, b):
+    if _is_number(a) and _is_number(b):
+        x, y = _fnum(a), _fnum(b)
+        v = {"lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y, "eq": x == y, "ne": x != y}
+        return sympy.true if v[op] else sympy.false
+    return _REL[op](a, b)
+
+
+def logic(op, a, b):
+    if op == "and":
+        if a is sympy.false or b is sympy.false:
+            return sympy.false
+        if a is sympy.true:
+            return b
+        if b is sympy.true:
+            return a
+        return LAnd(a, b)
+    if a is sympy.true or b is sympy.true:
+        return sympy.true
+    if a is sympy.false:
+        return b
+    if b is sympy.false:
+        return a
+    return LOr(a, b)
+
+
+def lnot(a):
+    if a is sympy.true:
+        return sympy.false
+    if a is sympy.false:
+        return sympy.true
+    return LNot(a)
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectors and matrices (values are nested tuples): what the operators need.
+
+
+def sum_all(xs):
+    acc = xs[0]
+    for x in xs[1:]:
+        acc = acc + x
+    return acc
+
+
+def dot(a, b):
+    return sum_all([x * y for x, y in zip(a, b, strict=False)])
+
+
+def transpose(m):
+    return tuple(zip(*m, strict=False))
+
+
+def bmap(f, *args):
+    """f applied elementwise over nested tuples (vectors, matrices), scalars broadcast."""
+    if any(isinstance(a, tuple) for a in args):
+        n = max(len(a) for a in args if isinstance(a, tuple))
+        parts = [a if isinstance(a, tuple) else (a,) * n for a in args]
+        return tuple(bmap(f, *xs) for xs in zip(*parts, strict=False))
+    return f(*args)
+
+
+def where_each(c, a, b):
+    """where(c, a, b) for a scalar condition, elementwise over the branches."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        n = len(a) if isinstance(a, tuple) else len(b)
+        a = a if isinstance(a, tuple) else (a,) * n
+        b = b if isinstance(b, tuple) else (b,) * n
+        return tuple(where_each(c, x, y) for x, y in zip(a, b, strict=False))
+    return where(c, a, b)
