@@ -412,6 +412,7 @@ def test_emit_checked_dumps_the_typed_ir():
     assert "= call eye[2]() : mat2" in dump
     assert dump.splitlines()[0].startswith("%0 = input raw:means : vec3")
     assert "alpha = %" in dump and "output box = %" in dump
+    assert "\ncameras pinhole  # declared on line 4\n" in dump
 
 
 def test_generated_modules_are_readable():

@@ -388,7 +388,10 @@ def format_ir(checked: Checked) -> str:
         lines.append(f"%{ids[key]} = {text} : {node.type}")
         return f"%{ids[key]}"
 
-    out = [f"primitive {checked.name}"]
+    out = [
+        f"primitive {checked.name}",
+        f"cameras {', '.join(checked.cameras)}  # {checked.cameras_why}",
+    ]
     for p in checked.params:
         out.append(f"param {p.name} : {p.type} = {ref(p.value)}")
     for name, node in checked.outputs.items():
