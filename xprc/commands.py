@@ -314,6 +314,13 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="learn shared intrinsics and lens coefficients",
     )
+    p.add_argument(
+        "--regularisers",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the 2DGS depth distortion and normal consistency (auto: on for a spec that emits "
+        "per-pixel depth and normal); see docs/2dgs.md",
+    )
     _devices_option(p)
     p.add_argument(
         "--view",
@@ -345,6 +352,7 @@ def _train(args) -> int:
         strategy=args.strategy,
         pose_opt=args.pose_opt,
         intrinsics_opt=args.intrinsics_opt,
+        regularisers=args.regularisers,
     )
     kwargs = {"devices": devices} if devices > 1 else {}
     server = None

@@ -10,6 +10,7 @@ from ..errors import XprError
 from ..pipeline import RenderConfig
 
 STRATEGIES = ("mcmc", "adc")
+REGULARISERS = ("auto", "on", "off")
 
 
 class TrainError(XprError):
@@ -53,6 +54,15 @@ class TrainConfig:
                          (median colour where alpha is 0), black without alpha.
     checkpoint_every:    save a checkpoint every this many steps (0: only at the end or on a
                          signal).
+    regularisers:        the 2DGS depth distortion and normal consistency (docs/2dgs.md): "auto"
+                         (on for a spec whose response emits per-pixel `depth` and `normal`),
+                         "on" (an error for a spec without them) or "off".
+    distortion_weight / normal_weight: their weights (the paper's 1000, bounded scenes, and 0.05).
+    distortion_form:     "squared" (the official rasteriser's sum_{i<j} w_i w_j (m_i - m_j)^2, which
+                         the paper's 1000 was tuned with) or "l1" (the paper's equation, from the
+                         pipeline's ordered sum); see xprc/train/losses_2dgs.py.
+    distortion_from / normal_from: the steps they start at; None: the paper's 3000 and 7000 of
+                         its 30k steps as fractions of `steps` (1/10 and 7/30).
     """
 
     steps: int = 7000
@@ -93,6 +103,12 @@ class TrainConfig:
     progress: bool = True
     save_renders: bool = True
     sheet_views: int = 4
+    regularisers: str = "auto"
+    distortion_weight: float = 1000.0
+    distortion_form: str = "squared"
+    normal_weight: float = 0.05
+    distortion_from: int | None = None
+    normal_from: int | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -102,6 +118,14 @@ class TrainConfig:
         for name in ("steps", "refine_every", "eval_every", "checkpoint_every", "log_every"):
             if int(getattr(self, name)) < 0:
                 raise TrainError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.regularisers not in REGULARISERS:
+            raise TrainError(
+                f"unknown regularisers {self.regularisers!r} (expected auto, on or off)"
+            )
+        if self.distortion_form not in ("squared", "l1"):
+            raise TrainError(
+                f"unknown distortion_form {self.distortion_form!r} (expected squared or l1)"
+            )
         if self.capacity is not None and int(self.capacity) < 1:
             raise TrainError(f"capacity must be >= 1, got {self.capacity}")
 
@@ -110,6 +134,45 @@ class TrainConfig:
         if self.refine_until is not None:
             return int(self.refine_until)
         return (5 * self.steps) // 6 if self.strategy == "mcmc" else self.steps // 2
+
+    def regularised(self, method) -> bool:
+        """Whether the run adds the 2DGS regularisers for `method` (resolves "auto")."""
+        from .losses_2dgs import OUTPUTS, channels
+
+        has = channels(method) is not None
+        if self.regularisers == "on" and not has:
+            raise TrainError(
+                f"regularisers 'on': method {method.NAME} emits no per-pixel "
+                f"{', '.join(OUTPUTS)} (the 2DGS regularisers need them)"
+            )
+        return has and self.regularisers != "off"
+
+    def regulariser_form(self, method) -> str | None:
+        """The distortion form the train step uses for `method`, None without regularisers."""
+        return self.distortion_form if self.regularised(method) else None
+
+    def regulariser_starts(self) -> tuple[int, int]:
+        """(distortion, normal consistency) start steps."""
+        from .losses_2dgs import DISTORTION_FROM, NORMAL_FROM
+
+        d, n = self.distortion_from, self.normal_from
+        d = round(DISTORTION_FROM * self.steps) if d is None else int(d)
+        n = round(NORMAL_FROM * self.steps) if n is None else int(n)
+        return d, n
+
+    def regulariser_record(self, method) -> dict | None:
+        """What the run's 2DGS regularisers are (config.json); None when off."""
+        if not self.regularised(method):
+            return None
+        d, n = self.regulariser_starts()
+        return {
+            "distortion": {
+                "weight": self.distortion_weight,
+                "from_step": d,
+                "form": self.distortion_form,
+            },
+            "normal": {"weight": self.normal_weight, "from_step": n},
+        }
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)

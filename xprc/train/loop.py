@@ -26,6 +26,7 @@ from ..pipeline import RenderConfig, entry_bucket
 from ..pipeline.binning import TileGrid
 from ..pipeline.capacity import MemoryBudgetError, check_memory
 from . import checkpoint as ckpt
+from . import losses_2dgs
 from .camera_opt import corrections_optimizer, init_corrections
 from .config import TrainConfig, TrainError, TrainResult
 from .data import ViewOrder, infer_background, stack_views
@@ -126,6 +127,7 @@ def _hyper(method, config: TrainConfig, strategy, scale: float, background) -> d
         "pose_lr": f32(config.pose_lr),
         "intrinsics_lr": f32(config.intrinsics_lr),
         **strategy.hyper(config),
+        **losses_2dgs.hyper(config),
     }
 
 
@@ -142,6 +144,7 @@ class Run:
         self.method, self.config, self.devices = method, config, devices
         self.out = Path(out_dir) if out_dir is not None else None
         self.strategy = make_strategy(config.strategy, method)
+        config.regularised(method)  # regularisers "on" without the outputs stops here
         train_views = views_of(train_set)
         self.test_views = views_of(test_set) if test_set is not None else train_views
         self.data = stack_views(train_views, "training")
@@ -195,7 +198,7 @@ class Run:
         c = self.config
         return StepKey(
             self.method, self.capacity.config(), c.strategy, self.devices, c.pose_opt,
-            c.intrinsics_opt,
+            c.intrinsics_opt, c.regulariser_form(self.method),
         )  # fmt: skip
 
     def meta(self, elapsed: float) -> dict:
@@ -374,6 +377,7 @@ def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
             if step % max(config.log_every, 1) == 0 or step == config.steps:
                 rec = {"step": step, "loss": float(info["loss"]), "psnr": float(info["psnr"]),
                        "primitives": int(info["live"])}  # fmt: skip
+                rec.update({k: float(info[k]) for k in ("distortion", "normal") if k in info})
                 run.history.append(rec)
                 if pbar is not None:
                     pbar.set_postfix(loss=f"{rec['loss']:.4f}", psnr=f"{rec['psnr']:.2f}",

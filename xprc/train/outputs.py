@@ -63,6 +63,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         "xprc_version": __version__,
         "strategy": rec.config.strategy,
         "config": rec.config.to_json(),
+        "regularisers": rec.config.regulariser_record(method),
     }
     report = {
         "method": method.NAME,

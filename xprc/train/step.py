@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from ..metrics import psnr, ssim
 from ..pipeline import RenderConfig, render
 from ..pipeline.render import prepare_params
+from . import losses_2dgs
 from .adc import screen_gradient
 from .camera_opt import correct, corrections_optimizer, step_corrections
 from .optim import adam_update, optimizer, sh_masked
@@ -37,6 +38,7 @@ class StepKey:
     devices: int = 1
     pose_opt: bool = False
     intrinsics_opt: bool = False
+    regularisers: str | None = None  # the 2DGS terms' distortion form; None: off
 
 
 def photometric(pred, gt, ssim_weight):
@@ -45,31 +47,54 @@ def photometric(pred, gt, ssim_weight):
     return (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim(pred, gt))
 
 
-def _per_view(out, gt, ssim_weight):
-    return {"loss": photometric(out.image, gt, ssim_weight), "psnr": psnr(out.image, gt)}
+def _per_view(method, form: str | None):
+    """(out, (gt, camera), weights) -> {loss, psnr[, distortion, normal]} for one view; the loss
+    includes the weighted 2DGS terms with distortion form `form` unless it is None (weights:
+    ssim, distortion, normal)."""
+
+    def per_view(out, target, w):
+        gt, cam = target
+        res = {"loss": photometric(out.image, gt, w["ssim"]), "psnr": psnr(out.image, gt)}
+        if form is not None:
+            terms = losses_2dgs.terms(method, out, cam, form)
+            res["loss"] = res["loss"] + w["distortion"] * terms["distortion"]
+            res["loss"] = res["loss"] + w["normal"] * terms["normal"]
+            res.update(terms)
+        return res
+
+    return per_view
 
 
 def _render_loss(key: StepKey):
-    """(params, cameras, gts, background, ssim_weight) -> (loss, psnr, stats {dropped, needed})
-    over one view, or over `devices` views (one per device) averaged."""
+    """(params, cameras, gts, background, weights) -> ({loss, psnr[, distortion, normal]}, stats
+    {dropped, entries_needed}) over one view, or over `devices` views (one per device)
+    averaged."""
     method, rconfig = key.method, key.render
+    if key.regularisers == "l1":
+        rconfig = dataclasses.replace(rconfig, distortion=True)
+    per_view = _per_view(method, key.regularisers)
     if key.devices > 1:
         from ..distributed import device_mesh, sharded_views
 
-        sharded = sharded_views(method, _per_view, device_mesh(key.devices), "RGB", rconfig)
+        sharded = sharded_views(method, per_view, device_mesh(key.devices), "RGB", rconfig)
 
         def loss(params, cams, gts, background, w):
-            sums, stats = sharded(prepare_params(method, params), cams, gts, background, w)
-            return sums["loss"] / key.devices, sums["psnr"] / key.devices, stats
+            sums, stats = sharded(prepare_params(method, params), cams, (gts, cams), background, w)
+            return {k: v / key.devices for k, v in sums.items()}, stats
 
         return loss
 
     def loss(params, cam, gt, background, w):
         out = render(method, params, cam, background, config=rconfig)
         stats = {k: out.stats[k].astype(jnp.int32) for k in ("dropped", "entries_needed")}
-        return photometric(out.image, gt, w), psnr(out.image, gt), stats
+        return per_view(out, (gt, cam), w), stats
 
     return loss
+
+
+def _ramp(step_i, start, weight):
+    """`weight` from step `start` on, 0 before (traced)."""
+    return jnp.where(step_i >= start, weight, 0.0)
 
 
 def _visible(method, params, cam):
@@ -115,14 +140,18 @@ def step_fn(key: StepKey):
         def loss_fn(p, corr):
             c = correct(cam, corr, view) if corr else cam
             masked = sh_masked(method, p, step_i, hyper["sh_interval"])
-            loss, image_psnr, stats = render_loss(
-                masked, c, gt, hyper["background"], hyper["ssim_weight"]
-            )
-            loss = loss + strategy.regulariser(method.activate(p), hyper)
-            return loss, (image_psnr, stats, c, masked)
+            weights = {"ssim": hyper["ssim_weight"]}
+            if key.regularisers is not None:
+                weights["distortion"] = _ramp(
+                    step_i, hyper["distortion_from"], hyper["distortion_weight"]
+                )
+                weights["normal"] = _ramp(step_i, hyper["normal_from"], hyper["normal_weight"])
+            values, stats = render_loss(masked, c, gt, hyper["background"], weights)
+            loss = values["loss"] + strategy.regulariser(method.activate(p), hyper)
+            return loss, (values, stats, c, masked)
 
         grad = jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True)
-        (loss, (image_psnr, stats, c, masked)), (grads, g_corr) = grad(params, state["cams"])
+        (loss, (values, stats, c, masked)), (grads, g_corr) = grad(params, state["cams"])
         used = state["used"]
         if strategy.freeze_unused:
             grads = {k: g * per_prim(used, g).astype(g.dtype) for k, g in grads.items()}
@@ -155,7 +184,8 @@ def step_fn(key: StepKey):
         )
         info = {
             "loss": loss,
-            "psnr": image_psnr,
+            "psnr": values["psnr"],
+            **{k: values[k] for k in ("distortion", "normal") if k in values},
             "live": strategy.live(method.activate(new_params), used, hyper),
             "dropped": stats["dropped"],
             "entries_needed": stats["entries_needed"],
