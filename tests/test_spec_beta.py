@@ -1,6 +1,6 @@
 """specs/beta.xpr (Deformable Beta Splatting, issue 14): the compiled spec against the independent
 NumPy twin tests/reference_beta.py on random, large and edge-on scenes; `verify`; float64
-gradients against finite differences; a short training run on the tiny scene. docs/beta.md."""
+gradients against finite differences; a short training run on the demo scene. docs/beta.md."""
 
 from __future__ import annotations
 
