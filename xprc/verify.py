@@ -149,6 +149,9 @@ class _WholeImageSwitch:
             -1,
         )
         out["box"] = jnp.where(flag[:, None] > 0.5, whole, box)
+        if "ellipse" in out:  # whole image: an ellipse of radius 1e6 pixels (positive definite)
+            wide = jnp.asarray([1e-12, 0.0, 1e-12], out["ellipse"].dtype)
+            out["ellipse"] = jnp.where(flag[:, None] > 0.5, wide, out["ellipse"])
         return out
 
 
@@ -257,6 +260,13 @@ def _escaped(method, params: dict, cam, pixel: tuple[int, int], tile: int, alpha
     x0, y0, w, h, _ = (np.asarray(a) for a in tile_rects(proj["box"], proj["valid"], grid))
     tx, ty = x // tile, y // tile
     covered = (x0 <= tx) & (tx < x0 + w) & (y0 <= ty) & (ty < y0 + h)
+    if "ellipse" in proj:  # the tile must also meet the ellipse (an unusable one keeps it)
+        from xprc.pipeline.binning import ellipse_hits, ellipse_usable
+
+        n = covered.shape[0]
+        at = [jnp.full((n,), v, jnp.int32) for v in (tx, ty)]
+        hit = ellipse_hits(proj["centre"], proj["ellipse"], *at, grid)
+        covered &= np.asarray(hit | ~ellipse_usable(proj["ellipse"]))
     bad = np.asarray(proj["valid"]) & (alpha >= alpha_min) & ~covered
     if not bad.any():
         return None, 0.0

@@ -51,7 +51,7 @@ def activate(raw):
 
 def project(raw, camera):
     """Per primitive, for one camera: centre [N,2], depth [N], box [N,4], valid [N],
-    attrs [N,A] (ATTRS order), features [N,C]."""
+    attrs [N,A] (ATTRS order), features [N,C], ellipse [N,3] around centre."""
     c_cx = camera.cx
     c_cy = camera.cy
     c_fx = camera.fx
@@ -250,18 +250,23 @@ def project(raw, camera):
     t113 = 0.5900435899266435*t111*(t85 - t98)
     t114 = 0.5900435899266435*t108*(t87 + t97)
     t115 = 2.890611442640554*t101*t81*t83*t83*t83
-    t116 = t18*t19*t62 + t27*t28*t64 + t32*t33*t65
-    t117 = t66*(t116*t36 - t53*t71) - t54*t73
-    t118 = 1.0/jnp.maximum(t55*t75 - t117*(t36*(t116*t66 - t50*t73) - t53*t74), 1e-10)
+    t116 = 1.0/t58
+    t117 = t18*t19*t62 + t27*t28*t64 + t32*t33*t65
+    t118 = t66*(t117*t36 - t53*t71) - t54*t73
+    t119 = 1.0/jnp.maximum(t55*t75 - t118*(t36*(t117*t66 - t50*t73) - t53*t74), 1e-10)
+    t120 = t119*t75
+    t121 = t118*t119
+    t122 = t119*t55
     cam_u0, cam_v0 = camera.project(t37, t67, t34)
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 36, base spec
     depth = t0  # spec line 37, base spec
     box = jnp.stack([cam_u0 - t59, cam_v0 - t76, cam_u0 + t59, cam_v0 + t76], -1)  # spec line 38, base spec
     valid = jnp.logical_and(t0 > c_near, t56 >= 0.00392156862745098)  # spec line 39, base spec
     valid = rt.finite_and(valid, centre, depth, box)
-    attrs = jnp.stack([cam_u0, t118*t75, cam_v0, t118*t55, -t117*t118, t57, t56], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t100*r_sh__12_0 + t103*r_sh__4_0 + t104*r_sh__14_0 + t115*r_sh__10_0 + t89*r_sh__8_0 + t92*r_sh__6_0 + t94*r_sh__2_0 - t106*r_sh__5_0 - t107*r_sh__7_0 - t110*r_sh__11_0 - t112*r_sh__13_0 - t113*r_sh__15_0 - t114*r_sh__9_0 - t95*r_sh__1_0 - t96*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t100*r_sh__12_1 + t103*r_sh__4_1 + t104*r_sh__14_1 + t115*r_sh__10_1 + t89*r_sh__8_1 + t92*r_sh__6_1 + t94*r_sh__2_1 - t106*r_sh__5_1 - t107*r_sh__7_1 - t110*r_sh__11_1 - t112*r_sh__13_1 - t113*r_sh__15_1 - t114*r_sh__9_1 - t95*r_sh__1_1 - t96*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t100*r_sh__12_2 + t103*r_sh__4_2 + t104*r_sh__14_2 + t115*r_sh__10_2 + t89*r_sh__8_2 + t92*r_sh__6_2 + t94*r_sh__2_2 - t106*r_sh__5_2 - t107*r_sh__7_2 - t110*r_sh__11_2 - t112*r_sh__13_2 - t113*r_sh__15_2 - t114*r_sh__9_2 - t95*r_sh__1_2 - t96*r_sh__3_2 + 0.5, 0.0)], -1)  # spec line 49, base spec
-    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
+    attrs = jnp.stack([cam_u0, t120, cam_v0, t122, -t121, t57, t56], -1)
+    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t100*r_sh__12_0 + t103*r_sh__4_0 + t104*r_sh__14_0 + t115*r_sh__10_0 + t89*r_sh__8_0 + t92*r_sh__6_0 + t94*r_sh__2_0 - t106*r_sh__5_0 - t107*r_sh__7_0 - t110*r_sh__11_0 - t112*r_sh__13_0 - t113*r_sh__15_0 - t114*r_sh__9_0 - t95*r_sh__1_0 - t96*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t100*r_sh__12_1 + t103*r_sh__4_1 + t104*r_sh__14_1 + t115*r_sh__10_1 + t89*r_sh__8_1 + t92*r_sh__6_1 + t94*r_sh__2_1 - t106*r_sh__5_1 - t107*r_sh__7_1 - t110*r_sh__11_1 - t112*r_sh__13_1 - t113*r_sh__15_1 - t114*r_sh__9_1 - t95*r_sh__1_1 - t96*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t100*r_sh__12_2 + t103*r_sh__4_2 + t104*r_sh__14_2 + t115*r_sh__10_2 + t89*r_sh__8_2 + t92*r_sh__6_2 + t94*r_sh__2_2 - t106*r_sh__5_2 - t107*r_sh__7_2 - t110*r_sh__11_2 - t112*r_sh__13_2 - t113*r_sh__15_2 - t114*r_sh__9_2 - t95*r_sh__1_2 - t96*r_sh__3_2 + 0.5, 0.0)], -1)  # spec line 50, base spec
+    ellipse = jnp.stack([t116*t120, -t116*t121, t116*t122], -1)  # spec line 41, base spec
+    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "ellipse": ellipse, "attrs": attrs, "features": features}
 
 
 def response(pixel, ray_origin, ray_dir, attrs, camera):
@@ -280,4 +285,4 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
     t3 = 2.0*t2
     t4 = t3 < 1.0
-    return jnp.where(t2 >= 0.0, jnp.minimum(0.99, a6*jnp.where(t4, jnp.where(t4, -t3 + 1.0, 1.0) ** a5, 0.0)), 0.0)  # spec line 46, base spec
+    return jnp.where(t2 >= 0.0, jnp.minimum(0.99, a6*jnp.where(t4, jnp.where(t4, -t3 + 1.0, 1.0) ** a5, 0.0)), 0.0)  # spec line 47, base spec

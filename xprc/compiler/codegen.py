@@ -431,11 +431,12 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     out.append("")
 
     # project
+    ellipse_doc = ", ellipse [N,3] around centre" if "ellipse" in simplified.project.outputs else ""
     out += [
         "",
         "def project(raw, camera):",
         '    """Per primitive, for one camera: centre [N,2], depth [N], box [N,4], valid [N],',
-        '    attrs [N,A] (ATTRS order), features [N,C]."""',
+        "    attrs [N,A] (ATTRS order), features [N,C]" + ellipse_doc + '."""',
     ]
     prj = simplified.project
     p = Printer()
@@ -452,6 +453,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
 
     centre, depth, box = comps("centre"), comps("depth"), comps("box")
     valid, attrs, color = comps("valid"), comps("attrs"), comps("color")
+    ellipse = comps("ellipse") if "ellipse" in o else None
     out += p.flush()
     out.append(f"    centre = {_stack(centre)}" + _line(ch, "centre"))
     out.append(f"    depth = {depth[0]}" + _line(ch, "depth"))
@@ -463,10 +465,11 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     else:
         out.append(f"    attrs = jnp.zeros({like}.shape + (0,), {like}.dtype)")
     out.append(f"    features = {_stack(color)}" + _line(ch, "color"))
-    out.append(
-        '    return {"centre": centre, "depth": depth, "box": box, "valid": valid, '
-        '"attrs": attrs, "features": features}'
-    )
+    ret = '"centre": centre, "depth": depth, "box": box, "valid": valid, '
+    if ellipse:  # optional: culls the box's tiles that miss it (not part of `valid`)
+        out.append(f"    ellipse = {_stack(ellipse)}" + _line(ch, "ellipse"))
+        ret += '"ellipse": ellipse, '
+    out.append("    return {" + ret + '"attrs": attrs, "features": features}')
     out.append("")
 
     # response

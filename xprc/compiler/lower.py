@@ -19,6 +19,7 @@ from sympy.core.parameters import distribute
 from xprc.compiler import ast
 from xprc.compiler.ast import MatT, Node, ScalarT, VecT
 from xprc.compiler.library import TABLE
+from xprc.compiler.names import OPTIONAL_OUTPUTS
 from xprc.compiler.symops import (
     CAMERA_METHODS,
     CAMERA_OUTPUTS,
@@ -202,7 +203,8 @@ def lower(checked: ast.Checked) -> Lowered:
         lw = Lowerer(checked)
         activate = {p.name: flatten(lw.value(p.value)) for p in checked.params}
         project = {}
-        for name in ("centre", "depth", "box", "valid", "color"):
+        optional = [k for k in OPTIONAL_OUTPUTS if k in checked.outputs]
+        for name in ("centre", "depth", "box", "valid", "color", *optional):
             v = lw.value(checked.outputs[name])
             project[name] = flatten(v)
         alpha = lw.value(checked.alpha)

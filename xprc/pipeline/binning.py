@@ -1,8 +1,15 @@
 """Bin primitives into tiles and depth-sort each tile's list, all with static shapes.
 
 A primitive's footprint `box` (xmin, ymin, xmax, ymax in pixels) selects the rectangle of tiles
-it touches. Every (primitive, tile) pair is an entry; entries live in a fixed-capacity buffer, so
-an overflow drops entries and is counted exactly, never silently.
+it touches. Every (primitive, tile) pair of the rectangle is an entry; entries live in a
+fixed-capacity buffer, so an overflow drops entries and is counted exactly, never silently.
+
+A spec may also emit an `ellipse` [a, b, c] around its `centre`: the footprint is then
+{d = pixel - centre : a dx^2 + 2 b dx dy + c dy^2 <= 1}, and a rectangle entry whose tile holds
+no point of it is culled (sorted last like an empty slot, counted in `Bins.culled`). The test
+is exact over the rectangle spanned by the tile's pixel centres (the response is only evaluated
+there), with a margin of a few hundred rounding units (`ELLIPSE_SLACK`) so that float rounding
+of the spec's response and of this test can never disagree against a pixel.
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ class TileGrid(NamedTuple):
 
 
 INT32_MAX = 2**31 - 1
+# The ellipse test keeps a tile when min q <= 1 + ELLIPSE_SLACK * eps * (1 + |terms of q|): q's
+# terms cancel for elongated ellipses, so rounding scales with their magnitude, not with q.
+ELLIPSE_SLACK = 256
 
 
 class Bins(NamedTuple):
@@ -45,7 +55,9 @@ class Bins(NamedTuple):
     needed: jax.Array  # [] int32, entries the scene asked for, saturated at INT32_MAX
     needed_exact: jax.Array  # [2] uint32 (high, low) words of the exact 64-bit entry count
     demand: jax.Array  # [T] int32, entries each tile asked for
-    kept: jax.Array  # [T] int32, entries each tile got
+    kept: jax.Array  # [T] int32, entries each tile got (after the ellipse test)
+    culled: jax.Array  # [T] int32, entries of each tile in the buffer the ellipse test rejected
+    fallback: jax.Array  # [] int32, usable primitives whose ellipse is unusable (rectangle kept)
 
 
 def exact_total(count: jax.Array) -> jax.Array:
@@ -117,11 +129,54 @@ def tile_demand(x0, y0, w, h, grid: TileGrid) -> jax.Array:
     return counts[:ty, :tx].reshape(-1)
 
 
-def bin_and_sort(box, valid, depth, grid: TileGrid, capacity: int) -> Bins:
+def _pixel_span(index, size: int, tile: int, centre, dtype):
+    """Offsets from `centre` of the first and last pixel centre of a tile row / column that lie
+    in the image (pixels past the image edge are cropped, so they need no entry)."""
+    lo = (index * tile).astype(dtype) + 0.5 - centre
+    hi = jnp.minimum((index + 1) * tile, size).astype(dtype) - 0.5 - centre
+    return lo, hi
+
+
+def ellipse_usable(ellipse: jax.Array) -> jax.Array:
+    """[N] bool: the ellipse [a, b, c] is a finite, positive-definite form."""
+    a, b, c = ellipse[..., 0], ellipse[..., 1], ellipse[..., 2]
+    finite = jnp.all(jnp.isfinite(ellipse), axis=-1)
+    return finite & (a > 0) & (c > 0) & (a * c - b * b > 0)
+
+
+def ellipse_hits(centre, ellipse, tile_x, tile_y, grid: TileGrid) -> jax.Array:
+    """[M] bool: the tile (tile_x, tile_y) holds a point of the ellipse {q(d) <= 1}, for
+    d over the rectangle its pixel centres span; `centre` [M, 2], `ellipse` [M, 3] (usable).
+
+    q is convex, so its minimum over the rectangle is 0 when the centre is inside, else it lies
+    on an edge, where q is a 1D quadratic minimised in closed form (clipped to the edge)."""
+    dtype = ellipse.dtype
+    x_lo, x_hi = _pixel_span(tile_x, grid.width, grid.tile, centre[:, 0], dtype)
+    y_lo, y_hi = _pixel_span(tile_y, grid.height, grid.tile, centre[:, 1], dtype)
+    a, b, c = ellipse[:, 0], ellipse[:, 1], ellipse[:, 2]
+    inside = (x_lo <= 0) & (x_hi >= 0) & (y_lo <= 0) & (y_hi >= 0)
+    points = [(x, jnp.clip(-b * x / c, y_lo, y_hi)) for x in (x_lo, x_hi)]
+    points += [(jnp.clip(-b * y / a, x_lo, x_hi), y) for y in (y_lo, y_hi)]
+    tol = ELLIPSE_SLACK * jnp.finfo(dtype).eps
+    hit = inside
+    for dx, dy in points:
+        xx, xy, yy = a * dx * dx, b * dx * dy, c * dy * dy
+        size = jnp.abs(xx) + 2 * jnp.abs(xy) + jnp.abs(yy)
+        hit = hit | (xx + 2 * xy + yy <= 1 + tol * (1 + size))
+    return hit
+
+
+def bin_and_sort(
+    box, valid, depth, grid: TileGrid, capacity: int, ellipse=None, centre=None
+) -> Bins:
     """Emit (tile, primitive) entries into a buffer of `capacity` and sort them by (tile, depth).
 
     box: [N, 4]; valid: [N]; depth: [N]. Primitives are visited in depth order, so one stable
     sort by tile id leaves each tile's list front to back (ties keep primitive order).
+    ellipse: optional [N, 3] around centre [N, 2]: entries of the rectangle whose tile misses
+    the ellipse are culled. A primitive whose ellipse is not a finite positive-definite form
+    keeps its rectangle (counted in `fallback`). The buffer still holds rectangle entries, so
+    `needed` and the overflow are counted in rectangle entries.
     """
     n = box.shape[0]
     order = jnp.argsort(jnp.where(valid, depth, jnp.inf), stable=True).astype(jnp.int32)
@@ -144,7 +199,13 @@ def bin_and_sort(box, valid, depth, grid: TileGrid, capacity: int) -> Bins:
     tile_x = x0[k] + local % wk
     tile_y = y0[k] + local // wk
     live = slot < needed
-    tile = jnp.where(live, tile_y * grid.tiles_x + tile_x, grid.num_tiles).astype(jnp.int32)
+    tile_id = tile_y * grid.tiles_x + tile_x
+    culled = jnp.zeros((grid.num_tiles,), jnp.int32)
+    fallback = jnp.int32(0)
+    if ellipse is not None:
+        live, culled, fallback = _cull(live, tile_id, tile_x, tile_y, order[k], valid, ellipse,
+                                       centre, grid)  # fmt: skip
+    tile = jnp.where(live, tile_id, grid.num_tiles).astype(jnp.int32)
     if (grid.num_tiles + 1) * capacity < 2**32:
         # One unsigned key (tile, slot): unique, so a plain sort keeps slot (= depth) order.
         key = tile.astype(jnp.uint32) * jnp.uint32(capacity) + slot.astype(jnp.uint32)
@@ -156,4 +217,19 @@ def bin_and_sort(box, valid, depth, grid: TileGrid, capacity: int) -> Bins:
     ids = jnp.arange(grid.num_tiles + 1, dtype=jnp.int32)
     tile_start = jnp.searchsorted(tile, ids, side="left").astype(jnp.int32)
     kept = tile_start[1:] - tile_start[:-1]
-    return Bins(tile, prim, tile_start, needed, exact, demand, kept)
+    return Bins(tile, prim, tile_start, needed, exact, demand, kept, culled, fallback)
+
+
+def _cull(live, tile_id, tile_x, tile_y, prim, valid, ellipse, centre, grid: TileGrid):
+    """The ellipse test on every live slot: (live after it, culled per tile, fallbacks)."""
+    if centre is None:
+        raise ValueError("bin_and_sort: an ellipse needs the primitives' centre")
+    ok = ellipse_usable(ellipse)
+    safe = jnp.where(ok[:, None], ellipse, jnp.asarray([1.0, 0.0, 1.0], ellipse.dtype))
+    cen = jnp.where(ok[:, None], centre, 0).astype(ellipse.dtype)
+    hit = ellipse_hits(cen[prim], safe[prim], tile_x, tile_y, grid) | ~ok[prim]
+    rejected = live & ~hit
+    where = jnp.where(rejected, tile_id, grid.num_tiles)
+    culled = jnp.zeros((grid.num_tiles + 1,), jnp.int32).at[where].add(1)[: grid.num_tiles]
+    fallback = jnp.sum(valid & ~ok).astype(jnp.int32)
+    return live & hit, culled, fallback

@@ -37,7 +37,9 @@ class RenderOutput:
     stats: dict of arrays: entries_needed (saturated at 2^31 - 1), entries_saturated (True when
            the true count is larger), entry_capacity, dropped (total, saturated like
            entries_needed), dropped_per_tile [T], entries_per_tile [T], nonfinite (primitives
-           left out because their projection is NaN or infinite)
+           left out because their projection is NaN or infinite), entries_culled (rectangle
+           entries the spec's `ellipse` rejected; entries_needed counts rectangle entries) and
+           ellipse_fallback (primitives whose ellipse is unusable and that keep the rectangle)
     """
 
     def __init__(self, image, alpha, depth, stats, mode, extra=None):
@@ -113,6 +115,8 @@ def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
         "dropped": jnp.int32(0),
         "dropped_per_tile": zeros_t,
         "entries_per_tile": zeros_t,
+        "entries_culled": jnp.int32(0),
+        "ellipse_fallback": jnp.int32(0),
         "nonfinite": jnp.int32(0),
     }
     image = color if mode.startswith("RGB") else None
@@ -130,7 +134,8 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     n = attrs.shape[0]
     finite, valid = cap.usable(proj)
     capacity = config.entry_capacity(n, grid.num_tiles)
-    bins = bin_and_sort(proj["box"], valid, depth, grid, capacity)
+    ellipse = proj.get("ellipse")  # optional: culls the box's tiles that miss it
+    bins = bin_and_sort(proj["box"], valid, depth, grid, capacity, ellipse, proj["centre"])
     rays = None
     if method.USES_RAY:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
@@ -164,8 +169,10 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
         "entries_saturated": saturated,
         "entry_capacity": jnp.int32(capacity),
         "dropped": dropped,
-        "dropped_per_tile": bins.demand - bins.kept,
+        "dropped_per_tile": bins.demand - bins.kept - bins.culled,
         "entries_per_tile": bins.kept,
+        "entries_culled": jnp.sum(bins.culled, dtype=jnp.int32),
+        "ellipse_fallback": bins.fallback,
         "nonfinite": jnp.sum(~finite).astype(jnp.int32),
     }
     if check:
