@@ -391,8 +391,8 @@ def _unary_lower(op, fold):
     return f
 
 
-def _sqrt(x):
-    return _unary_lower(Sqrt, math.sqrt)(x)
+def _sqrt(x):  # inside norm and max_eigenvalue: sqrt's own entry
+    return TABLE["sqrt"].lower([x], ())
 
 
 def _atan2(fold):
