@@ -1,12 +1,14 @@
 """The dense same-maths baseline of the benchmark (issue 17): what sparsity has to beat.
 
-The same entries as the renderer (its projection, binning and depth sort), the same per-entry
-maths (the spec's `response`, the 1/255 skip, transmittance products per chunk of 32 entries,
-features + weight sums), the same XLA, but no skipping of any kind: every (primitive, tile) entry
-is evaluated at all 256 pixels of its tile, saturated chunks and padding included, and nothing
-stops early (so it differs from the render only by what the t_min stop rule leaves out, at most
-the transmittance left at the stop; the benchmark records the largest difference). The
-renderer's forward divided by this is the fraction of dense work it pays for.
+The RECTANGLE entries of the renderer (its projection, binning and depth sort without the culling
+of a spec's `ellipse` output: every tile of the footprint's bounding rectangle, what a plain
+`radius`/`radii`/`box` footprint gives), the same per-entry maths (the spec's `response`, the
+1/255 skip, transmittance products per chunk of 32 entries, features + weight sums), the same
+XLA, but no skipping of any kind: every (primitive, tile) entry is evaluated at all 256 pixels of
+its tile, saturated chunks and padding included, and nothing stops early (so it differs from the
+render only by what the t_min stop rule leaves out, at most the transmittance left at the stop;
+the benchmark records the largest difference). The renderer's forward divided by this is the
+fraction of dense work it pays for; the entries an ellipse culls count among its savings.
 """
 
 from __future__ import annotations

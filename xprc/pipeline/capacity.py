@@ -5,6 +5,10 @@ The pipeline's shapes are static, so its entry buffer has a fixed capacity. Outs
 rectangles, no compositing) and renders with the capacity bucket above the count, so nothing is
 ever dropped. Under a caller's own `jax.jit`, the capacity cannot depend on the data; there a
 render that drops entries reports it at run time according to `RenderConfig.on_overflow`.
+
+Entries are counted in footprint *rectangles*: a spec's optional `ellipse` culls some of them
+during binning (after the buffer is filled), so the count, the capacity and `dropped` are an
+upper bound on the entries composited, and exact in rectangle entries.
 """
 
 from __future__ import annotations
@@ -218,7 +222,8 @@ def _count_fn(method, config: RenderConfig, batched: bool):
 
 def count_entries(method, params: dict, camera, config: RenderConfig | None = None) -> int:
     """Exact (primitive, tile) entries a render of `params` from `camera` needs (max over a
-    batch of cameras). Cheap: projection and footprint rectangles only."""
+    batch of cameras), in footprint rectangles (before any ellipse culling). Cheap: projection
+    and footprint rectangles only."""
     from .render import prepare_params
 
     config = config or RenderConfig()
