@@ -23,16 +23,23 @@ STEPS = 300
 
 
 @functools.cache
-def demo_scene():
-    """(train, test) datasets of the demo scene at SIZE x SIZE (generated once per process)."""
-    from xprc.datasets import load_scene
+def demo_root() -> str:
+    """The folder of the demo scene at SIZE x SIZE (generated once per process)."""
     from xprc.demo_scene import generate_demo_scene
 
     root = tempfile.mkdtemp(prefix="xprc-demo-")
     generate_demo_scene(
         root, n_train=N_TRAIN, n_test=N_TEST, size=(SIZE, SIZE), seed=0, n_points=N_POINTS
     )
-    return load_scene(root)
+    return root
+
+
+@functools.cache
+def demo_scene():
+    """(train, test) datasets of the demo scene (`demo_root`)."""
+    from xprc.datasets import load_scene
+
+    return load_scene(demo_root())
 
 
 def config(steps=STEPS, **kw) -> tr.TrainConfig:

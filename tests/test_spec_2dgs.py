@@ -15,12 +15,13 @@ import pytest
 import reference_2dgs
 from conftest import ROOT
 from gradcheck import assert_grads_match_fd
-from spec_training import regulariser_terms, spec_lines, train_spec
+from spec_training import demo_root, regulariser_terms, spec_lines, train_spec
 
 from xprc import verify
+from xprc.cli import main
 from xprc.compiler.driver import load
 from xprc.pipeline import render
-from xprc.train import TrainConfig, losses_2dgs
+from xprc.train import TrainConfig, TrainError, losses_2dgs
 
 SPEC = ROOT / "specs" / "2dgs.xpr"
 W, H, N = 40, 32, 16  # verify's defaults: the reference renders share its compiled function
@@ -230,6 +231,25 @@ def test_regularisers_are_on_by_default_and_logged(trained):
     assert TrainConfig().regularisers == "auto"
     logged = [h for h in result.history if "distortion" in h and "normal" in h]
     assert len(logged) == len(result.history) > 0
+
+
+def test_regulariser_switch_and_record(method, tmp_path, capsys):
+    """auto: on for 2DGS (paper weights and start steps, recorded), off for 3DGS; on: an error
+    for a spec without the outputs, also through the CLI; off: off."""
+    gs3 = load(ROOT / "specs" / "3dgs.xpr")
+    auto = TrainConfig(steps=30000)
+    assert auto.regulariser_record(method) == {
+        "distortion": {"weight": 1000.0, "from_step": 3000, "form": "squared"},
+        "normal": {"weight": 0.05, "from_step": 7000},
+    }
+    assert auto.regulariser_record(gs3) is None
+    assert TrainConfig(regularisers="off").regulariser_form(method) is None
+    with pytest.raises(TrainError, match="emits no per-pixel depth"):
+        TrainConfig(regularisers="on").regularised(gs3)
+    argv = ["train", "--data", demo_root(), "--out", str(tmp_path / "run"), "--steps", "1"]
+    assert main([*argv, "--regularisers", "on"]) == 1
+    err = capsys.readouterr().err
+    assert "regularisers 'on'" in err and "Traceback" not in err
 
 
 def test_regularisers_lower_distortion_and_normal_error(method, trained):
