@@ -23,7 +23,7 @@ TRACE_COUNT = {"render": 0}
 
 @functools.partial(
     jax.tree_util.register_dataclass,
-    data_fields=["image", "alpha", "depth", "stats", "extra"],
+    data_fields=["image", "alpha", "depth", "stats", "extra", "distortion"],
     meta_fields=["mode"],
 )
 class RenderOutput:
@@ -34,6 +34,10 @@ class RenderOutput:
     depth: [H, W, 1] accumulated (D) or expected (ED) depth, None in RGB mode
     extra: [H, W, K] the per-pixel outputs the response emits (the module's PIXEL_OUTPUTS),
            composited with the colour's weights; None when it emits none
+    distortion: [H, W, 1] with `RenderConfig(distortion=True)`: the 2DGS depth distortion
+           sum_{i,j} w_i w_j |z_i - z_j| over the composited list, computed in list order as
+           2 sum_k w_k (z_k W_{k-1} - Z_{k-1}) (W, Z: prefix sums of w and w z), z the
+           response's per-pixel `depth` when it emits one, else the sort depth; None otherwise
     stats: dict of arrays: entries_needed (saturated at 2^31 - 1), entries_saturated (True when
            the true count is larger), entry_capacity, dropped (total, saturated like
            entries_needed), dropped_per_tile [T], entries_per_tile [T], nonfinite (primitives
@@ -42,13 +46,14 @@ class RenderOutput:
            ellipse_fallback (primitives whose ellipse is unusable and that keep the rectangle)
     """
 
-    def __init__(self, image, alpha, depth, stats, mode, extra=None):
+    def __init__(self, image, alpha, depth, stats, mode, extra=None, distortion=None):
         self.image = image
         self.alpha = alpha
         self.depth = depth
         self.stats = stats
         self.mode = mode
         self.extra = extra
+        self.distortion = distortion
 
     def __repr__(self) -> str:
         shape = None if self.alpha is None else tuple(self.alpha.shape)
@@ -120,7 +125,8 @@ def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
         "nonfinite": jnp.int32(0),
     }
     image = color if mode.startswith("RGB") else None
-    return RenderOutput(image, weight, depth, stats, mode, extra)
+    distortion = jnp.zeros((h, w, 1), dtype) if config.distortion else None
+    return RenderOutput(image, weight, depth, stats, mode, extra, distortion)
 
 
 def _render_one(method, mode: str, config: RenderConfig, check: bool, params, camera, background):
@@ -142,26 +148,29 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
         rays = camera.pixel_rays(pix[..., 0], pix[..., 1])
     names = tuple(getattr(method, "PIXEL_OUTPUTS", ()))
     signed = bool(getattr(method, "SIGNED_ALPHA", False))
+    # the distortion's z: the response's per-pixel depth when it emits one, else the sort depth
+    channels = values.shape[-1] - 1
+    z_at = channels + 1 + names.index("depth") if "depth" in names else channels
     sums = composite(
-        method.response, camera, attrs, values, bins, grid, config, rays, signed, len(names)
-    )
+        method.response, camera, attrs, values, bins, grid, config, rays, signed, len(names),
+        z_at if config.distortion else None,
+    )  # fmt: skip
     # [T, P, V + 1] -> [H, W, V + 1]
     t = grid.tile
     img = sums.reshape(grid.tiles_y, grid.tiles_x, t, t, -1).transpose(0, 2, 1, 3, 4)
     img = img.reshape(grid.tiles_y * t, grid.tiles_x * t, -1)[: grid.height, : grid.width]
-    channels = values.shape[-1] - 1
-    weight = img[..., -1:]
+    at_w = channels + 1 + len(names)
+    weight = img[..., at_w : at_w + 1]
     color = img[..., :channels]
     if background is not None:
         color = color + (1.0 - weight) * jnp.asarray(background, dtype)[None, None, :]
     extra = img[..., channels + 1 : channels + 1 + len(names)] if names else None
     # D / ED: the response's per-pixel depth when it emits one, else the sort depth
-    at = channels + 1 + names.index("depth") if "depth" in names else channels
     depth_img = None
     if mode.endswith("ED"):
-        depth_img = img[..., at : at + 1] / jnp.maximum(weight, 1e-10)
+        depth_img = img[..., z_at : z_at + 1] / jnp.maximum(weight, 1e-10)
     elif mode.endswith("D"):
-        depth_img = img[..., at : at + 1]
+        depth_img = img[..., z_at : z_at + 1]
     saturated = bins.needed >= INT32_MAX
     dropped = jnp.where(saturated, INT32_MAX, jnp.maximum(bins.needed - capacity, 0))
     stats = {
@@ -180,7 +189,8 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
             config.on_overflow, dropped, bins.needed, capacity, saturated, stats["nonfinite"]
         )
     image = color if mode.startswith("RGB") else None
-    return RenderOutput(image, weight, depth_img, stats, mode, extra)
+    distortion = img[..., -1:] if config.distortion else None
+    return RenderOutput(image, weight, depth_img, stats, mode, extra, distortion)
 
 
 def _compiled(method, mode: str, config: RenderConfig, batched: bool, check: bool = False):
