@@ -92,7 +92,7 @@ def _render_loss(key: StepKey):
     return loss
 
 
-def _ramp(step_i, start, weight):
+def _from_step(step_i, start, weight):
     """`weight` from step `start` on, 0 before (traced)."""
     return jnp.where(step_i >= start, weight, 0.0)
 
@@ -142,10 +142,10 @@ def step_fn(key: StepKey):
             masked = sh_masked(method, p, step_i, hyper["sh_interval"])
             weights = {"ssim": hyper["ssim_weight"]}
             if key.regularisers is not None:
-                weights["distortion"] = _ramp(
+                weights["distortion"] = _from_step(
                     step_i, hyper["distortion_from"], hyper["distortion_weight"]
                 )
-                weights["normal"] = _ramp(step_i, hyper["normal_from"], hyper["normal_weight"])
+                weights["normal"] = _from_step(step_i, hyper["normal_from"], hyper["normal_weight"])
             values, stats = render_loss(masked, c, gt, hyper["background"], weights)
             loss = values["loss"] + strategy.regulariser(method.activate(p), hyper)
             return loss, (values, stats, c, masked)
