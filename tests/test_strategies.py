@@ -53,6 +53,7 @@ def _adc_case():
         "grad_threshold": jnp.float32(2e-4),
         "percent_dense": jnp.float32(0.01),
         "split_factor": jnp.float32(1.6),
+        "split_offset": jnp.float32(1.0),
         "reset_every": jnp.int32(3000),
         "prune_scale": jnp.float32(0.1),
         "step": jnp.int32(500),
@@ -92,6 +93,35 @@ def test_adc_clone_split_prune_on_a_constructed_case():
     assert jax.nn.sigmoid(q["opacities"][4]) < 1e-6
     mu = np.asarray(new_opt[0].mu["means"])
     assert [bool(np.all(mu[i] == 0)) for i in range(8)] == [True] + [False] * 5 + [True, True]
+
+
+@pytest.mark.parametrize("k", [1.0, 1 / math.sqrt(10)])
+def test_adc_split_offsets_follow_the_split_offset(k):
+    """Each split moves the source and its copy by N(0, (k size)^2) per axis: 600 large
+    primitives of size 0.2 over the threshold, 600 free slots; the 3600 offsets' standard
+    deviation is k x 0.2 (within 5%: the sample std of 3600 normals has ~1.2% error)."""
+    n, m, size = 1200, 600, 0.2
+    params = {
+        "means": jnp.zeros((n, 3), jnp.float32),
+        "quats": jnp.asarray(np.tile([1.0, 0, 0, 0], (n, 1)).astype(np.float32)),
+        "scales": jnp.full((n, 3), math.log(size), jnp.float32),
+        "opacities": jnp.full((n,), 0.0, jnp.float32),
+        "sh": jnp.zeros((n, 16, 3), jnp.float32),
+    }
+    used = jnp.arange(n) < m
+    sstate = {"grad_sum": jnp.where(used, 1.0, 0.0), "grad_count": jnp.ones((n,), jnp.int32)}
+    _, _, _, hyper = _adc_case()
+    hyper = {**hyper, "split_offset": jnp.float32(k)}
+    adc = ADC(METHOD)
+    opt_state = optim.optimizer(optim.lr_arrays(METHOD, tr.TrainConfig()), {"means": 1.0}).init(
+        params
+    )
+    new, _, new_used, counts = jax.jit(adc.densify)(
+        params, opt_state, used, sstate, jax.random.PRNGKey(1), hyper, jnp.float32(1.0)
+    )
+    assert int(counts["split"]) == m and bool(jnp.all(new_used))
+    offsets = np.asarray(new["means"]).ravel()
+    assert abs(offsets.std() / (k * size) - 1) < 0.05 and abs(offsets.mean()) < 0.1 * k * size
 
 
 def test_adc_never_exceeds_capacity():

@@ -10,8 +10,10 @@ for other lenses).
 Every `refine_every` steps in [refine_from, refine_until), primitives whose mean gradient exceeds
 `grad_threshold`:
   - clone when small (largest size <= percent_dense x scene scale): an exact copy in a free slot;
-  - split when large: the original and a copy both move by a sample of N(0, size^2) (isotropic:
-    the spec declares no rotation role) and their sizes are divided by `split_factor` (1.6);
+  - split when large: the original and a copy both move by a sample of N(0, (k size)^2)
+    (isotropic: the spec declares no rotation role; k = `split_offset`, 1 for Gaussians, whose
+    size is a standard deviation, 1/sqrt(10) for octahedra, whose size is the vertex distance:
+    the samples must stay inside the parent) and their sizes are divided by `split_factor`;
 the highest gradients first, at most as many as there are free slots (so the capacity is never
 exceeded). Then primitives with opacity < min_opacity (and, after the first opacity reset, a
 largest size above prune_scale x scene scale) are pruned: their slot is freed and made
@@ -61,6 +63,7 @@ class ADC(Strategy):
             "grad_threshold": f32(config.grad_threshold),
             "percent_dense": f32(config.percent_dense),
             "split_factor": f32(config.split_factor),
+            "split_offset": f32(config.split_offset),
             "reset_every": i32(config.reset_every),
             "prune_scale": f32(config.prune_scale),
         }
@@ -88,7 +91,7 @@ class ADC(Strategy):
         src = jnp.where(fill, order[jnp.clip(free_rank, 0, n - 1)], idx)
         new = {k: jnp.where(per_prim(fill, p), p[src], p) for k, p in params.items()}
         split = (take & big) | (fill & big[src])  # split sources and their copies
-        new = self._split(new, split, key, size[src], hyper["split_factor"])
+        new = self._split(new, split, key, size[src], hyper)
         changed = fill | split
         opt_state = reset_moments(opt_state, changed)
         used = used | fill
@@ -107,13 +110,14 @@ class ADC(Strategy):
         }
         return new, opt_state, used, counts
 
-    def _split(self, params, mask, key, size, split_factor):
+    def _split(self, params, mask, key, size, hyper):
         pos = self.roles["position"]
         act = self.method.activate(params)
         p = params[pos]
-        offset = jax.random.normal(key, p.shape, p.dtype) * per_prim(size, p).astype(p.dtype)
+        std = per_prim(size * hyper["split_offset"], p).astype(p.dtype)
+        offset = jax.random.normal(key, p.shape, p.dtype) * std
         params = {**params, pos: jnp.where(per_prim(mask, p), p + offset, p)}
-        factor = jnp.full(mask.shape, 1.0, jnp.float32) / split_factor
+        factor = jnp.full(mask.shape, 1.0, jnp.float32) / hyper["split_factor"]
         return self.rescale(params, act, mask, factor)
 
     def update(self, params, opt_state, used, sstate, ctx):
