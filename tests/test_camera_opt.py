@@ -9,14 +9,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import ROOT
 from scipy.spatial.transform import Rotation
-from test_train import METHOD, _config, _view
+from test_train import METHOD
 
 from xprc import train as tr
 from xprc.camera import Camera, look_at
-from xprc.datasets import Dataset
 from xprc.pipeline import render
-from xprc.train.camera_opt import correct, init_corrections, rotation
+from xprc.pipeline.render import fit_config
+from xprc.train.camera_opt import (
+    correct,
+    corrections_optimizer,
+    init_corrections,
+    pose_delta,
+    pose_matrices,
+    rotation,
+    step_corrections,
+)
 
 
 def test_rotation_is_rodrigues():
@@ -54,92 +63,165 @@ def test_correct_applies_pose_and_intrinsics():
     np.testing.assert_allclose([cam.cx, cam.cy], [cams.cx[1] + 1.5, cams.cy[1] - 2.0], rtol=1e-6)
 
 
+def test_pose_delta_turns_about_the_pivot():
+    """x -> R (x - q) + q + u: the pivot q = (0, 0, d) moves by u only; at d = 0 it is the
+    camera-centred correction [[R, u], [0, 1]]."""
+    w, u, d = np.array([0.03, -0.01, 0.02]), np.array([0.1, -0.2, 0.05]), 3.5
+    p = jnp.asarray(np.concatenate([w, u]))
+    delta = np.asarray(pose_delta(p, jnp.asarray(d)))
+    np.testing.assert_allclose(delta @ [0.0, 0.0, d, 1.0], [u[0], u[1], u[2] + d, 1.0], atol=1e-12)
+    R = Rotation.from_rotvec(w).as_matrix()
+    np.testing.assert_allclose(delta[:3, :3], R, atol=1e-12)
+    x = np.array([0.3, -0.4, 2.0])
+    np.testing.assert_allclose(
+        delta[:3, :3] @ x + delta[:3, 3], R @ (x - [0, 0, d]) + [0, 0, d] + u
+    )
+    centred = np.asarray(pose_delta(p, jnp.asarray(0.0)))
+    np.testing.assert_allclose(centred[:3, 3], u, atol=1e-12)
+
+
+def test_pose_gradient_matches_finite_differences():
+    """The photometric loss reaches the pose correction through `correct` and the render: its
+    gradient (about a pivot) equals central differences (float64)."""
+    scene, views = _gaussian_truth(), _ring(4)
+    cams = Camera.stack([cam for cam, _ in views])
+    cams = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float64), cams)
+    target = jnp.asarray(np.stack([img for _, img in views]), jnp.float64) * 0.9
+    pivots = jnp.asarray([3.0, 3.5, 4.0, 2.5])
+    rconfig = fit_config(METHOD, scene, cams, margin=2.0)
+
+    def loss(pose):
+        corrected = correct(cams, {"pose": pose}, jnp.arange(4), pivots)
+        out = render(METHOD, scene, corrected, config=rconfig)
+        return jnp.sum((out.image - target) ** 2)
+
+    rng = np.random.default_rng(3)
+    p0 = jnp.asarray(rng.normal(size=(4, 6)) * 0.02)
+    g = np.asarray(jax.jit(jax.grad(loss))(p0))
+    loss = jax.jit(loss)
+    eps = 1e-6
+    for v, k in [(0, 0), (1, 1), (2, 2), (3, 3), (0, 4), (1, 5)]:
+        e = jnp.zeros((4, 6)).at[v, k].set(eps)
+        fd = (float(loss(p0 + e)) - float(loss(p0 - e))) / (2 * eps)
+        np.testing.assert_allclose(g[v, k], fd, rtol=1e-5, atol=1e-6)
+    assert np.all(g != 0.0)
+
+
 SIZE = 64
 
 
-def _gaussian_scene():
-    """150 Gaussians, 12 cameras on a ring at 64x64: 9 train, 3 test; the true centres."""
+def _gaussian_truth(n: int = 150) -> dict:
+    """150 random Gaussians in [-0.8, 0.8]^3 (float64, raw)."""
     rng = np.random.default_rng(0)
-    n = 150
-    means = rng.uniform(-0.8, 0.8, (n, 3))
     colors = rng.uniform(0.05, 0.95, (n, 3))
     gt = {
-        "means": means.astype(np.float32),
-        "quats": rng.standard_normal((n, 4)).astype(np.float32),
-        "scales": np.log(rng.uniform(0.06, 0.18, (n, 3))).astype(np.float32),
-        "opacities": np.full(n, 1.5, np.float32),
-        "sh": np.zeros((n, 16, 3), np.float32),
+        "means": rng.uniform(-0.8, 0.8, (n, 3)),
+        "quats": rng.standard_normal((n, 4)),
+        "scales": np.log(rng.uniform(0.06, 0.18, (n, 3))),
+        "opacities": np.full(n, 1.5),
+        "sh": np.zeros((n, 16, 3)),
     }
     gt["sh"][:, 0] = (colors - 0.5) / tr.SH_C0
-    views = []
-    for i in range(12):
-        th = 2 * math.pi * i / 12
+    return {k: jnp.asarray(v) for k, v in gt.items()}
+
+
+def _ring(count: int, size: int = 32):
+    """`count` cameras on a ring around the origin and their float64 renders of the truth."""
+    scene, out = _gaussian_truth(), []
+    for i in range(count):
+        th = 2 * math.pi * i / count
         eye = 3.5 * np.array([math.cos(th), math.sin(th), 0.4 + 0.3 * (i % 2)])
-        cam = look_at(eye, [0, 0, 0], [0, 0, 1], SIZE, SIZE, 1.5 * SIZE, dtype=np.float32)
-        views.append(_view(f"v{i}", cam, render(METHOD, gt, cam).image))
-    pts = means + 0.02 * rng.standard_normal(means.shape)
-    train = Dataset(
-        views=tuple(v for i, v in enumerate(views) if i % 4),
-        points=pts.astype(np.float32),
-        colors=np.full((n, 3), 0.5, np.float32),
-    )
-    return train, Dataset(views=tuple(v for i, v in enumerate(views) if i % 4 == 0)), means
+        cam = look_at(eye, [0, 0, 0], [0, 0, 1], size, size, 1.5 * size, dtype=np.float64)
+        out.append((cam, np.asarray(render(METHOD, scene, cam).image)))
+    return out
 
 
-def _perturbed(dataset, degrees: float, fraction: float):
+def test_pose_only_refinement_recovers_the_poses():
+    """With the scene fixed at the truth (no gauge freedom), Adam on the pose corrections
+    (`corrections_optimizer`) takes 6 views perturbed by 2 degrees
+    and 5% of the scene scale to within a quarter of that (the scene-and-pose run is the slow
+    test below). The pivot is the depth of the scene's centre, as the trainer's."""
+    V, STEPS = 6, 200
+    scene, views = _gaussian_truth(), _ring(V)
+    cams = Camera.stack([cam for cam, _ in views])
+    target = jnp.asarray(np.stack([img for _, img in views]))
+    centres = np.stack([-c.R.T @ c.t for c, _ in views])
+    scale = 1.1 * np.linalg.norm(centres - centres.mean(0), axis=1).max()  # as scene_scale
     rng = np.random.default_rng(1)
-    shift = fraction * tr.scene_scale(dataset)
+    deltas = np.stack([_random_delta(rng, 2.0, 0.05 * scale) for _ in views])
+    noisy = cams.replace(viewmat=jnp.asarray(deltas @ np.asarray(cams.viewmat)))
+    pivots = jnp.full((V,), 3.5)
+    corr = init_corrections(V, True, False, 12)
+    corr = {"pose": corr["pose"].astype(jnp.float64)}
+    opt = corrections_optimizer(corr, 3e-3, 0.0, scale)
+    rconfig = fit_config(METHOD, scene, noisy, margin=2.0)
 
-    def one(v):
-        axis, d = rng.normal(size=3), rng.normal(size=3)
-        delta = np.eye(4)
-        w = axis / np.linalg.norm(axis) * math.radians(degrees)
-        delta[:3, :3] = Rotation.from_rotvec(w).as_matrix()
-        delta[:3, 3] = shift * d / np.linalg.norm(d)
-        viewmat = (delta @ np.asarray(v.viewmat, np.float64)).astype(np.float32)
-        return dataclasses.replace(v, viewmat=viewmat)
+    @jax.jit
+    def step(corr, state):
+        def loss(c):
+            out = render(METHOD, scene, correct(noisy, c, jnp.arange(V), pivots), config=rconfig)
+            return jnp.mean(jnp.abs(out.image - target)), out.stats["dropped"]
 
-    return dataclasses.replace(dataset, views=tuple(one(v) for v in dataset.views))
+        grad, dropped = jax.grad(loss, has_aux=True)(corr)
+        return *step_corrections(opt, grad, state, corr), dropped
 
-
-def _reprojection(viewmats, views, points) -> float:
-    """Mean pixel distance between the points projected with `viewmats` and with the views'."""
-    out = []
-    for m, v in zip(viewmats, views, strict=True):
-        K = np.asarray(v.K, np.float64)
-
-        def proj(vm, K=K):
-            uv = (points @ vm[:3, :3].T + vm[:3, 3]) @ K.T
-            return uv[:, :2] / uv[:, 2:]
-
-        out.append(
-            np.mean(np.linalg.norm(proj(m) - proj(np.asarray(v.viewmat, np.float64)), axis=1))
-        )
-    return float(np.mean(out))
+    state = opt.init(corr)
+    for _ in range(STEPS):
+        corr, state, dropped = step(corr, state)
+        assert not np.any(np.asarray(dropped))
+    fixed = pose_matrices(corr["pose"], pivots) @ deltas  # corrected = fixed @ true
+    deg = np.degrees(Rotation.from_matrix(fixed[:, :3, :3]).magnitude())
+    shift = np.linalg.norm(fixed[:, :3, 3], axis=1) / scale
+    assert deg.max() < 0.5 and shift.max() < 0.0125, (deg, shift)
 
 
-@pytest.mark.slow  # two 600-step runs at 64x64 (~2 min on 2 cores)
-def test_pose_refinement_recovers_perturbed_poses():
-    """Issue 18: training poses perturbed by 2 degrees and 5% of the scene scale. With
-    `pose_opt` the corrected cameras reproject the scene's points to within a quarter of the
-    perturbation's reprojection error, and test PSNR beats the run without refinement."""
-    train_set, test_set, points = _gaussian_scene()
-    noisy = _perturbed(train_set, 2.0, 0.05)
-    before = _reprojection([np.asarray(v.viewmat, np.float64) for v in noisy.views],
-                           train_set.views, points)  # fmt: skip
-    assert before > 1.0  # pixels
-    config = _config(
-        steps=600, capacity=None, pose_lr=3e-3, refine_from=900, sh_degree_interval=600,
-        eval_every=0, checkpoint_every=0, save_renders=False,
+def _random_delta(rng, degrees: float, shift: float) -> np.ndarray:
+    axis, d = rng.normal(size=3), rng.normal(size=3)
+    delta = np.eye(4)
+    delta[:3, :3] = Rotation.from_rotvec(
+        axis / np.linalg.norm(axis) * math.radians(degrees)
+    ).as_matrix()
+    delta[:3, 3] = shift * d / np.linalg.norm(d)
+    return delta
+
+
+def _benchmark():
+    """benchmarks/pose_refinement.py (perturbation and pose-error helpers), imported once."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "pose_refinement", ROOT / "benchmarks" / "pose_refinement.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow  # two 1200-step runs of the demo scene at 64x64 (10-25 min on 2 shared cores)
+def test_pose_refinement_on_the_demo_scene(tmp_path):
+    """Issue 18: the demo scene's 12 training poses perturbed by 2 degrees and 5% of the scene
+    scale (test poses exact). Measured on the gauge-aligned errors (the poses up to a global
+    similarity, the quantity a scene that can move is able to recover): see the asserts and
+    docs/training.md for what is and is not reached."""
+    import xprc
+    from xprc.datasets import load_scene
+    from xprc.demo_scene import generate_demo_scene
+
+    bench = _benchmark()
+    generate_demo_scene(tmp_path, n_train=12, n_test=4, size=(64, 64))
+    train_set, test_set = load_scene(tmp_path)
+    truth = np.stack([np.asarray(v.viewmat, np.float64) for v in train_set.views])
+    scale = tr.scene_scale(train_set)
+    noisy, _ = bench.perturb(train_set, 2.0, 0.05)
+    method = xprc.load(ROOT / "specs" / "3dgs.xpr")
+    config = tr.TrainConfig(
+        steps=1200, refine_from=120, sh_degree_interval=300, eval_every=0, checkpoint_every=0,
+        progress=False, save_renders=False,
     )  # fmt: skip
-    plain = tr.train(METHOD, noisy, test_set, None, config)
-    refined = tr.train(METHOD, noisy, test_set, None, dataclasses.replace(config, pose_opt=True))
-    corrected = []
-    for v, p in zip(noisy.views, np.asarray(refined.cameras["pose"]), strict=True):
-        delta = np.eye(4)
-        delta[:3, :3] = Rotation.from_rotvec(p[:3]).as_matrix()
-        delta[:3, 3] = p[3:]
-        corrected.append(delta @ np.asarray(v.viewmat, np.float64))
-    after = _reprojection(corrected, train_set.views, points)
-    assert after < before / 4, (before, after)
-    assert refined.metrics["psnr"] > plain.metrics["psnr"] + 1.0, (plain.metrics, refined.metrics)
+    plain = tr.train(method, noisy, test_set, None, config)
+    refined = tr.train(method, noisy, test_set, None, dataclasses.replace(config, pose_opt=True))
+    est = bench.corrected_viewmats(noisy.views, refined.cameras)
+    err = bench.pose_errors(est, truth, scale, align=True)
+    assert refined.metrics["psnr"] > plain.metrics["psnr"] + 3.0, (plain.metrics, refined.metrics)
+    assert err["trans_frac_mean"] < 0.05 / 4, err
+    assert err["rot_deg_mean"] < 2.0 / 4, err

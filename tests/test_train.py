@@ -557,3 +557,24 @@ def test_raised_capacity_over_the_memory_budget_is_a_train_error(scene):
     needed = int(count_entries(METHOD, params, test_set.views[0].camera(), RenderConfig()))
     assert f"needs {needed:,} (primitive, tile) entries" in str(e.value)
     assert needed > 64 and "over the memory budget" in str(e.value)
+
+
+def test_pose_and_intrinsics_refinement_run_and_report(scene):
+    """A short run with both camera refinements: corrections move from zero and are reported
+    with the pivot depths (the median depth of the initial points in each training view)."""
+    train_set, test_set = scene
+    config = _config(
+        steps=4, eval_every=0, checkpoint_every=0, save_renders=False, pose_opt=True,
+        intrinsics_opt=True,
+    )  # fmt: skip
+    result = tr.train(METHOD, train_set, test_set, None, config)
+    cams = result.cameras
+    assert set(cams) == {"pose", "pose_pivot", "intrinsics", "dist"}
+    assert np.asarray(cams["pose"]).shape == (len(train_set.views), 6)
+    assert np.any(np.asarray(cams["pose"]) != 0) and np.any(np.asarray(cams["intrinsics"]) != 0)
+    pts = np.asarray(train_set.points, np.float64)
+    want = [
+        np.median(pts @ np.asarray(v.viewmat, np.float64)[2, :3] + v.viewmat[2, 3])
+        for v in train_set.views
+    ]
+    np.testing.assert_allclose(cams["pose_pivot"], want, rtol=1e-5)

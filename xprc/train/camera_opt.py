@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .optim import adam_update, optimizer
 
@@ -47,19 +48,41 @@ def rotation(w: jax.Array) -> jax.Array:
     return jnp.eye(3, dtype=w.dtype) + a * k + b * (k @ k)
 
 
-def correct(camera, corrections: dict, view):
-    """The camera of training view(s) `view` with the learned corrections applied."""
+def pose_delta(p: jax.Array, pivot: jax.Array) -> jax.Array:
+    """The camera-frame correction [4, 4] of pose correction p [6] = (w, u) about a pivot at
+    depth `pivot` on the optical axis: x -> R(w) (x - q) + q + u with q = (0, 0, pivot)."""
+    R = rotation(p[:3])
+    q = jnp.zeros(3, p.dtype).at[2].set(pivot.astype(p.dtype))
+    delta = jnp.eye(4, dtype=p.dtype).at[:3, :3].set(R)
+    return delta.at[:3, 3].set(p[3:] + q - R @ q)
+
+
+def pose_matrices(pose, pivots) -> np.ndarray:
+    """[V, 4, 4] float64 camera-frame corrections (left factors of the world->camera matrices)
+    from learned `pose` [V, 6] and `pivots` [V] (TrainResult.cameras "pose" / "pose_pivot")."""
+    pose = np.asarray(pose, np.float64)
+    piv = np.asarray(pivots, np.float64)
+    return np.stack(
+        [
+            np.asarray(pose_delta(jnp.asarray(p), jnp.asarray(d)))
+            for p, d in zip(pose, piv, strict=True)
+        ]
+    )
+
+
+def correct(camera, corrections: dict, view, pivots=None):
+    """The camera of training view(s) `view` with the learned corrections applied; pivots [V]:
+    the depth each view's rotation turns about (None: 0, the camera centre)."""
     viewmat, K, dist = camera.viewmat, camera.K, camera.dist
     if "pose" in corrections:
         pose = corrections["pose"][view]
+        piv = jnp.zeros(pose.shape[:-1], pose.dtype) if pivots is None else pivots[view]
 
-        def one(vm, p):
-            delta = jnp.eye(4, dtype=vm.dtype)
-            delta = delta.at[:3, :3].set(rotation(p[:3]).astype(vm.dtype))
-            delta = delta.at[:3, 3].set(p[3:].astype(vm.dtype))
-            return delta @ vm
+        def one(vm, p, d):
+            return pose_delta(p, d).astype(vm.dtype) @ vm
 
-        viewmat = jax.vmap(one)(viewmat, pose) if viewmat.ndim == 3 else one(viewmat, pose)
+        many = viewmat.ndim == 3
+        viewmat = jax.vmap(one)(viewmat, pose, piv) if many else one(viewmat, pose, piv)
     if "intrinsics" in corrections:
         a, b, c, d = (corrections["intrinsics"][i].astype(K.dtype) for i in range(4))
         K = K.at[..., 0, 0].multiply(jnp.exp(a)).at[..., 1, 1].multiply(jnp.exp(b))
@@ -69,6 +92,21 @@ def correct(camera, corrections: dict, view):
     leaves, treedef = jax.tree_util.tree_flatten(camera)
     del leaves
     return jax.tree_util.tree_unflatten(treedef, [viewmat, K, dist])
+
+
+def pivot_depths(viewmats: np.ndarray, points: np.ndarray | None, target: np.ndarray) -> np.ndarray:
+    """[V] float32: per view, the median depth of the points in front of the camera (the
+    scene's middle), else the depth of `target` (where the cameras look), floored at 0."""
+    out = []
+    for vm in np.asarray(viewmats, np.float64):
+        z = None
+        if points is not None and len(points):
+            depth = np.asarray(points, np.float64) @ vm[2, :3] + vm[2, 3]
+            z = float(np.median(depth[depth > 0])) if np.any(depth > 0) else None
+        if z is None:
+            z = max(float(target @ vm[2, :3] + vm[2, 3]), 0.0)
+        out.append(z)
+    return np.asarray(out, np.float32)
 
 
 def corrections_optimizer(corrections: dict, pose_lr, intrinsics_lr, scene_scale):

@@ -27,10 +27,10 @@ from ..pipeline.binning import TileGrid
 from ..pipeline.capacity import MemoryBudgetError, check_memory
 from . import checkpoint as ckpt
 from . import losses_2dgs
-from .camera_opt import corrections_optimizer, init_corrections
+from .camera_opt import corrections_optimizer, init_corrections, pivot_depths
 from .config import TrainConfig, TrainError, TrainResult
 from .data import ViewOrder, infer_background, stack_views
-from .init import init_params, scene_scale, views_of
+from .init import camera_poses, init_params, look_target, scene_scale, views_of
 from .optim import lr_arrays, optimizer
 from .outputs import RunRecord, view_names, write_outputs
 from .step import StepKey, eval_fn, step_fn
@@ -114,6 +114,14 @@ def _capacity(method, params, cameras, base: RenderConfig) -> Capacity:
     return Capacity(base, _initial_bucket(method, params, cameras, base), method, grid)
 
 
+def _pivots(train_set, views) -> np.ndarray:
+    """The depth each training view's pose correction rotates about (camera_opt.pose_delta)."""
+    centres, forwards = camera_poses(views)
+    target = look_target(centres, forwards)
+    viewmats = np.stack([np.asarray(v.viewmat, np.float64) for v in views])
+    return pivot_depths(viewmats, getattr(train_set, "points", None), target)
+
+
 def _hyper(method, config: TrainConfig, strategy, scale: float, background) -> dict:
     f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
     return {
@@ -153,6 +161,7 @@ class Run:
         background = infer_background(train_views) if bg is None else np.asarray(bg, np.float32)
         self.scale = scene_scale(train_set)
         self.hyper = _hyper(method, config, self.strategy, self.scale, background)
+        self.hyper["pose_pivot"] = jnp.asarray(_pivots(train_set, train_views))
         points = getattr(train_set, "points", None)
         n_points = len(points) if points is not None and len(points) else config.num_random_points
         cap = config.capacity or self.strategy.default_capacity(n_points, config)
@@ -425,6 +434,8 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
         log(f"interrupted at step {run.step}{where}", config.progress)
     params = {k: np.asarray(v) for k, v in run.state["params"].items()}
     cams = {k: np.asarray(v).tolist() for k, v in run.state["cams"].items()} or None
+    if cams is not None and "pose" in cams:  # the depths the rotations turn about
+        cams["pose_pivot"] = np.asarray(run.hyper["pose_pivot"]).tolist()
     if run.out is not None:
         record = RunRecord(
             run.method, config, params, np.asarray(run.state["used"]), run.test_views,

@@ -138,7 +138,7 @@ def step_fn(key: StepKey):
         pos_factor = hyper["scene_scale"] * jnp.power(hyper["position_lr_final"], progress)
 
         def loss_fn(p, corr):
-            c = correct(cam, corr, view) if corr else cam
+            c = correct(cam, corr, view, hyper["pose_pivot"]) if corr else cam
             masked = sh_masked(method, p, step_i, hyper["sh_interval"])
             weights = {"ssim": hyper["ssim_weight"]}
             if key.regularisers is not None:
