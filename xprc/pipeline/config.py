@@ -6,6 +6,7 @@ import dataclasses
 import math
 
 MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
+BACKWARDS = ("custom", "autodiff")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +33,9 @@ class RenderConfig:
                  z is the response's per-pixel `depth` output when it emits one, else the sort
                  depth. Exact when z increases along the list (the sort depth; per-pixel depths
                  of crossing primitives need not). Differentiated by autodiff of the scan.
+    backward:    how compositing is differentiated: "custom" (default: the analytic,
+                 method-agnostic VJP of `composite_vjp.py`) or "autodiff" (JAX autodiff of the
+                 rematerialised scan; always used for the distortion output).
     """
 
     tile_size: int = 16
@@ -44,6 +48,15 @@ class RenderConfig:
     alpha_min: float = 1.0 / 255.0
     t_min: float = 1e-4
     distortion: bool = False
+    backward: str = "custom"
+
+    def __post_init__(self) -> None:
+        if self.backward not in BACKWARDS:
+            from ..errors import XprError
+
+            raise XprError(
+                f"RenderConfig.backward={self.backward!r}: expected one of {', '.join(BACKWARDS)}"
+            )
 
     def entry_capacity(self, num_primitives: int, num_tiles: int) -> int:
         """The static entry capacity: explicit, or derived from the scene size."""
