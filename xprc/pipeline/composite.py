@@ -8,7 +8,7 @@ t_min") is exact: entry k contributes iff the running product including it stays
 which is monotone along the list. A group whose tile is already saturated everywhere, or that is
 capacity padding, is skipped with `lax.cond`.
 
-Two ways to differentiate it (the same forward maths, `_group_weights`):
+Two ways to differentiate it (the same forward maths, `group_weights`):
 - the custom VJP of `composite_vjp.py` (default): a second front-to-back scan recomputes each
   group's alpha with the spec's response and applies the compositing derivatives analytically;
   it covers colour, depth, the weight and the response's per-pixel outputs;

@@ -71,48 +71,55 @@ def _core_fwd(static, a_items, v_items, camera, rays, item_tile, ok):
     return out, (a_items, v_items, camera, rays, item_tile, ok, out)
 
 
+def _group_grad(static, camera, rays, g_out, g_total, carry, tiles, a, v, m):
+    """One group's cotangents: lane attributes [G, B, A], lane values [G, B, V], rays
+    ([G, P, 3] x 2, or ()), and the carry (tile, T, prefix of w (g . c), camera cotangent)."""
+    response, grid, config, signed, pixel_channels = static
+    num_values = v.shape[-1]
+    cur_tile, t_run, s_run, cam_ct = carry
+    ray_o, ray_d = group_rays(rays, tiles, grid, a.dtype)
+
+    def fn(a, cam, ro, rd):
+        return evaluate(response, cam, a, ro, rd, tiles, grid, pixel_channels)
+
+    (alpha, extra), vjp_fn = jax.vjp(fn, a, camera, ray_o, ray_d)
+    used = m[:, None, :] & ((jnp.abs(alpha) if signed else alpha) >= config.alpha_min)
+    alpha = jnp.where(used, alpha, 0.0)
+    reset = tiles != jnp.concatenate([cur_tile[None], tiles[:-1]])  # [G]
+    wt = group_weights(alpha, used, t_run, reset, signed, config.t_min)
+    safe = jnp.minimum(tiles, grid.num_tiles - 1)
+    gt = g_out[safe]  # [G, P, C]
+    gv = gt[..., :num_values]
+    gc = jnp.einsum("gpv,gbv->gpb", gv, v) + gt[..., -1:]  # g . c_k
+    d_extra = None
+    if pixel_channels:
+        ge = gt[..., num_values : num_values + pixel_channels]
+        extra = jnp.where(used[..., None], extra, 0.0)
+        gc = gc + jnp.einsum("gpk,gpbk->gpb", ge, extra)
+        d_extra = wt.w[..., None] * ge[:, :, None, :]
+    within = prefix_sum(wt.w * gc)  # inclusive prefix inside the chunk
+    s_in, s_last = segmented_carry(reset, within[:, :, -1], s_run, jnp.add, 0.0)
+    after = g_total[safe][:, :, None] - (s_in[:, :, None] + within)  # S_k
+    d_alpha = jnp.where(wt.live, wt.T * gc - after / (1.0 - alpha), 0.0)
+    d_a, d_cam, d_ro, d_rd = vjp_fn((d_alpha, d_extra))
+    d_v = jnp.einsum("gpb,gpv->gbv", wt.w, gv)
+    cam_ct = jax.tree_util.tree_map(jnp.add, cam_ct, d_cam)
+    rays_ct = () if rays is None else (d_ro[:, :, 0, :], d_rd[:, :, 0, :])
+    return (wt.t_last, s_last, cam_ct), (d_a, d_v, rays_ct)
+
+
 def _core_bwd(static, residuals, g_out):
     a_items, v_items, camera, rays, item_tile, ok, out = residuals
-    response, grid, config, signed, pixel_channels = static
+    _, grid, config, signed, _ = static
     dtype = a_items.dtype
     num_tiles, pix = grid.num_tiles, grid.tile * grid.tile
     g, b = config.group, config.chunk
     num_values = v_items.shape[-1]
-    t_min, alpha_min = config.t_min, config.alpha_min
+    t_min = config.t_min
     g_total = jnp.sum(g_out * out, axis=-1)  # [T, P]: g . out = sum_k w_k (g . c_k)
 
     def group_grad(carry, tiles, a, v, m):
-        cur_tile, t_run, s_run, cam_ct = carry
-        ray_o, ray_d = group_rays(rays, tiles, grid, dtype)
-
-        def fn(a, cam, ro, rd):
-            return evaluate(response, cam, a, ro, rd, tiles, grid, pixel_channels)
-
-        (alpha, extra), vjp_fn = jax.vjp(fn, a, camera, ray_o, ray_d)
-        used = m[:, None, :] & ((jnp.abs(alpha) if signed else alpha) >= alpha_min)
-        alpha = jnp.where(used, alpha, 0.0)
-        reset = tiles != jnp.concatenate([cur_tile[None], tiles[:-1]])  # [G]
-        wt = group_weights(alpha, used, t_run, reset, signed, t_min)
-        safe = jnp.minimum(tiles, num_tiles - 1)
-        gt = g_out[safe]  # [G, P, C]
-        gv = gt[..., :num_values]
-        gc = jnp.einsum("gpv,gbv->gpb", gv, v) + gt[..., -1:]
-        d_extra = None
-        if pixel_channels:
-            ge = gt[..., num_values : num_values + pixel_channels]
-            extra = jnp.where(used[..., None], extra, 0.0)
-            gc = gc + jnp.einsum("gpk,gpbk->gpb", ge, extra)
-            d_extra = wt.w[..., None] * ge[:, :, None, :]
-        wg = wt.w * gc
-        within = prefix_sum(wg)  # inclusive prefix inside the chunk
-        s_in, s_last = segmented_carry(reset, within[:, :, -1], s_run, jnp.add, 0.0)
-        after = g_total[safe][:, :, None] - (s_in[:, :, None] + within)  # S_k
-        d_alpha = jnp.where(wt.live, wt.T * gc - after / (1.0 - alpha), 0.0)
-        d_a, d_cam, d_ro, d_rd = vjp_fn((d_alpha, d_extra))
-        d_v = jnp.einsum("gpb,gpv->gbv", wt.w, gv)
-        cam_ct = jax.tree_util.tree_map(jnp.add, cam_ct, d_cam)
-        rays_ct = () if rays is None else (d_ro[:, :, 0, :], d_rd[:, :, 0, :])
-        return (wt.t_last, s_last, cam_ct), (d_a, d_v, rays_ct)
+        return _group_grad(static, camera, rays, g_out, g_total, carry, tiles, a, v, m)
 
     def step(carry, x):
         cur_tile, t_run, s_run, cam_ct = carry
