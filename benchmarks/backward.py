@@ -104,8 +104,8 @@ def main(argv=None):
             wall = np.median([row[f"ratio_{backward}"] for row in r["rows"]])
             cpu = np.median([row[f"ratio_{backward}_cpu"] for row in r["rows"]])
             print(f"[{name}] fwd+bwd / fwd, {backward}: wall {wall:.2f}, CPU {cpu:.2f}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)  # after each spec
+        Path(args.out).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
