@@ -3,9 +3,10 @@
     python benchmarks/backward.py --methods 3dgs --cams 1 --rounds 2
 
 For each spec, on the garden workload (a random scene of the same size without it): forward,
-and forward+backward with `RenderConfig(backward="custom")` and `backward="autodiff"`, per camera,
-minimum wall and CPU time of `--repeat` calls; the two backward variants are timed alternately, `--rounds` times, so
-a loaded machine affects both alike. Prints the ratios fwd+bwd / fwd and writes JSON to `--out`.
+and forward+backward with `RenderConfig(backward="custom")` and `backward="autodiff"`, per
+camera, the minimum wall and CPU time of `--repeat` calls; the two backward variants are timed
+alternately, `--rounds` times, so a loaded machine affects both alike. Prints the ratios
+fwd+bwd / fwd and writes JSON to `--out` (after each spec).
 """
 
 from __future__ import annotations
