@@ -19,10 +19,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ("3dgs", "3dgut", "linprim_octahedron")
 STRATEGIES = ("mcmc", "adc")
-# ADC split offsets in units of the spec's `role scale` size: the per-axis spatial standard
-# deviation of a primitive of size 1 (1 for a Gaussian's standard deviation; 1/sqrt(10) for the
-# uniform octahedron |x| + |y| + |z| <= d, E[x^2] = d^2 / 10). docs/training.md.
-SPLIT_OFFSET = {"linprim_octahedron": 10**-0.5}
 
 
 def run(specs, strategies, steps, size, n_train, n_test, reset_every=None) -> list[dict]:
@@ -30,6 +26,7 @@ def run(specs, strategies, steps, size, n_train, n_test, reset_every=None) -> li
     from xprc.datasets import load_scene
     from xprc.demo_scene import generate_demo_scene
     from xprc.train import TrainConfig, train
+    from xprc.train.adc import ADC
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -49,7 +46,6 @@ def run(specs, strategies, steps, size, n_train, n_test, reset_every=None) -> li
                     refine_from=max(steps // 10, 1),
                     sh_degree_interval=max(steps // 4, 1),
                     reset_every=max(steps // 3, 1) if reset_every is None else reset_every,
-                    split_offset=SPLIT_OFFSET.get(spec, 1.0),
                 )
                 t0 = time.perf_counter()
                 r = train(method, train_set, test_set, None, config)
@@ -57,7 +53,7 @@ def run(specs, strategies, steps, size, n_train, n_test, reset_every=None) -> li
                     {
                         "spec": spec,
                         "strategy": strategy,
-                        "split_offset": config.split_offset,
+                        "split_offset": ADC(method).split_offset(config),
                         "budget": f"{steps} steps, {size}x{size}, {n_train} training views",
                         "initial_psnr": r.initial_psnr,
                         "psnr": r.metrics["psnr"],

@@ -19,6 +19,7 @@ import pytest
 from conftest import ROOT, load_handwritten
 from test_train import METHOD, TaggedSpec, _annotated, _config, _interrupt_at
 
+import xprc
 from xprc import train as tr
 from xprc.pipeline import RenderConfig
 from xprc.train import optim
@@ -383,3 +384,24 @@ def test_numeric_init_through_an_unnamed_activation_uses_init_raw():
 
     params, _ = tr.init_params(Beta(), _tiny_scene()[0], tr.TrainConfig())
     assert np.all(params["b"] == 0.0)
+
+
+def test_adc_split_offset_comes_from_the_spec_unless_configured():
+    """The octahedron and tetrahedron declare `const split_spread` (per-axis std of the uniform
+    solid over its vertex distance: 1/sqrt(10) = sqrt(E[x^2]) for |x|+|y|+|z| <= d, and
+    1/sqrt(15) for the regular tetrahedron, sum v v^T / 20 = d^2/15); a Gaussian spec declares
+    none (1); an explicit TrainConfig.split_offset wins."""
+    root = ROOT / "specs"
+    octa = xprc.load(root / "linprim_octahedron.xpr")
+    tetra = xprc.load(root / "linprim_tetrahedron.xpr")
+    # Monte-Carlo check of the declared constants against the solids themselves
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (400_000, 3))
+    inside = x[np.abs(x).sum(1) <= 1]
+    assert abs(inside[:, 0].std() - ADC(octa).split_offset(tr.TrainConfig())) < 3e-3
+    dirs = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]]) / math.sqrt(3)
+    w = rng.dirichlet(np.ones(4), 400_000)  # uniform in the simplex
+    pts = w @ dirs
+    assert abs(pts[:, 0].std() - ADC(tetra).split_offset(tr.TrainConfig())) < 3e-3
+    assert ADC(METHOD).split_offset(tr.TrainConfig()) == 1.0
+    assert ADC(octa).split_offset(tr.TrainConfig(split_offset=0.5)) == 0.5

@@ -11,9 +11,10 @@ Every `refine_every` steps in [refine_from, refine_until), primitives whose mean
 `grad_threshold`:
   - clone when small (largest size <= percent_dense x scene scale): an exact copy in a free slot;
   - split when large: the original and a copy both move by a sample of N(0, (k size)^2)
-    (isotropic: the spec declares no rotation role; k = `split_offset`, 1 for Gaussians, whose
-    size is a standard deviation, 1/sqrt(10) for octahedra, whose size is the vertex distance:
-    the samples must stay inside the parent) and their sizes are divided by `split_factor`;
+    (isotropic: the spec declares no rotation role; k = `split_offset`, else the spec's
+    `const split_spread`, else 1 as for Gaussians, whose size is a standard deviation; the
+    octahedron declares 1/sqrt(10), its size being the vertex distance: the samples must stay
+    inside the parent) and their sizes are divided by `split_factor`;
 the highest gradients first, at most as many as there are free slots (so the capacity is never
 exceeded). Then primitives with opacity < min_opacity (and, after the first opacity reset, a
 largest size above prune_scale x scene scale) are pruned: their slot is freed and made
@@ -63,10 +64,18 @@ class ADC(Strategy):
             "grad_threshold": f32(config.grad_threshold),
             "percent_dense": f32(config.percent_dense),
             "split_factor": f32(config.split_factor),
-            "split_offset": f32(config.split_offset),
+            "split_offset": f32(self.split_offset(config)),
             "reset_every": i32(config.reset_every),
             "prune_scale": f32(config.prune_scale),
         }
+
+    def split_offset(self, config: TrainConfig) -> float:
+        """The split offset scale: the config's, else the spec's `const split_spread` (the
+        primitive's per-axis spatial std over its `role scale` size), else 1 (a Gaussian's size
+        is its standard deviation)."""
+        if config.split_offset is not None:
+            return float(config.split_offset)
+        return float(getattr(self.method, "CONSTANTS", {}).get("split_spread", 1.0))
 
     def live(self, act, used, hyper):
         return jnp.sum(used, dtype=jnp.int32)

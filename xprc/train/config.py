@@ -46,10 +46,10 @@ class TrainConfig:
                          cloned (small) or split (large).
     percent_dense:       adc: "large" is a largest activated size above this x scene scale.
     split_factor:        adc: a split divides the sizes by this (1.6 in 3DGS).
-    split_offset:        adc: split offsets ~ N(0, (split_offset x size)^2): 1 when the size is
-                         a standard deviation (Gaussians); the primitive's per-axis spatial std
-                         over its size otherwise (1/sqrt(10) for LinPrim octahedra, whose size
-                         is the vertex distance; docs/training.md).
+    split_offset:        adc: split offsets ~ N(0, (split_offset x size)^2). None: the spec's
+                         `const split_spread` (its per-axis spatial std over its size: the
+                         octahedron declares 1/sqrt(10), its size being the vertex distance),
+                         else 1, a Gaussian's size being its std (docs/training.md).
     reset_every:         adc: every opacity clamped to 2 x min_opacity every this many steps.
     prune_scale:         adc: after the first reset, prune sizes above this x scene scale.
     pose_opt / intrinsics_opt: learn per-view pose corrections / shared intrinsics and lens
@@ -93,7 +93,7 @@ class TrainConfig:
     grad_threshold: float = 2e-4
     percent_dense: float = 0.01
     split_factor: float = 1.6
-    split_offset: float = 1.0
+    split_offset: float | None = None
     reset_every: int = 3000
     prune_scale: float = 0.1
     pose_opt: bool = False
