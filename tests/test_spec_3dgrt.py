@@ -45,6 +45,7 @@ def _body(source):
     """The generated code without its provenance: header, names and `# spec line` comments
     (which say whether a line came from the base spec)."""
     drop = ("# Generated", "# `xprc", "# spec sha256", '"""', "NAME =", "SPEC_SHA256 =")
+    drop += ("SPEC_FILE =", "CAMERA_MODELS_SOURCE =")  # where the declaration was read
     lines = (re.sub(r"  # spec line \d+.*$", "", line) for line in source.splitlines())
     return [line for line in lines if not line.startswith(drop)]
 

@@ -22,6 +22,7 @@ from gradcheck import assert_grads_match_fd
 
 from xprc.camera import Camera
 from xprc.compiler.driver import compile_source, load
+from xprc.errors import CameraModelError
 from xprc.pipeline import render
 from xprc.pipeline.render import TRACE_COUNT
 from xprc.scenes import random_scene
@@ -296,7 +297,7 @@ def test_fisheye_180_keeps_and_covers_primitives_at_80_degrees(gut):
         assert not np.any(lit[i] & ~inside), (i, thetas[i], box[i])
 
 
-def test_fisheye_180_sees_primitives_at_80_degrees(gut, gs):
+def test_fisheye_180_sees_primitives_at_80_degrees(gut, gs, tmp_path):
     params, thetas = surround_scene()
     cam = fisheye_180()
     bg = jnp.asarray(BG, jnp.float32)
@@ -313,11 +314,18 @@ def test_fisheye_180_sees_primitives_at_80_degrees(gut, gs):
     assert wide_alpha[ring].sum() > 50 and wide_alpha[~ring].max() == 0
     got = render(gut, wide, cam, bg)
     np.testing.assert_allclose(as_np(got.image), wide_colour, atol=1e-4, rtol=0)
-    # The EWA path (3DGS given the same camera object: fisheye centres, but the pinhole
-    # Jacobian, clamped to 1.3x the field of view) smears them over the whole image. Measured:
-    # ring |diff| mean 0.25, max 0.53; alpha sum on the ring 2362 (3DGS) vs 150 (reference),
-    # and 1667 inside 65 degrees where there is nothing. 3DGUT: max abs 1.3e-6.
-    ewa = render(gs, wide, cam, bg)
+    # 3DGS declares `cameras pinhole`: given a fisheye camera it refuses instead of drawing.
+    with pytest.raises(CameraModelError, match="fisheye"):
+        render(gs, wide, cam, bg)
+    # Why: the EWA path forced onto the fisheye (a spec extending 3DGS that declares it:
+    # fisheye centres, but the pinhole Jacobian, clamped to 1.3x the field of view) smears
+    # them over the whole image. Measured: ring |diff| mean 0.25, max 0.53; alpha sum on the
+    # ring 2362 (3DGS) vs 150 (reference), and 1667 inside 65 degrees where there is nothing.
+    # 3DGUT: max abs 1.3e-6.
+    (tmp_path / "3dgs.xpr").write_text((ROOT / "specs" / "3dgs.xpr").read_text())
+    forced = tmp_path / "forced.xpr"
+    forced.write_text('primitive Forced extends "3dgs.xpr"\ncameras pinhole, fisheye\n')
+    ewa = render(load(forced), wide, cam, bg)
     ewa_alpha = as_np(ewa.alpha)[..., 0]
     ewa_diff = np.abs(as_np(ewa.image) - wide_colour)[ring]
     assert ewa_diff.mean() > 0.1 and ewa_diff.max() > 0.25
