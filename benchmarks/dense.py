@@ -87,9 +87,12 @@ def dense_render(method, config: RenderConfig, params, camera):
 
 
 def response_alpha(method, pixel, ray_o, ray_d, attrs, camera):
-    return jnp.broadcast_to(
-        method.response(pixel, ray_o, ray_d, attrs, camera), pixel.shape[:-2] + attrs.shape[-2:-1]
-    )
+    """The response's alpha [P, B]; a spec with per-pixel outputs (2DGS) returns (alpha, extra)
+    and only its alpha is composited here (so the baseline is cheaper than the renderer)."""
+    alpha = method.response(pixel, ray_o, ray_d, attrs, camera)
+    if isinstance(alpha, tuple):
+        alpha = alpha[0]
+    return jnp.broadcast_to(alpha, pixel.shape[:-2] + attrs.shape[-2:-1])
 
 
 @functools.cache
