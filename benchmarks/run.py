@@ -160,6 +160,12 @@ def measure(method, params, cams, config, repeat, with_dense=False):
 
 def workload(num, scale, quick):
     if quick or not default_garden_path().exists():
+        if not quick:
+            print(
+                f"garden workload not found at {default_garden_path()} (set XPRC_GARDEN): "
+                "measuring a random scene instead; the JSON records workload='random'",
+                file=sys.stderr,
+            )
         params = random_scene(num or 2000, seed=0, spread=1.5, depth=5.0)
         f = 120.0 * scale * 4
         w, h = round(160 * scale * 4), round(104 * scale * 4)
