@@ -27,6 +27,21 @@ def pinhole_rays(viewmat, K, width, height):
     return -R.T @ t, d @ R, np.stack([px, py], -1)
 
 
+def surfel(mu, rot, s, opac, centre, o, d, pix):
+    """One surfel at every pixel: (alpha, ray-surfel depth, normal facing the ray), the exact
+    ray-plane intersection in the surfel's (u, v) frame or the screen-space low-pass filter."""
+    tu, tv, tw = rot[:, 0], rot[:, 1], rot[:, 2]
+    dn = d @ tw
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(np.abs(dn) > 1e-6, ((mu - o) @ tw) / dn, -1.0)
+    x = o + t[:, None] * d - mu
+    g3 = np.where(t > 0, (x @ tu / s[0]) ** 2 + (x @ tv / s[1]) ** 2, np.inf)
+    g2 = 2 * np.sum((pix - centre) ** 2, -1)
+    alpha = np.minimum(0.99, opac * np.exp(-0.5 * np.minimum(g3, g2)))
+    depth = np.where(g3 <= g2, t, d @ (mu - o))
+    return alpha, depth, np.where((dn > 0)[:, None], -tw, tw)
+
+
 def render(params, viewmat, K, width, height, near=0.01):
     """(colour [H, W, 3], alpha [H, W], depth sum [H, W], normal sum [H, W, 3]), float64."""
     viewmat, K = np.asarray(viewmat, np.float64), np.asarray(K, np.float64)
@@ -49,16 +64,7 @@ def render(params, viewmat, K, width, height, near=0.01):
     for i in np.argsort(np.where(valid, pc[:, 2], np.inf), kind="stable"):
         if not valid[i]:
             break
-        tu, tv, tw = rot[i][:, 0], rot[i][:, 1], rot[i][:, 2]
-        dn = d @ tw
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(np.abs(dn) > 1e-6, ((mu[i] - o) @ tw) / dn, -1.0)
-        x = o + t[:, None] * d - mu[i]
-        g3 = np.where(t > 0, (x @ tu / s[i, 0]) ** 2 + (x @ tv / s[i, 1]) ** 2, np.inf)
-        g2 = 2 * np.sum((pix - centre[i]) ** 2, -1)
-        alpha = np.minimum(0.99, opac[i] * np.exp(-0.5 * np.minimum(g3, g2)))
-        depth = np.where(g3 <= g2, t, d @ (mu[i] - o))
-        normal = np.where((dn > 0)[:, None], -tw, tw)
+        alpha, depth, normal = surfel(mu[i], rot[i], s[i], opac[i], centre[i], o, d, pix)
         use = (alpha >= 1 / 255) & ~done
         test_t = T * (1 - alpha)
         stop = use & (test_t < 1e-4)

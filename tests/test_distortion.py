@@ -93,15 +93,9 @@ def _twin_2dgs(raw, cam):
     valid = (pc[:, 2] > 0.01) & (opac >= 1 / 255)
     alpha, z = [], []
     for i in [i for i in np.argsort(pc[:, 2], kind="stable") if valid[i]]:
-        tu, tv, tw = rot[i][:, 0], rot[i][:, 1], rot[i][:, 2]
-        dn = d @ tw
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(np.abs(dn) > 1e-6, ((mu[i] - o) @ tw) / dn, -1.0)
-        x = o + t[:, None] * d - mu[i]
-        g3 = np.where(t > 0, (x @ tu / s[i, 0]) ** 2 + (x @ tv / s[i, 1]) ** 2, np.inf)
-        g2 = 2 * np.sum((pix - centre[i]) ** 2, -1)
-        alpha.append(np.minimum(0.99, opac[i] * np.exp(-0.5 * np.minimum(g3, g2))))
-        z.append(np.where(g3 <= g2, t, d @ (mu[i] - o)))
+        a_i, z_i, _ = reference_2dgs.surfel(mu[i], rot[i], s[i], opac[i], centre[i], o, d, pix)
+        alpha.append(a_i)
+        z.append(z_i)
     alpha, z = np.array(alpha), np.array(z)
     return _double_sums(_composite_lists(alpha, z), z)
 

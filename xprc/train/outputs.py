@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from .adc import ADC
 
 
 @dataclasses.dataclass
@@ -64,6 +65,10 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         "strategy": rec.config.strategy,
         "config": rec.config.to_json(),
         "regularisers": rec.config.regulariser_record(method),
+        # the split spread used (config.split_offset None defers to the spec's split_spread)
+        "split_offset": (
+            ADC(method).split_offset(rec.config) if rec.config.strategy == "adc" else None
+        ),
     }
     report = {
         "method": method.NAME,
