@@ -7,6 +7,13 @@ and forward+backward with `RenderConfig(backward="custom")` and `backward="autod
 camera, the minimum wall and CPU time of `--repeat` calls; the two backward variants are timed
 alternately, `--rounds` times, so a loaded machine affects both alike. Prints the ratios
 fwd+bwd / fwd and writes JSON to `--out` (after each spec).
+
+    python benchmarks/backward.py --methods linprim_octahedron,3dgs --response
+
+times the spec's response alone on one compositing step's shapes (group x tile pixels x chunk,
+`RenderConfig` defaults), attributes of visible garden primitives, rays of the pixels around
+them: the response, and the response with its VJP (what the custom backward runs per step).
+Where the backward's time goes (issue 17); the JSON goes to `--out` as well.
 """
 
 from __future__ import annotations
@@ -83,6 +90,41 @@ def measure(method, params, cams, repeat, rounds):
     return {"entry_capacity": base.max_entries, "rows": rows}
 
 
+def response_step(method, params, cam, config: RenderConfig, repeat: int, rounds: int):
+    """(response, response + VJP) seconds on one compositing step's shapes [G, P, B]."""
+    out = jax.jit(method.project)(prepare_params(method, params), cam)
+    keep = np.asarray(out["valid"])
+    attrs, centre = np.asarray(out["attrs"])[keep], np.asarray(out["centre"])[keep]
+    g, b, t = config.group, config.chunk, config.tile_size
+    rng = np.random.default_rng(0)
+    pick = rng.integers(0, len(attrs), (g, b))  # a tile's lanes: primitives near its centre
+    a = jnp.asarray(attrs[pick][:, None])  # [G, 1, B, A]
+    side = np.arange(t) - t / 2 + 0.5
+    offsets = np.stack(np.meshgrid(side, side), -1).reshape(-1, 2)
+    pixel = centre[pick[:, 0]][:, None, :] + offsets[None]  # [G, P, 2]
+    ro, rd = cam.pixel_rays(jnp.asarray(pixel[..., 0]), jnp.asarray(pixel[..., 1]))
+    ro, rd, pixel = ro[:, :, None], rd[:, :, None], jnp.asarray(pixel[:, :, None])
+
+    def alpha(a, ro, rd):
+        value = method.response(pixel, ro, rd, a, cam)
+        return value[0] if isinstance(value, tuple) else value
+
+    def with_vjp(a, ro, rd, ct):
+        value, vjp = jax.vjp(alpha, a, ro, rd)
+        return value, vjp(jnp.broadcast_to(ct, value.shape).astype(value.dtype))
+
+    fwd = jax.jit(alpha).lower(a, ro, rd).compile()
+    ct = jnp.ones((g, t * t, b), a.dtype)
+    bwd = jax.jit(with_vjp).lower(a, ro, rd, ct).compile()
+    rows = []
+    for _ in range(rounds):
+        f, _ = timed(fwd, a, ro, rd, repeat=repeat)
+        fb, _ = timed(bwd, a, ro, rd, ct, repeat=repeat)
+        rows.append({"response_s": f, "response_vjp_s": fb, "ratio": fb / f})
+        print("  " + ", ".join(f"{k} {v:.2e}" for k, v in rows[-1].items()), flush=True)
+    return {"shape": [g, t * t, b, int(a.shape[-1])], "rows": rows}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="3dgs")
@@ -90,6 +132,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="small sizes, for smoke tests")
+    ap.add_argument("--response", action="store_true", help="time the response alone")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "backward.json"))
     args = ap.parse_args(argv)
     main_num, main_scale = (1500, 0.25) if args.quick else (None, 1.0)
@@ -99,6 +142,15 @@ def main(argv=None):
     results = {"workload": source, "jax": jax.__version__, "methods": {}}
     for name, (method, _) in methods.items():
         print(f"[{name}]", flush=True)
+        if args.response:
+            raw = {k: jnp.asarray(v) for k, v in adapt_params(method, params).items()}
+            r = response_step(method, raw, cams[0], RenderConfig(), args.repeat, args.rounds)
+            results["methods"][name] = r
+            ratio = np.median([row["ratio"] for row in r["rows"]])
+            print(f"[{name}] response + VJP / response: {ratio:.2f}")
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(results, indent=1))
+            continue
         r = measure(method, adapt_params(method, params), cams, args.repeat, args.rounds)
         results["methods"][name] = r
         for backward in ("custom", "autodiff"):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
+from jax import lax
 
 
 class ParamSpec(NamedTuple):
@@ -66,3 +68,72 @@ def finite_and(valid, centre, depth, box):
     ok = jnp.isfinite(depth)
     ok = ok & jnp.all(jnp.isfinite(centre), -1) & jnp.all(jnp.isfinite(box), -1)
     return valid & ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Max and min in a response. A spec's `t = max(t, ...)` loop is one chain of binary maxima;
+# JAX differentiates each jnp.maximum with an even split of ties, whose masks (compares and
+# selects on the running value, per link) XLA CPU materialises as many full-size arrays in the
+# backward of a per-(pixel, entry) function (issue 17: the octahedron's 16-link chains made its
+# backward ~30x its forward). Here a chain is one n-ary call: the value is exactly the chain of
+# jnp.maximum/minimum (NaN propagates alike), and the derivative is that of the first argument
+# that attains the extreme (a one-sided choice at ties, as `where(x >= y, x, y)` makes), selected
+# with one index per element.
+
+
+def _first(better, xs):
+    """The index (int32) of the first of `xs` that no later one is `better` than."""
+    best, idx = xs[0], jnp.zeros(jnp.shape(xs[0]), jnp.int32)
+    for k, x in enumerate(xs[1:], 1):
+        take = better(x, best)
+        best = jnp.where(take, x, best)
+        idx = jnp.where(take, jnp.int32(k), idx)
+    return idx
+
+
+def _chain(op, better):
+    @jax.custom_jvp
+    def chain(*xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = op(out, x)
+        return out
+
+    @chain.defjvp
+    def _jvp(primals, tangents):
+        if len(primals) == 2:
+            pick = jnp.where(better(primals[1], primals[0]), tangents[1], tangents[0])
+        else:
+            pick = lax.select_n(_first(better, primals), *tangents)
+        return chain(*primals), pick
+
+    return chain
+
+
+_max_chain = _chain(jnp.maximum, lambda a, b: a > b)
+_min_chain = _chain(jnp.minimum, lambda a, b: a < b)
+
+
+def _extreme(chain, op, xs):
+    dtype = jnp.result_type(*xs)
+    if len(xs) == 1:
+        return jnp.asarray(xs[0], dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):  # nothing to differentiate
+        out = xs[0]
+        for x in xs[1:]:
+            out = op(out, x)
+        return out
+    shape = jnp.broadcast_shapes(*(jnp.shape(x) for x in xs))
+    return chain(*(jnp.broadcast_to(jnp.asarray(x, dtype), shape) for x in xs))
+
+
+def maximum(*xs):
+    """max(xs[0], xs[1], ...) elementwise, broadcast; the value of the chain of jnp.maximum, the
+    derivative of the first argument that attains it (one-sided at ties)."""
+    return _extreme(_max_chain, jnp.maximum, xs)
+
+
+def minimum(*xs):
+    """min(xs[0], xs[1], ...) elementwise, broadcast; the value of the chain of jnp.minimum, the
+    derivative of the first argument that attains it (one-sided at ties)."""
+    return _extreme(_min_chain, jnp.minimum, xs)

@@ -346,5 +346,5 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t11 = jnp.where(t9 <= t10, t5, t2*rd_x + t3*rd_y + t4*rd_z)
     t12 = t0 > 0.0
     shape = jnp.broadcast_shapes(pixel.shape[:-1], ray_origin.shape[:-1], attrs.shape[:-1])
-    alpha = jnp.broadcast_to(jnp.minimum(0.99, a14*jnp.exp(-0.5*jnp.minimum(t9, t10))), shape)  # spec line 49
+    alpha = jnp.broadcast_to(rt.minimum(0.99, a14*jnp.exp(-0.5*rt.minimum(t9, t10))), shape)  # spec line 49
     return alpha, jnp.stack([jnp.broadcast_to(t11, shape), jnp.broadcast_to(t11*t11, shape), jnp.broadcast_to(jnp.where(t12, -a0, a0), shape), jnp.broadcast_to(jnp.where(t12, -a1, a1), shape), jnp.broadcast_to(jnp.where(t12, -a2, a2), shape)], -1)  # depth: line 47, depth_sq: line 47, normal: line 48

@@ -803,7 +803,7 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t0 = a0*rd_x + a1*rd_y + a2*rd_z
     t1 = a10*rd_y + a11*rd_z + a9*rd_x
     t2 = a4*rd_x + a6*rd_y + a8*rd_z
-    t3 = jnp.maximum(t0*t0 + t1*t1 + t2*t2, 1e-30)
+    t3 = rt.maximum(t0*t0 + t1*t1 + t2*t2, 1e-30)
     t4 = ro_x - a3
     t5 = ro_y - a5
     t6 = ro_z - a7
@@ -812,4 +812,4 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t9 = a10*t5 + a11*t6 + a9*t4
     t10 = 0.055556*((t0*t7 - t2*t8) ** 2 + (t1*t8 - t0*t9) ** 2 + (t2*t9 - t1*t7) ** 2) ** 2
     t11 = jnp.logical_and(jnp.exp(-t10/(t3*t3)) > 0.0113, t0*t8 + t1*t9 + t2*t7 < 0.0)
-    return jnp.where(t11, jnp.minimum(0.99, a12*jnp.exp(jnp.where(t11, -t10/jnp.where(t11, t3, 1.0) ** 2, 0.0))), 0.0)  # spec line 126, base spec
+    return jnp.where(t11, rt.minimum(0.99, a12*jnp.exp(jnp.where(t11, -t10/jnp.where(t11, t3, 1.0) ** 2, 0.0))), 0.0)  # spec line 126, base spec

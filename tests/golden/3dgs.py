@@ -279,4 +279,4 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t1 = py - a2
     t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
     t3 = t2 >= 0.0
-    return jnp.where(t3, jnp.minimum(0.99, a5*jnp.exp(jnp.where(t3, -t2, 0.0))), 0.0)  # spec line 47
+    return jnp.where(t3, rt.minimum(0.99, a5*jnp.exp(jnp.where(t3, -t2, 0.0))), 0.0)  # spec line 47

@@ -285,4 +285,4 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
     t3 = 2.0*t2
     t4 = t3 < 1.0
-    return jnp.where(t2 >= 0.0, jnp.minimum(0.99, a6*jnp.where(t4, jnp.where(t4, -t3 + 1.0, 1.0) ** a5, 0.0)), 0.0)  # spec line 47, base spec
+    return jnp.where(t2 >= 0.0, rt.minimum(0.99, a6*jnp.where(t4, jnp.where(t4, -t3 + 1.0, 1.0) ** a5, 0.0)), 0.0)  # spec line 47, base spec

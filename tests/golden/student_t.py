@@ -282,4 +282,4 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t1 = py - a2
     t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
     t3 = t2 >= 0.0
-    return jnp.where(t3, jnp.minimum(jnp.maximum(a7*jnp.where(t3, a5*t2 + 1.0, 1.0) ** a6, -0.99), 0.99), 0.0)  # spec line 33
+    return jnp.where(t3, rt.minimum(rt.maximum(a7*jnp.where(t3, a5*t2 + 1.0, 1.0) ** a6, -0.99), 0.99), 0.0)  # spec line 33

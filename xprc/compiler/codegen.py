@@ -1,8 +1,9 @@
 """Stage 5: straight-line programs -> the source of a readable Python/JAX module.
 
 Our own SymPy printer: `jnp.` functions, exact integer powers (`x*x`, or `x ** 3` which JAX
-lowers to `lax.integer_pow`), `1/sqrt` as `lax.rsqrt`, min/max as `jnp.minimum/maximum`, selects
-as `jnp.where` (already NaN-guarded by simplify.py). Numbers print as Python literals, which JAX
+lowers to `lax.integer_pow`), `1/sqrt` as `lax.rsqrt`, min/max as `jnp.minimum/maximum` (in the
+response, a nest of them as one `rt.minimum/maximum` call with a cheap backward), selects as
+`jnp.where` (already NaN-guarded by simplify.py). Numbers print as Python literals, which JAX
 treats as weakly typed, so the module runs in float32 and float64 alike. The only names in the
 output that come from the spec are identifiers the checker accepted (no `__`, no keywords), and
 they appear as string keys or behind a prefix; everything else is numbers and our own text.
@@ -68,6 +69,17 @@ _FUNCS = {
 }  # fmt: skip
 
 
+_CHAINS = {XMax: "rt.maximum", XMin: "rt.minimum"}
+
+
+def _flatten(e) -> list:
+    """The arguments of a nest of the same max/min, in order: max(max(a, b), c) -> a, b, c."""
+    out = []
+    for a in e.args:
+        out += _flatten(a) if a.func is e.func else [a]
+    return out
+
+
 def ident(name: str) -> str:
     """Assert that `name` is a plain identifier before it is written as code."""
     if not _IDENT.match(name):
@@ -110,9 +122,12 @@ class Printer:
     deeper than HOIST_DEPTH become statements in `hoisted`, which the caller emits (`flush`)
     before the lines that use them; use one Printer per generated function."""
 
-    def __init__(self) -> None:
+    def __init__(self, chains: bool = False) -> None:
         self.memo: dict = {}
         self.hoisted: list[str] = []
+        # In the response: a nested max (min) is one `rt.maximum(a, b, c, ...)`, whose backward
+        # is cheap (runtime.py); per-primitive code keeps jnp.maximum and its even split of ties.
+        self.chains = chains
 
     def __call__(self, e) -> str:
         return self.pr(e)[0]
@@ -167,6 +182,9 @@ class Printer:
             return f"1.0/{self.wrap(e.args[0], MUL + 1)}", MUL
         if isinstance(e, PowF):
             return f"{self.wrap(e.args[0], ATOM)} ** {self.wrap(e.args[1], ATOM)}", MUL + 5
+        if self.chains and e.func in _CHAINS:
+            args = ", ".join(self.arg(a) for a in _flatten(e))
+            return f"{_CHAINS[e.func]}({args})", ATOM
         if e.func in _FUNCS:
             if e.func in (XMax, XMin, Where) and len(e.args) > 1:
                 args = ", ".join(self.arg(a) for a in e.args)
@@ -480,7 +498,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         'other."""',
     ]
     rsp = simplified.response
-    p = Printer()
+    p = Printer(chains=True)
     out += _body(rsp, inputs, p)
     varying = _varying(rsp, inputs, ("pixel", "ray_origin", "ray_dir", "attr"))
     alpha = rsp.outputs["alpha"][0]
