@@ -53,6 +53,8 @@ def dense_render(method, config: RenderConfig, params, camera):
     if method.USES_RAY:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
         rays = camera.pixel_rays(pix[..., 0], pix[..., 1])
+        if camera.central:  # as the renderer does: one origin per tile
+            rays = (rays[0][:, :1], rays[1])
 
     def chunk_sums(x):
         tile, a, v, m = x

@@ -219,6 +219,11 @@ class Camera:
         return -jnp.einsum("...ji,...j->...i", self.R, self.t)
 
     @property
+    def central(self) -> bool:
+        """Every ray starts at the camera centre (all models but `ortho`)."""
+        return self.model != "ortho"
+
+    @property
     def fx(self) -> jax.Array:
         return self.K[..., 0, 0]
 

@@ -80,7 +80,8 @@ def gather(x: jax.Array, lay: Layout) -> jax.Array:
 
 
 def group_rays(rays, tiles, grid: TileGrid, dtype):
-    """Ray origins and directions [G, P, 1, 3] of a group's tiles (zeros without rays)."""
+    """Ray origins [G, P or 1, 1, 3] (one per tile for a central camera) and directions
+    [G, P, 1, 3] of a group's tiles (zeros without rays)."""
     if rays is None:
         zero = jnp.zeros((1, 1, 1, 3), dtype)
         return zero, zero
@@ -188,7 +189,7 @@ def composite(
     bins: Bins,
     grid: TileGrid,
     config: RenderConfig,
-    rays: tuple[jax.Array, jax.Array] | None = None,  # ([T, P, 3], [T, P, 3]) world rays
+    rays: tuple[jax.Array, jax.Array] | None = None,  # ([T, P or 1, 3], [T, P, 3]) world rays
     signed: bool = False,
     pixel_channels: int = 0,
     distortion: int | None = None,

@@ -73,7 +73,7 @@ def _core_fwd(static, a_items, v_items, camera, rays, item_tile, ok):
 
 def _group_grad(static, camera, rays, g_out, g_total, carry, tiles, a, v, m):
     """One group's cotangents: lane attributes [G, B, A], lane values [G, B, V], rays
-    ([G, P, 3] x 2, or ()), and the carry (tile, T, prefix of w (g . c), camera cotangent)."""
+    (origins [G, P or 1, 3], directions [G, P, 3], or ()), and the carry (tile, T, prefix of w (g . c), camera cotangent)."""
     response, grid, config, signed, pixel_channels = static
     num_values = v.shape[-1]
     cur_tile, t_run, s_run, cam_ct = carry
@@ -127,7 +127,9 @@ def _core_bwd(static, residuals, g_out):
         padding, skip = skip_group(tiles, cur_tile, t_run, num_tiles, signed, t_min)
 
         def skipped(_):
-            ray_zero = () if rays is None else (jnp.zeros((g, pix, 3), dtype),) * 2
+            ray_zero = (
+                () if rays is None else tuple(jnp.zeros((g,) + r.shape[1:], dtype) for r in rays)
+            )
             return (t_run, s_run, cam_ct), (jnp.zeros_like(a), jnp.zeros_like(v), ray_zero)
 
         def run(_):
@@ -149,9 +151,9 @@ def _core_bwd(static, residuals, g_out):
     d_rays_out = None
     if rays is not None:
         d_rays_out = tuple(
-            jax.ops.segment_sum(r.reshape(-1, pix, 3), item_tile, num_segments=num_tiles + 1)[
-                :num_tiles
-            ]
+            jax.ops.segment_sum(
+                r.reshape((-1,) + r.shape[2:]), item_tile, num_segments=num_tiles + 1
+            )[:num_tiles]
             for r in d_rays
         )
     d_a = d_a.reshape(a_items.shape)

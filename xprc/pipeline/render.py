@@ -146,6 +146,8 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     if method.USES_RAY:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
         rays = camera.pixel_rays(pix[..., 0], pix[..., 1])
+        if camera.central:  # one origin per tile [T, 1, 3]: the response's origin-only terms
+            rays = (rays[0][:, :1], rays[1])  # are then computed per entry, not per pixel
     names = tuple(getattr(method, "PIXEL_OUTPUTS", ()))
     signed = bool(getattr(method, "SIGNED_ALPHA", False))
     # the distortion's z: the response's per-pixel depth when it emits one, else the sort depth
