@@ -138,6 +138,12 @@ EXPRS = [
         lambda a, b, m, q, s: a if (-b[0] / a[0] if a[0] * a[0] > 1e-20 else -1) > 0 else b,
     ),
     ("where(log(-1) < s, a, b)", lambda a, b, m, q, s: b),
+    # exp(x) compared with a positive number becomes x compared with its log (one exp fewer)
+    (
+        "where(exp(-0.5 * a.x * a.x) > 0.6, a, b) + where(0.3 <= exp(-s), a, b)",
+        lambda a, b, m, q, s: (a if np.exp(-0.5 * a[0] ** 2) > 0.6 else b)
+        + (a if 0.3 <= np.exp(-s) else b),
+    ),
     ("[[1, 2], [3, 4]] * [s, 1] + 2^-1", lambda a, b, m, q, s: np.array([s + 2.5, 3 * s + 4.5])),
 ]
 
@@ -162,6 +168,20 @@ def test_expression(expr, want, tmp_path):
 
 def _lowered(text):
     return lower.lower(check.check(parse.parse(text, "t.xpr")))
+
+
+def test_exp_comparison_becomes_a_comparison_of_its_argument():
+    x = sympy.Symbol("x")
+    assert symops.compare("gt", symops.Exp(x), sympy.Float(0.0113)) == symops.Gt(
+        x, sympy.Float(np.log(0.0113))
+    )
+    assert symops.compare("le", sympy.Float(2.0), symops.Exp(x)) == symops.Le(
+        sympy.Float(np.log(2.0)), x
+    )
+    # not a positive number: left alone (exp(x) > 0 is not always true: NaN)
+    assert symops.compare("gt", symops.Exp(x), sympy.Float(0.0)) == symops.Gt(
+        symops.Exp(x), sympy.Float(0.0)
+    )
 
 
 def test_one_sympy_expression_per_component():

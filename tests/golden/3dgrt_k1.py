@@ -1045,5 +1045,5 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t8 = a10*t2 + a11*t3 + a9*t1
     t9 = (t0*t4 - t5*t6) ** 2 + (t5*t7 - t0*t8) ** 2 + (t6*t8 - t4*t7) ** 2
     t10 = rt.maximum(t0*t0 + t6*t6 + t7*t7, 1e-30)
-    t11 = jnp.logical_and(jnp.exp(-1.5*jnp.sqrt(rt.maximum(t9/t10, 1e-20))) > 0.0113, t0*t5 + t4*t6 + t7*t8 < 0.0)
+    t11 = jnp.logical_and(-1.5*jnp.sqrt(rt.maximum(t9/t10, 1e-20)) > -4.482952553263842, t0*t5 + t4*t6 + t7*t8 < 0.0)
     return jnp.where(t11, rt.minimum(0.99, a12*jnp.exp(jnp.where(t11, -1.5*jnp.sqrt(jnp.where(t11, rt.maximum(t9/jnp.where(t11, t10, 1.0), 1e-20), 1.0)), 0.0))), 0.0)  # spec line 126, base spec

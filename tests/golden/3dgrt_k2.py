@@ -811,5 +811,5 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t8 = a0*t4 + a1*t5 + a2*t6
     t9 = a10*t5 + a11*t6 + a9*t4
     t10 = 0.5*((t0*t7 - t2*t8) ** 2 + (t1*t8 - t0*t9) ** 2 + (t2*t9 - t1*t7) ** 2)
-    t11 = jnp.logical_and(jnp.exp(-t10/t3) > 0.0113, t0*t8 + t1*t9 + t2*t7 < 0.0)
+    t11 = jnp.logical_and(-t10/t3 > -4.482952553263842, t0*t8 + t1*t9 + t2*t7 < 0.0)
     return jnp.where(t11, rt.minimum(0.99, a12*jnp.exp(jnp.where(t11, -t10/jnp.where(t11, t3, 1.0), 0.0))), 0.0)  # spec line 126, base spec

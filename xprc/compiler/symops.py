@@ -361,6 +361,12 @@ def compare(op, a, b):
         x, y = _fnum(a), _fnum(b)
         v = {"lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y, "eq": x == y, "ne": x != y}
         return sympy.true if v[op] else sympy.false
+    if op in ("lt", "le", "gt", "ge"):  # exp(x) <op> c  ->  x <op> log(c) for a number c > 0:
+        # the same test (exp is increasing; NaN fails both) without an exp per evaluation
+        if isinstance(a, Exp) and _is_number(b) and 0.0 < _fnum(b) < math.inf:
+            return _REL[op](a.args[0], _num(math.log(_fnum(b))))
+        if isinstance(b, Exp) and _is_number(a) and 0.0 < _fnum(a) < math.inf:
+            return _REL[op](_num(math.log(_fnum(a))), b.args[0])
     return _REL[op](a, b)
 
 
