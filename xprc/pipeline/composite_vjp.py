@@ -73,7 +73,8 @@ def _core_fwd(static, a_items, v_items, camera, rays, item_tile, ok):
 
 def _group_grad(static, camera, rays, g_out, g_total, carry, tiles, a, v, m):
     """One group's cotangents: lane attributes [G, B, A], lane values [G, B, V], rays
-    (origins [G, P or 1, 3], directions [G, P, 3], or ()), and the carry (tile, T, prefix of w (g . c), camera cotangent)."""
+    (origins [G, P or 1, 3], directions [G, P, 3], or ()), and the carry (tile, T, prefix of
+    w (g . c), camera cotangent)."""
     response, grid, config, signed, pixel_channels = static
     num_values = v.shape[-1]
     cur_tile, t_run, s_run, cam_ct = carry

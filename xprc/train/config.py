@@ -54,6 +54,7 @@ class TrainConfig:
     prune_scale:         adc: after the first reset, prune sizes above this x scene scale.
     pose_opt / intrinsics_opt: learn per-view pose corrections / shared intrinsics and lens
                          coefficients with learning rates `pose_lr` / `intrinsics_lr`.
+    pose_lr_final:       the pose lr decays exponentially to this fraction of its start.
     background:          RGB the images were composited on; None: inferred from the views
                          (median colour where alpha is 0), black without alpha.
     checkpoint_every:    save a checkpoint every this many steps (0: only at the end or on a
@@ -99,6 +100,7 @@ class TrainConfig:
     pose_opt: bool = False
     intrinsics_opt: bool = False
     pose_lr: float = 1e-3
+    pose_lr_final: float = 1.0
     intrinsics_lr: float = 1e-4
     background: tuple[float, ...] | None = None
     render: RenderConfig = RenderConfig()

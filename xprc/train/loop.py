@@ -133,6 +133,7 @@ def _hyper(method, config: TrainConfig, strategy, scale: float, background) -> d
         "ssim_weight": f32(config.ssim_weight),
         "background": f32(background),
         "pose_lr": f32(config.pose_lr),
+        "pose_lr_final": f32(config.pose_lr_final),
         "intrinsics_lr": f32(config.intrinsics_lr),
         **strategy.hyper(config),
         **losses_2dgs.hyper(config),

@@ -160,7 +160,10 @@ def step_fn(key: StepKey):
         new_state = dict(state)
         if state["cams"]:
             copt = corrections_optimizer(
-                state["cams"], hyper["pose_lr"], hyper["intrinsics_lr"], hyper["scene_scale"]
+                state["cams"],
+                hyper["pose_lr"] * jnp.power(hyper["pose_lr_final"], progress),
+                hyper["intrinsics_lr"],
+                hyper["scene_scale"],
             )
             new_state["cams"], new_state["cams_opt"] = step_corrections(
                 copt, g_corr, state["cams_opt"], state["cams"]
