@@ -5,7 +5,8 @@
     python benchmarks/pose_refinement.py --variant pose:pose_lr=3e-3
 
 A variant is `plain` (no refinement) or `pose`, optionally followed by `:key=value,...`
-TrainConfig overrides (numbers; `lr.NAME=x` sets parameter NAME's learning rate). Rows are
+TrainConfig overrides (numbers, 0 / 1 for a bool option such as `random_background=1`;
+`lr.NAME=x` sets parameter NAME's learning rate). Rows are
 printed as JSON lines.
 """
 
@@ -132,6 +133,9 @@ def run(args) -> list[dict]:
             save_renders=False, refine_from=args.steps // 10,
             sh_degree_interval=max(args.steps // 4, 1), pose_opt=name == "pose",
         )  # fmt: skip
+        # a bool option given as a number (random_background=1) becomes a bool
+        over = {k: bool(v) if isinstance(getattr(config, k, None), bool) else v
+                for k, v in over.items()}  # fmt: skip
         config = dataclasses.replace(config, **over)
         t0 = time.perf_counter()
         r = train(method, noisy, test_set, None, config)

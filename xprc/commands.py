@@ -315,6 +315,12 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         help="learn shared intrinsics and lens coefficients",
     )
     p.add_argument(
+        "--random-background",
+        action="store_true",
+        help="each step, composite the ground truth on a random colour and render on it "
+        "(needs RGBA training images); see docs/training.md",
+    )
+    p.add_argument(
         "--regularisers",
         choices=("auto", "on", "off"),
         default="auto",
@@ -352,6 +358,7 @@ def _train(args) -> int:
         strategy=args.strategy,
         pose_opt=args.pose_opt,
         intrinsics_opt=args.intrinsics_opt,
+        random_background=args.random_background,
         regularisers=args.regularisers,
     )
     kwargs = {"devices": devices} if devices > 1 else {}

@@ -57,6 +57,10 @@ class TrainConfig:
     pose_lr_final:       the pose lr decays exponentially to this fraction of its start.
     background:          RGB the images were composited on; None: inferred from the views
                          (median colour where alpha is 0), black without alpha.
+    random_background:   each step (and view) re-composite the ground truth on a random colour
+                         ~ U[0, 1]^3 and render on it (gsplat's random_bkgd), so alpha must be
+                         right at silhouettes; needs alpha in every training view. Evaluation
+                         keeps `background`.
     checkpoint_every:    save a checkpoint every this many steps (0: only at the end or on a
                          signal).
     regularisers:        the 2DGS depth distortion and normal consistency (docs/2dgs.md): "auto"
@@ -103,6 +107,7 @@ class TrainConfig:
     pose_lr_final: float = 1.0
     intrinsics_lr: float = 1e-4
     background: tuple[float, ...] | None = None
+    random_background: bool = False
     render: RenderConfig = RenderConfig()
     eval_every: int = 1000
     checkpoint_every: int = 1000
@@ -133,6 +138,8 @@ class TrainConfig:
             raise TrainError(
                 f"unknown distortion_form {self.distortion_form!r} (expected squared or l1)"
             )
+        if self.random_background not in (True, False):  # 0 and 1 pass
+            raise TrainError(f"random_background must be a bool, got {self.random_background!r}")
         if self.capacity is not None and int(self.capacity) < 1:
             raise TrainError(f"capacity must be >= 1, got {self.capacity}")
 

@@ -10,8 +10,9 @@ from ..camera import Camera
 from .config import TrainError
 
 
-def stack_views(views, what: str) -> dict:
-    """{"images": [V, H, W, 3] float32, "cameras": a Camera batched over V}."""
+def stack_views(views, what: str, alphas: bool = False) -> dict:
+    """{"images": [V, H, W, 3] float32, "cameras": a Camera batched over V} and, with `alphas`,
+    "alphas": [V, H, W, 1] float32 (the views' coverage; a TrainError when a view has none)."""
     if not views:
         raise TrainError(f"the {what} set has no views")
     sizes = {(int(v.width), int(v.height)) for v in views}
@@ -26,7 +27,26 @@ def stack_views(views, what: str) -> dict:
     images = np.stack([np.asarray(v.image, np.float32) for v in views])
     if images.ndim != 4 or images.shape[-1] != 3:
         raise TrainError(f"the {what} images must be [H, W, 3], got {list(images.shape[1:])}")
-    return {"images": jnp.asarray(images), "cameras": Camera.stack(cams)}
+    out = {"images": jnp.asarray(images), "cameras": Camera.stack(cams)}
+    if alphas:
+        out["alphas"] = jnp.asarray(stack_alphas(views, what, images.shape[1:3]))
+    return out
+
+
+def stack_alphas(views, what: str, size) -> np.ndarray:
+    """The views' alpha as [V, H, W, 1] float32 for `random_background` (size: (H, W))."""
+    missing = [v for v in views if getattr(v, "alpha", None) is None]
+    if missing:
+        raise TrainError(
+            f"--random-background needs RGBA {what} images; {len(missing)} of {len(views)} "
+            f"views have no alpha (e.g. {getattr(missing[0], 'name', '?')!r})"
+        )
+    alphas = np.stack([np.asarray(v.alpha, np.float32) for v in views])
+    if alphas.shape != (len(views), *size):
+        raise TrainError(
+            f"the {what} alphas must be [H, W] = {list(size)}, got {list(alphas.shape[1:])}"
+        )
+    return alphas[..., None]
 
 
 def infer_background(views) -> np.ndarray:

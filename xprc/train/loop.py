@@ -156,7 +156,7 @@ class Run:
         config.regularised(method)  # regularisers "on" without the outputs stops here
         train_views = views_of(train_set)
         self.test_views = views_of(test_set) if test_set is not None else train_views
-        self.data = stack_views(train_views, "training")
+        self.data = stack_views(train_views, "training", alphas=bool(config.random_background))
         self.test_data = stack_views(self.test_views, "test")
         bg = config.background
         background = infer_background(train_views) if bg is None else np.asarray(bg, np.float32)
@@ -208,7 +208,7 @@ class Run:
         c = self.config
         return StepKey(
             self.method, self.capacity.config(), c.strategy, self.devices, c.pose_opt,
-            c.intrinsics_opt, c.regulariser_form(self.method),
+            c.intrinsics_opt, c.regulariser_form(self.method), bool(c.random_background),
         )  # fmt: skip
 
     def meta(self, elapsed: float) -> dict:

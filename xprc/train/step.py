@@ -39,6 +39,28 @@ class StepKey:
     pose_opt: bool = False
     intrinsics_opt: bool = False
     regularisers: str | None = None  # the 2DGS terms' distortion form; None: off
+    random_background: bool = False  # a random background colour per step (and view)
+
+
+# The random backgrounds' stream: step i draws from fold_in(fold_in(key, BACKGROUND_STREAM), i);
+# the strategies' fold_in(key, i) would meet it only at step BACKGROUND_STREAM (~1.65e9).
+BACKGROUND_STREAM = 0x62676B64
+
+
+def composite_target(gt, alpha, background, new):
+    """The ground truth re-composited onto another background: gt [..., H, W, C] composited on
+    `background` [C] with coverage alpha [..., H, W, 1] -> gt + (1 - alpha) (new - background),
+    i.e. rgb * alpha + (1 - alpha) new; `new` [..., C] (one colour per leading index)."""
+    new = new[..., None, None, :]
+    old = jnp.reshape(background, (1,) * (new.ndim - 1) + (-1,)).astype(gt.dtype)
+    return gt + (1.0 - alpha) * (new - old)
+
+
+def random_backgrounds(key, step_i, shape, dtype):
+    """The step's random background colours ~ U[0, 1]^shape (shape [C] or [devices, C]), drawn
+    from their own stream of the run's key (the strategies' randomness is unchanged)."""
+    k = jax.random.fold_in(jax.random.fold_in(key, BACKGROUND_STREAM), step_i)
+    return jax.random.uniform(k, shape, dtype)
 
 
 def photometric(pred, gt, ssim_weight):
@@ -48,13 +70,17 @@ def photometric(pred, gt, ssim_weight):
 
 
 def _per_view(method, form: str | None):
-    """(out, (gt, camera), weights) -> {loss, psnr[, distortion, normal]} for one view; the loss
-    includes the weighted 2DGS terms with distortion form `form` unless it is None (weights:
-    ssim, distortion, normal)."""
+    """(out, (gt, camera[, background]), weights) -> {loss, psnr[, distortion, normal]} for one
+    view; the loss includes the weighted 2DGS terms with distortion form `form` unless it is
+    None (weights: ssim, distortion, normal). With a background [C] the render `out` must be on
+    black: its image is composited on it here, as the renderer would have (C + (1 - alpha) bg)."""
 
     def per_view(out, target, w):
-        gt, cam = target
-        res = {"loss": photometric(out.image, gt, w["ssim"]), "psnr": psnr(out.image, gt)}
+        gt, cam = target[:2]
+        image = out.image
+        if len(target) == 3:  # rendered on black: composite on this view's background
+            image = image + (1.0 - out.alpha) * target[2][None, None, :].astype(image.dtype)
+        res = {"loss": photometric(image, gt, w["ssim"]), "psnr": psnr(image, gt)}
         if form is not None:
             terms = losses_2dgs.terms(method, out, cam, form)
             res["loss"] = res["loss"] + w["distortion"] * terms["distortion"]
@@ -68,7 +94,8 @@ def _per_view(method, form: str | None):
 def _render_loss(key: StepKey):
     """(params, cameras, gts, background, weights) -> ({loss, psnr[, distortion, normal]}, stats
     {dropped, entries_needed}) over one view, or over `devices` views (one per device)
-    averaged."""
+    averaged. Several devices take one background per view ([devices, C]) when
+    `key.random_background`, else one for all ([C])."""
     method, rconfig = key.method, key.render
     if key.regularisers == "l1":
         rconfig = dataclasses.replace(rconfig, distortion=True)
@@ -79,7 +106,10 @@ def _render_loss(key: StepKey):
         sharded = sharded_views(method, per_view, device_mesh(key.devices), "RGB", rconfig)
 
         def loss(params, cams, gts, background, w):
-            sums, stats = sharded(prepare_params(method, params), cams, (gts, cams), background, w)
+            targets, bg = (gts, cams), background
+            if key.random_background:  # per-view colours: render on black, composite per view
+                targets, bg = (gts, cams, background), jnp.zeros(background.shape[-1:], gts.dtype)
+            sums, stats = sharded(prepare_params(method, params), cams, targets, bg, w)
             return {k: v / key.devices for k, v in sums.items()}, stats
 
         return loss
@@ -133,6 +163,11 @@ def step_fn(key: StepKey):
         step_i = state["step"]
         params = state["params"]
         gt = data["images"][view]
+        background = hyper["background"]
+        if key.random_background:
+            shape = tuple(gt.shape[:-3]) + tuple(background.shape)  # [C] or [devices, C]
+            background = random_backgrounds(state["key"], step_i, shape, gt.dtype)
+            gt = composite_target(gt, data["alphas"][view], hyper["background"], background)
         cam = jax.tree_util.tree_map(lambda a: a[view], data["cameras"])
         progress = jnp.minimum(step_i.astype(jnp.float32) / hyper["total_steps"], 1.0)
         pos_factor = hyper["scene_scale"] * jnp.power(hyper["position_lr_final"], progress)
@@ -146,7 +181,7 @@ def step_fn(key: StepKey):
                     step_i, hyper["distortion_from"], hyper["distortion_weight"]
                 )
                 weights["normal"] = _from_step(step_i, hyper["normal_from"], hyper["normal_weight"])
-            values, stats = render_loss(masked, c, gt, hyper["background"], weights)
+            values, stats = render_loss(masked, c, gt, background, weights)
             loss = values["loss"] + strategy.regulariser(method.activate(p), hyper)
             return loss, (values, stats, c, masked)
 
@@ -194,6 +229,8 @@ def step_fn(key: StepKey):
             "entries_needed": stats["entries_needed"],
             **counts,
         }
+        if key.random_background:
+            info["background"] = background
         return new_state, info
 
     return jax.jit(step)
