@@ -578,3 +578,11 @@ def test_pose_and_intrinsics_refinement_run_and_report(scene):
         for v in train_set.views
     ]
     np.testing.assert_allclose(cams["pose_pivot"], want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["position_lr_final", "pose_lr_final"])
+@pytest.mark.parametrize("value", [0.0, -0.5, float("nan"), float("inf")])
+def test_lr_final_fractions_must_be_positive(name, value):
+    with pytest.raises(tr.TrainError, match=f"{name} must be a positive number"):
+        tr.TrainConfig(**{name: value})
+    tr.TrainConfig(**{name: 0.01})  # a fraction is fine

@@ -140,6 +140,10 @@ class TrainConfig:
             )
         if self.random_background not in (True, False):  # 0 and 1 pass
             raise TrainError(f"random_background must be a bool, got {self.random_background!r}")
+        for name in ("position_lr_final", "pose_lr_final"):
+            value = float(getattr(self, name))
+            if not 0.0 < value < float("inf"):
+                raise TrainError(f"{name} must be a positive number, got {getattr(self, name)!r}")
         if self.capacity is not None and int(self.capacity) < 1:
             raise TrainError(f"capacity must be >= 1, got {self.capacity}")
 
