@@ -14,13 +14,16 @@ os.environ.setdefault("XPRC_CACHE_DIR", str(pathlib.Path(__file__).parent / ".xp
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+from xprc.scenes import default_garden_path  # noqa: E402
+
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
-GARDEN = SHARED / "data" / "garden" / "test_garden.npz"
+# ../shared/data/garden unless XPRC_GARDEN names another copy (as on a machine without ../shared)
+GARDEN = default_garden_path()
 
 
 @functools.cache
