@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from xprc.pipeline.binning import TileGrid, bin_and_sort
 from xprc.pipeline.composite import tile_pixels
 from xprc.pipeline.config import RenderConfig
+from xprc.runtime import EXACT as HIGHEST
 
 
 def _chunk_layout(bins, grid: TileGrid, chunk: int):
@@ -69,7 +70,8 @@ def dense_render(method, config: RenderConfig, params, camera):
         incl = jnp.cumprod(keep, axis=1)
         excl = jnp.concatenate([jnp.ones_like(incl[:, :1]), incl[:, :-1]], axis=1)
         w = alpha * excl
-        sums = jnp.concatenate([w @ v, jnp.sum(w, axis=1, keepdims=True)], axis=1)
+        blended = jnp.matmul(w, v, precision=HIGHEST)
+        sums = jnp.concatenate([blended, jnp.sum(w, axis=1, keepdims=True)], axis=1)
         return sums, incl[:, -1]  # per-chunk sums before the previous chunks' transmittance
 
     xs = (safe, attrs[prim], values[prim], ok)

@@ -13,6 +13,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+HIGHEST = jax.lax.Precision.HIGHEST  # float32 products, not TF32 on GPUs
+
 
 class ParamSpec(NamedTuple):
     name: str
@@ -103,14 +105,14 @@ def _eval_sh(sh, d):  # sh [N, 16, 3], d [N, 3] unit
     ]
     k = sh.shape[1]
     b = jnp.concatenate(basis[:k], -1)  # [N, k]
-    return jnp.einsum("nk,nkc->nc", b, sh)
+    return jnp.einsum("nk,nkc->nc", b, sh, precision=HIGHEST)
 
 
 def project(raw, camera):
     p = activate(raw)
     mu, s, o = p["means"], p["scales"], p["opacities"]
     R, t = camera.R, camera.t
-    pc = mu @ R.T + t[None, :]
+    pc = jnp.matmul(mu, R.T, precision=HIGHEST) + t[None, :]
     x, y, z = pc[:, 0], pc[:, 1], pc[:, 2]
     fx, fy, cx, cy = camera.fx, camera.fy, camera.cx, camera.cy
     W, H = camera.width, camera.height
@@ -128,9 +130,9 @@ def project(raw, camera):
         ],
         -2,
     )  # [N, 2, 3]
-    M = jnp.einsum("ij,njk->nik", R, _rotmat(p["quats"]) * s[:, None, :])
-    T = jnp.einsum("nij,njk->nik", J, M)
-    cov = jnp.einsum("nik,njk->nij", T, T)
+    M = jnp.einsum("ij,njk->nik", R, _rotmat(p["quats"]) * s[:, None, :], precision=HIGHEST)
+    T = jnp.einsum("nij,njk->nik", J, M, precision=HIGHEST)
+    cov = jnp.einsum("nik,njk->nij", T, T, precision=HIGHEST)
     a, b, c = cov[:, 0, 0] + 0.3, cov[:, 0, 1], cov[:, 1, 1] + 0.3
     det = jnp.maximum(a * c - b * b, 1e-10)
     u, v = camera.project(x, y, zs)

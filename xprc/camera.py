@@ -28,6 +28,7 @@ import numpy as np
 from jax import lax
 
 from xprc.errors import XprError
+from xprc.runtime import EXACT
 
 __all__ = ["Camera", "CameraError", "MODELS", "look_at"]
 
@@ -216,7 +217,7 @@ class Camera:
 
     @property
     def position(self) -> jax.Array:  # [..., 3] camera centre in world, -R^T t
-        return -jnp.einsum("...ji,...j->...i", self.R, self.t)
+        return -jnp.einsum("...ji,...j->...i", self.R, self.t, precision=EXACT)
 
     @property
     def central(self) -> bool:
@@ -244,7 +245,7 @@ class Camera:
         p = jnp.asarray(p)
         dt = self._dtype(p)
         R, t = self.R.astype(dt), self.t.astype(dt)
-        out = jnp.einsum("ij,...j->...i", R, p.astype(dt))
+        out = jnp.einsum("ij,...j->...i", R, p.astype(dt), precision=EXACT)
         return out + t.reshape((1,) * (out.ndim - 1) + (3,))
 
     # ------------------------------------------------------------------ projection
@@ -382,8 +383,8 @@ class Camera:
             o_cam = jnp.stack([zero, zero, zero], axis=-1)
         R, t = self.R.astype(dt), self.t.astype(dt)
         lead = (1,) * (o_cam.ndim - 1)
-        origin = jnp.einsum("ji,...j->...i", R, o_cam - t.reshape(lead + (3,)))
-        direction = jnp.einsum("ji,...j->...i", R, d_cam)
+        origin = jnp.einsum("ji,...j->...i", R, o_cam - t.reshape(lead + (3,)), precision=EXACT)
+        direction = jnp.einsum("ji,...j->...i", R, d_cam, precision=EXACT)
         return origin, direction
 
     # ------------------------------------------------------------------ helpers

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..runtime import EXACT
 from .binning import Bins, TileGrid
 from .config import RenderConfig
 
@@ -120,7 +121,7 @@ def prefix_sum(x):
     matmul, where XLA CPU would run an unrolled sum as one kernel per lane."""
     b = x.shape[-1]
     upper = (jnp.arange(b)[:, None] <= jnp.arange(b)[None, :]).astype(x.dtype)
-    return jnp.einsum("...b,bc->...c", x, upper, precision=jax.lax.Precision.HIGHEST)
+    return jnp.einsum("...b,bc->...c", x, upper, precision=EXACT)
 
 
 def segmented_carry(reset, totals, run, op, identity):
@@ -246,9 +247,9 @@ def _composite_autodiff(
             extra = jnp.where(used[..., None], extra, 0.0)
         reset = tiles != jnp.concatenate([cur_tile[None], tiles[:-1]])  # [G]
         wt = group_weights(alpha, used, t_run, reset, signed, t_min)
-        parts = [jnp.einsum("gpb,gbv->gpv", wt.w, v)]
+        parts = [jnp.einsum("gpb,gbv->gpv", wt.w, v, precision=EXACT)]
         if pixel_channels:
-            parts.append(jnp.einsum("gpb,gpbk->gpk", wt.w, extra))
+            parts.append(jnp.einsum("gpb,gpbk->gpk", wt.w, extra, precision=EXACT))
         parts.append(jnp.sum(wt.w, axis=2, keepdims=True))
         if distortion is not None:
             if distortion < num_values:

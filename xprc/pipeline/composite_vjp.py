@@ -29,6 +29,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from ..runtime import EXACT
 from .binning import TileGrid
 from .composite import (
     Layout,
@@ -91,19 +92,19 @@ def _group_grad(static, camera, rays, g_out, g_total, carry, tiles, a, v, m):
     safe = jnp.minimum(tiles, grid.num_tiles - 1)
     gt = g_out[safe]  # [G, P, C]
     gv = gt[..., :num_values]
-    gc = jnp.einsum("gpv,gbv->gpb", gv, v) + gt[..., -1:]  # g . c_k
+    gc = jnp.einsum("gpv,gbv->gpb", gv, v, precision=EXACT) + gt[..., -1:]  # g . c_k
     d_extra = None
     if pixel_channels:
         ge = gt[..., num_values : num_values + pixel_channels]
         extra = jnp.where(used[..., None], extra, 0.0)
-        gc = gc + jnp.einsum("gpk,gpbk->gpb", ge, extra)
+        gc = gc + jnp.einsum("gpk,gpbk->gpb", ge, extra, precision=EXACT)
         d_extra = wt.w[..., None] * ge[:, :, None, :]
     within = prefix_sum(wt.w * gc)  # inclusive prefix inside the chunk
     s_in, s_last = segmented_carry(reset, within[:, :, -1], s_run, jnp.add, 0.0)
     after = g_total[safe][:, :, None] - (s_in[:, :, None] + within)  # S_k
     d_alpha = jnp.where(wt.live, wt.T * gc - after / (1.0 - alpha), 0.0)
     d_a, d_cam, d_ro, d_rd = vjp_fn((d_alpha, d_extra))
-    d_v = jnp.einsum("gpb,gpv->gbv", wt.w, gv)
+    d_v = jnp.einsum("gpb,gpv->gbv", wt.w, gv, precision=EXACT)
     cam_ct = jax.tree_util.tree_map(jnp.add, cam_ct, d_cam)
     rays_ct = () if rays is None else (d_ro[:, :, 0, :], d_rd[:, :, 0, :])
     return (wt.t_last, s_last, cam_ct), (d_a, d_v, rays_ct)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..runtime import EXACT
 from .config import TrainConfig
 from .strategy import Strategy, in_window, per_prim, reset_moments
 
@@ -34,8 +35,8 @@ from .strategy import Strategy, in_window, per_prim, reset_moments
 def screen_gradient(g_pos: jax.Array, positions: jax.Array, camera) -> jax.Array:
     """dL/d(centre offset) in NDC units [N, 2] from dL/d(position) [N, 3], for one camera."""
     R, t = camera.R.astype(g_pos.dtype), camera.t.astype(g_pos.dtype)
-    z = positions @ R[2] + t[2]  # [N] depth
-    g_cam = g_pos @ R.T  # [N, 3] = R g
+    z = jnp.matmul(positions, R[2], precision=EXACT) + t[2]  # [N] depth
+    g_cam = jnp.matmul(g_pos, R.T, precision=EXACT)  # [N, 3] = R g
     gx = g_cam[:, 0] * z / camera.fx.astype(g_pos.dtype) * (0.5 * camera.width)
     gy = g_cam[:, 1] * z / camera.fy.astype(g_pos.dtype) * (0.5 * camera.height)
     return jnp.stack([gx, gy], axis=-1)

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..runtime import EXACT
 from .optim import adam_update, optimizer
 
 
@@ -45,7 +46,7 @@ def rotation(w: jax.Array) -> jax.Array:
             jnp.stack([-w[1], w[0], zero]),
         ]
     )
-    return jnp.eye(3, dtype=w.dtype) + a * k + b * (k @ k)
+    return jnp.eye(3, dtype=w.dtype) + a * k + b * jnp.matmul(k, k, precision=EXACT)
 
 
 def pose_delta(p: jax.Array, pivot: jax.Array) -> jax.Array:
@@ -54,7 +55,7 @@ def pose_delta(p: jax.Array, pivot: jax.Array) -> jax.Array:
     R = rotation(p[:3])
     q = jnp.zeros(3, p.dtype).at[2].set(pivot.astype(p.dtype))
     delta = jnp.eye(4, dtype=p.dtype).at[:3, :3].set(R)
-    return delta.at[:3, 3].set(p[3:] + q - R @ q)
+    return delta.at[:3, 3].set(p[3:] + q - jnp.matmul(R, q, precision=EXACT))
 
 
 def pose_matrices(pose, pivots) -> np.ndarray:
@@ -79,7 +80,7 @@ def correct(camera, corrections: dict, view, pivots=None):
         piv = jnp.zeros(pose.shape[:-1], pose.dtype) if pivots is None else pivots[view]
 
         def one(vm, p, d):
-            return pose_delta(p, d).astype(vm.dtype) @ vm
+            return jnp.matmul(pose_delta(p, d).astype(vm.dtype), vm, precision=EXACT)
 
         many = viewmat.ndim == 3
         viewmat = jax.vmap(one)(viewmat, pose, piv) if many else one(viewmat, pose, piv)
