@@ -141,8 +141,9 @@ EXPRS = [
     # exp(x) compared with a positive number becomes x compared with its log (one exp fewer)
     (
         "where(exp(-0.5 * a.x * a.x) > 0.6, a, b) + where(0.3 <= exp(-s), a, b)",
-        lambda a, b, m, q, s: (a if np.exp(-0.5 * a[0] ** 2) > 0.6 else b)
-        + (a if 0.3 <= np.exp(-s) else b),
+        lambda a, b, m, q, s: (
+            (a if np.exp(-0.5 * a[0] ** 2) > 0.6 else b) + (a if 0.3 <= np.exp(-s) else b)
+        ),
     ),
     ("[[1, 2], [3, 4]] * [s, 1] + 2^-1", lambda a, b, m, q, s: np.array([s + 2.5, 3 * s + 4.5])),
 ]

@@ -5,6 +5,7 @@ One scene, one image size and one capacity for the whole file, so the train step
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import types
@@ -324,6 +325,23 @@ def test_resume_rejects_other_method_seed(scene, tmp_path):
     tr.train(METHOD, train_set, test_set, tmp_path, config)
     with pytest.raises(tr.TrainError, match="seed 0 strategy 'mcmc', this run is .* seed 1"):
         tr.train(METHOD, train_set, test_set, tmp_path, _config(steps=3, seed=1), resume=True)
+
+
+def test_resume_rejects_other_options_and_names_them(scene, tmp_path):
+    """Options that change the computation must match the checkpoint's (each named with both
+    values); reporting options and a longer `steps` may change."""
+    train_set, test_set = scene
+    config = _config(steps=3, eval_every=0, checkpoint_every=0, save_renders=False)
+    tr.train(METHOD, train_set, test_set, tmp_path, config)
+    other = dataclasses.replace(config, ssim_weight=0.5, lr={"means": 1e-4})
+    with pytest.raises(tr.TrainError, match="other options") as info:
+        tr.train(METHOD, train_set, test_set, tmp_path, other, resume=True)
+    said = str(info.value)
+    assert "ssim_weight: 0.2 -> 0.5" in said and "-> {'means': 0.0001}" in said, said
+    assert said.startswith(str(tmp_path / "checkpoint.npz")), said
+    longer = dataclasses.replace(config, steps=5, log_every=1, eval_every=5)
+    resumed = tr.train(METHOD, train_set, test_set, tmp_path, longer, resume=True)
+    assert resumed.step == 5
 
 
 # ----------------------------------------------------------------------------- pieces

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -11,6 +12,9 @@ from ..pipeline import RenderConfig
 
 STRATEGIES = ("mcmc", "adc")
 REGULARISERS = ("auto", "on", "off")
+# options that change what a run reports and saves, not what it computes (resume may change them)
+_REPORTING = ("steps", "eval_every", "checkpoint_every", "log_every", "progress", "save_renders",
+              "sheet_views")  # fmt: skip
 
 
 class TrainError(XprError):
@@ -197,6 +201,13 @@ class TrainConfig:
         out["lr"] = dict(self.lr)
         out["render"] = dataclasses.asdict(self.render)
         return out
+
+    def trajectory(self) -> dict:
+        """The options a resumed run must share with the checkpoint's to continue it exactly:
+        all but the reporting ones and `steps` (a longer run may extend a shorter one), as
+        JSON values (what a checkpoint's metadata holds)."""
+        out = {k: v for k, v in self.to_json().items() if k not in _REPORTING}
+        return json.loads(json.dumps(out, default=str))
 
 
 @dataclasses.dataclass

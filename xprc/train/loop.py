@@ -226,6 +226,7 @@ class Run:
             "capacity_raises": self.capacity.raises + self.eval_capacity.raises,
             "densification": self.events,
             "background": [float(c) for c in np.asarray(self.hyper["background"])],
+            "config": self.config.trajectory(),
         }
 
     def resume(self) -> None:
@@ -246,6 +247,7 @@ class Run:
                 f"{theirs[2]!r}, this run is {mine[0]!r} seed {mine[1]} strategy {mine[2]!r}",
                 path,
             )
+        self._check_same_options(meta, path)
         self.state = state
         self.history = list(meta.get("history", []))
         self.evals = list(meta.get("evals", []))
@@ -254,6 +256,30 @@ class Run:
         self.eval_capacity.bucket = int(meta.get("eval_entry_capacity", self.eval_capacity.bucket))
         self.events.update(meta.get("densification", {}))
         log(f"resuming from {path} at step {self.step}", self.config.progress)
+
+    def _check_same_options(self, meta: dict, path: Path) -> None:
+        """A resumed run continues the checkpoint's exactly only with the same options: any
+        other difference is a located TrainError naming each option; a new `steps` is logged
+        (the learning-rate and SH schedules then follow the new length)."""
+        theirs = meta.get("config")
+        if theirs is None:  # written before checkpoints recorded their options
+            log(f"{path} does not record its options: assuming this run's", True)
+            return
+        mine = self.config.trajectory()
+        changed = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+        if changed:
+            said = "; ".join(f"{k}: {theirs.get(k)!r} -> {mine.get(k)!r}" for k in changed)
+            raise TrainError(
+                f"checkpoint was written with other options ({said}); resume with the same "
+                "options, or start a new run folder",
+                path,
+            )
+        if meta.get("steps") not in (None, self.config.steps):
+            log(
+                f"resuming a {meta['steps']}-step run as a {self.config.steps}-step run: the "
+                "learning-rate and SH schedules follow the new length",
+                self.config.progress,
+            )
 
     def replicate(self) -> None:
         """Place state, data and hyper-parameters on the device mesh (devices > 1)."""
