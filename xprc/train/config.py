@@ -15,6 +15,8 @@ REGULARISERS = ("auto", "on", "off")
 # options that change what a run reports and saves, not what it computes (resume may change them)
 _REPORTING = ("steps", "eval_every", "checkpoint_every", "log_every", "progress", "save_renders",
               "sheet_views")  # fmt: skip
+# render options that bound or report, and leave every rendered value unchanged
+_RENDER_POLICY = ("memory_budget", "on_overflow")
 
 
 class TrainError(XprError):
@@ -204,9 +206,11 @@ class TrainConfig:
 
     def trajectory(self) -> dict:
         """The options a resumed run must share with the checkpoint's to continue it exactly:
-        all but the reporting ones and `steps` (a longer run may extend a shorter one), as
-        JSON values (what a checkpoint's metadata holds)."""
+        all but the reporting ones, `steps` (a longer run may extend a shorter one) and the
+        render's memory budget and overflow policy, as JSON values (what a checkpoint's
+        metadata holds)."""
         out = {k: v for k, v in self.to_json().items() if k not in _REPORTING}
+        out["render"] = {k: v for k, v in out["render"].items() if k not in _RENDER_POLICY}
         return json.loads(json.dumps(out, default=str))
 
 
