@@ -43,6 +43,49 @@ def test_render_errors_are_messages(tiny_scene, tmp_path, capsys):
     assert "missing.ply" in capsys.readouterr().err
 
 
+def test_render_odd_view_and_output_are_messages(tiny_scene, tmp_path, capsys):
+    """An empty --view, and -o under a file, are messages (they were a ValueError from pathlib
+    and, after the render, a FileExistsError / NotADirectoryError traceback)."""
+    ply = tmp_path / "scene.ply"
+    save_ply(ply, random_scene(5, seed=0))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    base = ["render", str(ply), "--data", str(tiny_scene)]
+    for view in ("", "."):
+        assert main([*base, "--view", view, "-o", str(tmp_path / "x.png")]) == 1
+        assert capsys.readouterr().err.startswith(f"error: --view '{view}': no such image")
+    for extra in (["-o", f"{blocker}/x.png"], ["--view", "all", "-o", f"{blocker}/sub/dir"]):
+        assert main([*base, *extra]) == 1
+        assert capsys.readouterr().err.strip() == (
+            f"error: -o '{extra[-1]}': {blocker} is a file, not a folder"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "scene.ply"]
+
+
+def test_multi_host_environment_is_checked(tiny_scene, tmp_path, capsys, monkeypatch):
+    """XPRC_COORDINATOR with a missing or non-integer XPRC_NUM_PROCESSES / XPRC_PROCESS_ID was
+    a KeyError / ValueError traceback; it is a message naming the variable."""
+    monkeypatch.setenv("XPRC_COORDINATOR", "localhost:1234")
+    argv = ["train", "--data", str(tiny_scene), "--out", str(tmp_path / "run")]
+    cases = [
+        (None, "0", "XPRC_NUM_PROCESSES is not set: XPRC_COORDINATOR is set, so it must be an "
+                    "integer >= 1"),
+        ("two", "0", "XPRC_NUM_PROCESSES is 'two': XPRC_COORDINATOR is set, so it must be an "
+                     "integer >= 1"),
+        ("2", "2", "XPRC_PROCESS_ID is '2': XPRC_COORDINATOR is set, so it must be an integer "
+                   "in 0..1"),
+    ]  # fmt: skip
+    for processes, process_id, message in cases:
+        if processes is None:
+            monkeypatch.delenv("XPRC_NUM_PROCESSES", raising=False)
+        else:
+            monkeypatch.setenv("XPRC_NUM_PROCESSES", processes)
+        monkeypatch.setenv("XPRC_PROCESS_ID", process_id)
+        assert main(argv) == 1
+        assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tiny_scene, tmp_path_factory):
     """A 20-step 3DGS run on the tiny scene, through the CLI."""

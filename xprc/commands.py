@@ -86,10 +86,9 @@ def _setup_devices(args) -> int:
     from .distributed import initialize
 
     if os.environ.get("XPRC_COORDINATOR"):
+        processes = _env_int("XPRC_NUM_PROCESSES", 1)
         initialize(
-            os.environ["XPRC_COORDINATOR"],
-            int(os.environ["XPRC_NUM_PROCESSES"]),
-            int(os.environ["XPRC_PROCESS_ID"]),
+            os.environ["XPRC_COORDINATOR"], processes, _env_int("XPRC_PROCESS_ID", 0, processes)
         )
     if args.devices == "all":
         return jax.device_count()
@@ -102,6 +101,21 @@ def _setup_devices(args) -> int:
             f"--devices {n}: {jax.device_count()} device(s) available ({jax.default_backend()})"
         )
     return n
+
+
+def _env_int(name: str, low: int, below: int | None = None) -> int:
+    """An integer environment variable of a multi-host run (XPRC_COORDINATOR is set), in
+    [low, below); missing or anything else is an XprError naming it."""
+    text = os.environ.get(name)
+    try:
+        value = int(text) if text is not None and text.strip() == text else None
+    except ValueError:
+        value = None
+    if value is None or value < low or (below is not None and value >= below):
+        allowed = f"an integer >= {low}" if below is None else f"an integer in 0..{below - 1}"
+        got = "is not set" if text is None else f"is {text[:40]!r}"
+        raise XprError(f"{name} {got}: XPRC_COORDINATOR is set, so it must be {allowed}")
+    return value
 
 
 # ------------------------------------------------------------------------- trained scenes
@@ -212,12 +226,15 @@ def _pick_views(views, view: str, split: str) -> list:
             )
         return [(i, views[i])]
 
+    def stem(name: str) -> str:  # 'test/r_0.png' -> 'test/r_0'; '' and '.' have no suffix
+        return str(Path(name).with_suffix("")) if Path(name).name else name
+
     def names(v) -> set[str]:
         full = v.name.replace("\\", "/").removeprefix("./")
-        return {v.name, full, Path(full).name, Path(full).stem, str(Path(full).with_suffix(""))}
+        return {v.name, full, Path(full).name, Path(full).stem, stem(full)}
 
     query = view.replace("\\", "/").removeprefix("./")
-    wanted = {query, str(Path(query).with_suffix(""))}
+    wanted = {query, stem(query)}
     chosen = [(i, v) for i, v in enumerate(views) if wanted & names(v)]
     if not chosen:
         shown = ", ".join(Path(v.name).name for v in views[:12])
@@ -231,6 +248,9 @@ def _pick_views(views, view: str, split: str) -> list:
 
 def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
     out = Path(output)
+    above = next(p for p in (out, *out.parents) if p.exists() or p == p.parent)
+    if above != out and not above.is_dir():  # found before rendering, not at the first write
+        raise XprError(f"-o '{output}': {above} is a file, not a folder")
     if many:
         if out.exists() and not out.is_dir():
             raise XprError(f"-o '{output}': with --view all, -o is a folder; this is a file")
@@ -264,11 +284,14 @@ def _render(args) -> int:
     for (i, view), target in zip(chosen, targets, strict=True):
         # Lossless unless --max-entries is given; then a drop warns with the count (render).
         out = render(method, trained.params, view.camera(), background=bg, mode=mode, config=config)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.suffix.lower() == ".npy":
-            np.save(target, kind_image(out, args.kind, raw=True))
-        else:
-            save_png(target, kind_image(out, args.kind))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.suffix.lower() == ".npy":
+                np.save(target, kind_image(out, args.kind, raw=True))
+            else:
+                save_png(target, kind_image(out, args.kind))
+        except OSError as e:
+            raise XprError(f"cannot write: {e.strerror or e}", filename=str(target)) from None
         print(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}")
     return 0
 
