@@ -703,6 +703,31 @@ def test_blender_file_path_stays_in_the_dataset(tmp_path, file_path):
     )
 
 
+@pytest.mark.parametrize(
+    "file_path,problem",
+    [
+        ("", "names the dataset folder, not a file in it"),
+        (".", "names the dataset folder, not a file in it"),
+        ("train/..", "names the dataset folder, not a file in it"),
+        ("./train/r_0\0x", "contains a NUL character"),
+    ],
+)
+def test_blender_file_path_names_a_file(tmp_path, file_path, problem):
+    """'' or '.' used to read ROOT.png, a sibling of the dataset folder; a NUL character was a
+    ValueError traceback from os.stat."""
+    root = tmp_path / "scene"
+    meta = blender_scene(root, n=1)
+    rgba_image(tmp_path / "scene.png")
+    meta["frames"][0]["file_path"] = file_path
+    (root / "transforms_train.json").write_text(json.dumps(meta))
+    expect(
+        root / "transforms_train.json",
+        f"frame 0: 'file_path' {file_path!r} {problem}",
+        load_blender,
+        root,
+    )
+
+
 def test_blender_file_path_may_go_down_and_up_inside(tmp_path):
     meta = blender_scene(tmp_path, n=1)
     meta["frames"][0]["file_path"] = "./train/../train/r_0"
@@ -848,6 +873,20 @@ def test_blender_transform_must_be_a_pose(tmp_path, scale):
     expect(
         tmp_path / "transforms_train.json",
         "frame 0: 'transform_matrix' is not a pose (its 3x3 part is not a rotation)",
+        load_blender,
+        tmp_path,
+    )
+
+
+def test_blender_transform_last_row_must_be_0001(tmp_path):
+    """A last row other than 0 0 0 1 skews the inverted matrix: it used to load and fail later
+    in Camera ('viewmat[:3, :3] must be a rotation'), without the file."""
+    meta = blender_scene(tmp_path, n=1)
+    meta["frames"][0]["transform_matrix"][3] = [0.5, 0.0, 0.0, 1.0]
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    expect(
+        tmp_path / "transforms_train.json",
+        "frame 0: 'transform_matrix' is not a pose (its last row is not 0 0 0 1)",
         load_blender,
         tmp_path,
     )

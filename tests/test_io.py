@@ -415,6 +415,28 @@ def test_points_ply_non_finite_colours(tmp_path):
     assert str(e.value) == f"{path}: error: non-finite point colours"
 
 
+@pytest.mark.parametrize(
+    "dtype,values,shown",
+    [("<f4", [0.5, 200.0], "[200.0, 200.0, 200.0]"), ("<u2", [7, 65535], "[65535, 65535, 65535]"),
+     ("i1", [7, -5], "[-5, -5, -5]")],
+)  # fmt: skip
+def test_points_ply_colours_out_of_range(tmp_path, dtype, values, shown):
+    """Float colours in 0..255, 16-bit or negative colours used to load unchecked (colours of
+    200.0 or 257.0 where [0, 1] is promised)."""
+    path = tmp_path / "colours.ply"
+    fields = [(c, "<f4") for c in "xyz"] + [(c, dtype) for c in ("red", "green", "blue")]
+    data = np.zeros(2, dtype=fields)
+    for c in ("red", "green", "blue"):
+        data[c] = values
+    plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")]).write(str(path))
+    with pytest.raises(DataError) as e:
+        load_points_ply(path)
+    assert str(e.value) == (
+        f"{path}: error: point colour out of range (vertex 1: {shown}): red green blue must be "
+        "integers in 0..255 or floats in [0, 1]"
+    )
+
+
 def test_directories_and_special_files_are_not_read(tmp_path):
     import os
 

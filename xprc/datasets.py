@@ -277,9 +277,13 @@ def _number(path: Path, obj: dict, key: str, where: str) -> float:
 def _inside(root: Path, relative: str, path: Path, what: str) -> Path:
     """`root / relative`, which must stay inside `root` (no absolute path, no '..' out of it):
     a dataset file names files of its own folder only."""
+    if "\0" in relative:  # os.stat would raise ValueError
+        raise DataError(path, f"{what} {relative!r} contains a NUL character")
     joined = os.path.normpath(root / relative)
     top = os.path.normpath(root)
-    inside = joined == top or joined.startswith(top.rstrip(os.sep) + os.sep)
+    if joined == top:  # '', '.', 'a/..': no file (Blender would append '.png' to the folder)
+        raise DataError(path, f"{what} {relative!r} names the dataset folder, not a file in it")
+    inside = joined.startswith(top.rstrip(os.sep) + os.sep)
     if os.path.isabs(relative) or not inside:
         raise DataError(path, f"{what} {relative!r} points outside the dataset folder {root}")
     return root / relative
@@ -336,6 +340,10 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
             c2w = np.zeros(0)
         if c2w.shape != (4, 4) or not np.isfinite(c2w).all():
             raise DataError(path, f"{where}'transform_matrix' must be a 4x4 matrix of numbers")
+        if np.abs(c2w[3] - (0.0, 0.0, 0.0, 1.0)).max() > 1e-6:  # it would skew the inverse
+            raise DataError(
+                path, f"{where}'transform_matrix' is not a pose (its last row is not 0 0 0 1)"
+            )
         if abs(np.linalg.det(c2w[:3, :3])) < 1e-8:
             raise DataError(path, f"{where}'transform_matrix' is singular")
         R = c2w[:3, :3]

@@ -363,7 +363,8 @@ def save_points_ply(path, points, colors, normals=None) -> None:
 def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
     """Read a point cloud PLY -> (points [P, 3] float32, colors [P, 3] float32 in [0, 1]).
 
-    Colours come from `red green blue` (uint8, or floats in [0, 1]); grey 0.5 when absent.
+    Colours come from `red green blue` (integers in 0..255, or floats in [0, 1]; anything else
+    is an error); grey 0.5 when absent.
     """
     path = Path(path)
     v = _vertex(path, _read_ply(path))
@@ -382,6 +383,14 @@ def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
         colors = (rgb.astype(np.float64) / scale).astype(np.float32)
         if not np.isfinite(colors).all():
             raise DataError(path, "non-finite point colours")
+        bad = (colors < 0.0) | (colors > 1.0)  # e.g. float colours in 0..255, ushort 0..65535
+        if bad.any():
+            i = int(np.argmax(bad.any(axis=1)))
+            raise DataError(
+                path,
+                f"point colour out of range (vertex {i}: {rgb[i].tolist()}): red green blue must "
+                "be integers in 0..255 or floats in [0, 1]",
+            )
     else:
         colors = np.full_like(points, 0.5)
     return points.reshape(-1, 3), colors.reshape(-1, 3)
