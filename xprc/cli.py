@@ -88,8 +88,10 @@ def _compile(args) -> int:
     from xprc.compiler import driver
 
     text, name = _read(args.spec)
+    if args.output == "":  # an unset shell variable (`-o "$OUT"`) must not mean stdout
+        raise XprError("-o '': empty file name; leave out -o to write to stdout")
     out = driver.emit(text, name, args.emit, args.defines)
-    if args.output:
+    if args.output is not None:
         # keep: `-o` may not overwrite the spec being compiled (XprError)
         driver.write_atomic(pathlib.Path(args.output), out, keep=(pathlib.Path(name),))
     else:
