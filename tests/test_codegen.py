@@ -365,6 +365,45 @@ def test_load_caches_by_content_and_defines(tmp_path, monkeypatch):
     assert float(m2.response(jnp.zeros((1, 2)), None, None, out["attrs"], None)[0]) == 0.5
 
 
+@pytest.mark.parametrize("damage", ["cut_mid_line", "cut_at_line", "not_utf8", "edited"])
+def test_damaged_cache_file_is_compiled_again_with_a_warning(damage, tmp_path, monkeypatch):
+    """A cache file cut short or edited fails its seal: the next load compiles the spec again
+    (a RuntimeWarning names the file) instead of a SyntaxError, or half a module, every time."""
+    monkeypatch.setenv("XPRC_CACHE_DIR", str(tmp_path / "cache"))
+    spec = _write(tmp_path, f"# {damage}\n" + GUARD_SPEC.format(expr="0.25 * v"))
+    name = driver.load(spec).__name__
+    (cached,) = (tmp_path / "cache").glob("*.py")
+    whole = cached.read_bytes()
+    cached.write_bytes(
+        {
+            "cut_mid_line": whole[:300],
+            "cut_at_line": whole[: whole.index(b"\n", len(whole) // 2) + 1],
+            "not_utf8": whole[:200] + b"\xff\xfe" + whole[200:],
+            "edited": whole.replace(b"0.25", b"0.75"),
+        }[damage]
+    )
+    del sys.modules[name]  # a new process: nothing imported yet
+    with pytest.warns(RuntimeWarning, match=f"{re.escape(str(cached))}: damaged cache file"):
+        mod = driver.load(spec)
+    assert cached.read_bytes() == whole
+    out = mod.project({"a": jnp.asarray([2.0])}, None)
+    assert float(mod.response(jnp.zeros((1, 2)), None, None, out["attrs"], None)[0]) == 0.5
+
+
+def test_intact_cache_file_is_not_compiled_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("XPRC_CACHE_DIR", str(tmp_path / "cache"))
+    spec = _write(tmp_path, GUARD_SPEC.format(expr="v"))
+    cached = driver.compile_file(spec)
+    assert cached.read_text().splitlines()[-1].startswith("# xprc cache seal: sha256 ")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(driver, "compile_source", refuse)
+    assert driver.compile_file(spec) == cached
+    assert driver.load(spec).NAME == "G"
+
+
 def test_compile_file_paths(tmp_path, monkeypatch):
     monkeypatch.setenv("XPRC_CACHE_DIR", str(tmp_path / "cache"))
     spec = _write(tmp_path, GUARD_SPEC.format(expr="v"))

@@ -31,6 +31,7 @@ import stat
 import sys
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass
 
 from xprc.compiler import ast, check, codegen, lower, parse, reuse, simplify
@@ -181,8 +182,8 @@ def compile_file(path, out=None, defines=None) -> pathlib.Path:
     text = read_spec(path)
     if out is None:
         out = _cache_path(path, text, parse_defines(defines))
-        if out.exists():
-            return out
+        _fill_cache(out, text, path, defines)
+        return out
     out = pathlib.Path(out)
     check_output(out, keep=(path,))
     write_atomic(out, compile_source(text, path.name, defines, path.parent), keep=(path,))
@@ -197,8 +198,7 @@ def load(path, defines=None):
     mod_name = "xprc_generated_" + target.stem.rsplit("_", 1)[-1]
     if mod_name in sys.modules:
         return sys.modules[mod_name]
-    if not target.exists():
-        write_atomic(target, compile_source(text, path.name, defines, path.parent))
+    _fill_cache(target, text, path, defines)
     spec = importlib.util.spec_from_file_location(mod_name, target)
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
@@ -373,6 +373,40 @@ def _compiler_fingerprint() -> str:
     for p in sorted(pathlib.Path(__file__).parent.glob("*.py")) + [parse.GRAMMAR_PATH]:
         h.update(p.read_bytes())
     return h.hexdigest()
+
+
+# A cache file ends with a seal: the SHA-256 of the module above it. A file cut short (a full
+# disk, a killed copy) or edited by hand fails it and is compiled again, with a warning, instead
+# of failing to import (or importing half a module) on every load.
+_SEAL = "# xprc cache seal: sha256 "
+
+
+def _sealed(source: str) -> str:
+    source = source if source.endswith("\n") else source + "\n"
+    return f"{source}{_SEAL}{hashlib.sha256(source.encode()).hexdigest()}\n"
+
+
+def _intact(target: pathlib.Path) -> bool:
+    try:
+        data = target.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    body, seal, digest = data.rpartition(_SEAL)
+    return bool(seal) and digest == hashlib.sha256(body.encode()).hexdigest() + "\n"
+
+
+def _fill_cache(target: pathlib.Path, text: str, path: pathlib.Path, defines) -> None:
+    """Make the cache file `target` hold this spec's module, whole: compile it when it is
+    missing, and again (with a RuntimeWarning naming the file) when its seal fails."""
+    if target.exists():
+        if _intact(target):
+            return
+        warnings.warn(
+            f"{target}: damaged cache file (cut short or edited); compiled again",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    write_atomic(target, _sealed(compile_source(text, path.name, defines, path.parent)))
 
 
 def cache_dir() -> pathlib.Path:
