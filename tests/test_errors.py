@@ -1310,3 +1310,18 @@ def test_language_v2_error(name, files, cls, tmp_path):
         driver.compile_source(files["blob.xpr"], "blob.xpr", spec_dir=tmp_path)
     assert type(info.value).__name__ == cls
     assert str(info.value) == V2_MESSAGES[name]
+
+
+def test_unprintable_characters_are_escaped_and_the_caret_follows():
+    """A file name, a quoted name or a spec line holding a newline, carriage return or terminal
+    escape cannot split the message or fake a line: they are written as Python escapes, and the
+    caret stays under the character it points at."""
+    e = XprError("no spec file 'a\nb'", filename="a\nb\r.xpr")
+    assert str(e) == "a\\nb\\r.xpr: error: no spec file 'a\\nb'"
+    src = "primitive G\x1b[31m x"
+    with pytest.raises(ParseError) as info:
+        driver.compile_source(src + "\n", "s\x1b.xpr")
+    lines = str(info.value).splitlines()
+    assert lines[0] == "s\\x1b.xpr:1:12: error: unexpected character '\\x1b'"
+    assert lines[1] == "    primitive G\\x1b[31m x"
+    assert lines[2].index("^") == lines[1].index("\\x1b")

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 
+def printable(text: str) -> str:
+    """`text` with each unprintable character (newline, carriage return, escape, ...) written as
+    its Python escape: a file name in a message stays on its line and cannot fake another."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 class XprError(Exception):
     """Base class. Spec errors carry a location and print `FILE:LINE:COL: error: MSG` + caret."""
 
@@ -23,16 +31,19 @@ class XprError(Exception):
         super().__init__(self.format())
 
     def format(self) -> str:
+        message = printable(self.message)  # it may quote a file name, a key, a spec's text
         if self.filename is None and self.line is None:
-            return f"error: {self.message}"
-        where = self.filename or "<input>"
+            return f"error: {message}"
+        where = printable(self.filename or "<input>")
         if self.line is None:
-            return f"{where}: error: {self.message}"
+            return f"{where}: error: {message}"
         col = self.column or 1
-        text = f"{where}:{self.line}:{col}: error: {self.message}"
+        text = f"{where}:{self.line}:{col}: error: {message}"
         if self.source_line is not None:
             src = self.source_line.rstrip("\n").expandtabs(1)
-            text += f"\n    {src}\n    {' ' * (col - 1)}^"
+            # the caret under the same character once the line's escapes are written out
+            pad = len(printable(src[: col - 1]))
+            text += f"\n    {printable(src)}\n    {' ' * pad}^"
         return text
 
     def __str__(self) -> str:
