@@ -893,9 +893,15 @@ def test_blender_transform_last_row_must_be_0001(tmp_path):
 
 
 def test_colmap_txt_point_colour_beyond_int64_and_nan_point(tmp_path):
-    """Found by tests/test_fuzz_data.py: an RGB of 23 digits was an OverflowError."""
+    """Found by tests/test_fuzz_data.py: an RGB of 23 digits was an OverflowError; then it was
+    clipped without a word. Now any colour outside 0..255 is an error naming the line."""
     colmap_scene(tmp_path, fmt="txt")
-    write_colmap_txt(tmp_path / "sparse/0", points=[(1, [0.0, 0.1, 0.2], [10**22, -5, 7], 0.5, [])])
+    for rgb, shown in (([10**22, 5, 7], "10000000000000000000000 5 7"), ([255, -5, 7], "255 -5 7")):
+        write_colmap_txt(tmp_path / "sparse/0", points=[(1, [0.0, 0.1, 0.2], rgb, 0.5, [])])
+        want = rf"points3D.txt: error: line \d+: point colour {shown} is outside"
+        with pytest.raises(DataError, match=want):
+            load_colmap(tmp_path)
+    write_colmap_txt(tmp_path / "sparse/0", points=[(1, [0.0, 0.1, 0.2], [255, 0, 7], 0.5, [])])
     np.testing.assert_allclose(load_colmap(tmp_path).colors, [[1.0, 0.0, 7 / 255]], rtol=1e-6)
     write_colmap_txt(tmp_path / "sparse/0", points=[(1, [math.nan, 0.1, 0.2], [1, 2, 3], 0.5, [])])
     expect(

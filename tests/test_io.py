@@ -417,12 +417,12 @@ def test_points_ply_non_finite_colours(tmp_path):
 
 @pytest.mark.parametrize(
     "dtype,values,shown",
-    [("<f4", [0.5, 200.0], "[200.0, 200.0, 200.0]"), ("<u2", [7, 65535], "[65535, 65535, 65535]"),
+    [("<f4", [0.5, 200.0], "[200.0, 200.0, 200.0]"), ("<i4", [7, 256], "[256, 256, 256]"),
      ("i1", [7, -5], "[-5, -5, -5]")],
 )  # fmt: skip
 def test_points_ply_colours_out_of_range(tmp_path, dtype, values, shown):
-    """Float colours in 0..255, 16-bit or negative colours used to load unchecked (colours of
-    200.0 or 257.0 where [0, 1] is promised)."""
+    """Float colours in 0..255, integers above 255 or negative colours used to load unchecked
+    (colours of 200.0 or 257.0 where [0, 1] is promised)."""
     path = tmp_path / "colours.ply"
     fields = [(c, "<f4") for c in "xyz"] + [(c, dtype) for c in ("red", "green", "blue")]
     data = np.zeros(2, dtype=fields)
@@ -433,8 +433,19 @@ def test_points_ply_colours_out_of_range(tmp_path, dtype, values, shown):
         load_points_ply(path)
     assert str(e.value) == (
         f"{path}: error: point colour out of range (vertex 1: {shown}): red green blue must be "
-        "integers in 0..255 or floats in [0, 1]"
+        "integers in 0..255 (0..65535 as ushort) or floats in [0, 1]"
     )
+
+
+def test_points_ply_ushort_colours_span_0_to_65535(tmp_path):
+    path = tmp_path / "colours16.ply"
+    fields = [(c, "<f4") for c in "xyz"] + [(c, "<u2") for c in ("red", "green", "blue")]
+    data = np.zeros(3, dtype=fields)
+    data["red"], data["green"], data["blue"] = [0, 65535, 32768], [1, 2, 3], [65535] * 3
+    plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")]).write(str(path))
+    _, colors = load_points_ply(path)
+    want = np.array([[0, 1, 65535], [65535, 2, 65535], [32768, 3, 65535]]) / 65535.0
+    np.testing.assert_allclose(colors, want, rtol=1e-6)
 
 
 def test_directories_and_special_files_are_not_read(tmp_path):

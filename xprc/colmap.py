@@ -219,7 +219,10 @@ def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
             continue
         _, x, y, z, cr, cg, cb, _err = _parse(path, lineno, line.split(), "ifffiiif", what)
         xyz.append((x, y, z))
-        rgb.append(tuple(min(max(c, 0), 255) for c in (cr, cg, cb)))  # int64 could overflow
+        if not all(0 <= c <= 255 for c in (cr, cg, cb)):  # COLMAP writes uint8 colours
+            shown = " ".join(str(c)[:24] for c in (cr, cg, cb))
+            raise DataError(path, f"line {lineno}: point colour {shown} is outside 0..255")
+        rgb.append((cr, cg, cb))
     return (
         np.array(xyz, dtype=np.float64).reshape(-1, 3),
         np.array(rgb, dtype=np.uint8).reshape(-1, 3),

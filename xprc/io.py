@@ -363,8 +363,8 @@ def save_points_ply(path, points, colors, normals=None) -> None:
 def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
     """Read a point cloud PLY -> (points [P, 3] float32, colors [P, 3] float32 in [0, 1]).
 
-    Colours come from `red green blue` (integers in 0..255, or floats in [0, 1]; anything else
-    is an error); grey 0.5 when absent.
+    Colours come from `red green blue` (integers in 0..255, ushort in 0..65535, or floats in
+    [0, 1]; anything else is an error); grey 0.5 when absent.
     """
     path = Path(path)
     v = _vertex(path, _read_ply(path))
@@ -379,17 +379,18 @@ def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
         raise DataError(path, "non-finite point coordinates")
     if all(c in names for c in ("red", "green", "blue")):
         rgb = np.stack([_numeric(path, v, c) for c in ("red", "green", "blue")], axis=1)
-        scale = 255.0 if np.issubdtype(rgb.dtype, np.integer) else 1.0
+        integer = np.issubdtype(rgb.dtype, np.integer)
+        scale = (65535.0 if rgb.dtype == np.uint16 else 255.0) if integer else 1.0
         colors = (rgb.astype(np.float64) / scale).astype(np.float32)
         if not np.isfinite(colors).all():
             raise DataError(path, "non-finite point colours")
-        bad = (colors < 0.0) | (colors > 1.0)  # e.g. float colours in 0..255, ushort 0..65535
+        bad = (colors < 0.0) | (colors > 1.0)  # e.g. float colours in 0..255
         if bad.any():
             i = int(np.argmax(bad.any(axis=1)))
             raise DataError(
                 path,
                 f"point colour out of range (vertex {i}: {rgb[i].tolist()}): red green blue must "
-                "be integers in 0..255 or floats in [0, 1]",
+                "be integers in 0..255 (0..65535 as ushort) or floats in [0, 1]",
             )
     else:
         colors = np.full_like(points, 0.5)
