@@ -162,6 +162,32 @@ def test_blender_instant_ngp_intrinsics_and_points(tmp_path):
     np.testing.assert_allclose(ds.colors, round(0.2 * 255) / 255, rtol=1e-6)
 
 
+@pytest.mark.parametrize("extra,fy", [({"camera_angle_y": 0.6}, 3.0 / math.tan(0.3)),
+                                      ({"fl_y": 9.5}, 9.5), ({}, None)])  # fmt: skip
+def test_blender_vertical_focal_beside_camera_angle_x(tmp_path, extra, fy):
+    """`camera_angle_y` or `fl_y` next to `camera_angle_x` set fy (they were ignored: fy = fx)."""
+    rgba_image(tmp_path / "img.png", size=(8, 6))
+    frame = {"file_path": "img.png", "transform_matrix": c2w_gl([0, 3, 1]).tolist()}
+    meta = {"camera_angle_x": 0.9, **extra, "frames": [frame]}
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    K = load_blender(tmp_path)[0].K
+    fx = 4.0 / math.tan(0.45)
+    np.testing.assert_allclose([K[0, 0], K[1, 1]], [fx, fx if fy is None else fy], rtol=1e-6)
+
+
+def test_blender_camera_angle_y_out_of_range(tmp_path):
+    blender_scene(tmp_path, n=1)
+    meta = json.loads((tmp_path / "transforms_train.json").read_text())
+    meta["camera_angle_y"] = 4.0
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    expect(
+        tmp_path / "transforms_train.json",
+        "frame 0: 'camera_angle_y' must be in (0, pi), got 4.0",
+        load_blender,
+        tmp_path,
+    )
+
+
 def test_blender_rgb_and_grey_images(tmp_path):
     blender_scene(tmp_path, n=2)
     Image.fromarray(np.full((8, 8, 3), 200, np.uint8)).save(tmp_path / "train/r_0.png")

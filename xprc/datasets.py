@@ -274,6 +274,14 @@ def _number(path: Path, obj: dict, key: str, where: str) -> float:
     return float(value)
 
 
+def _angle(path: Path, obj: dict, key: str, where: str) -> float:
+    """A field of view in radians, in (0, pi)."""
+    angle = _number(path, obj, key, where)
+    if not 0.0 < angle < math.pi:
+        raise DataError(path, f"{where}'{key}' must be in (0, pi), got {angle}")
+    return angle
+
+
 def _inside(root: Path, relative: str, path: Path, what: str) -> Path:
     """`root / relative`, which must stay inside `root` (no absolute path, no '..' out of it):
     a dataset file names files of its own folder only."""
@@ -306,8 +314,9 @@ def _blender_image_path(root: Path, file_path: str, path: Path, where: str) -> P
 def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downscale=1) -> Dataset:
     """Load `ROOT/transforms_{split}.json` (NeRF-synthetic format).
 
-    Intrinsics come from `camera_angle_x` (fx = fy, centred principal point), or from
-    `fl_x`/`fl_y`/`cx`/`cy` when present (instant-ngp style, top level or per frame).
+    Intrinsics come from `camera_angle_x` (fx = fy, centred principal point; `camera_angle_y`
+    or `fl_y` beside it set fy), or from `fl_x`/`fl_y`/`cx`/`cy` when present (instant-ngp
+    style, top level or per frame).
     RGBA images are composited on `background` (RGB in [0, 1]). `downscale` >= 1 resizes the
     images and scales K. `ROOT/points3d.ply`, when present, gives the initial point cloud.
     """
@@ -375,10 +384,11 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
             fx = _positive(path, get, "fl_x", where)
             fy = _positive(path, get, "fl_y", where) if "fl_y" in get else fx
         else:
-            angle = _number(path, get, "camera_angle_x", where)
-            if not 0.0 < angle < math.pi:
-                raise DataError(path, f"'camera_angle_x' must be in (0, pi), got {angle}")
-            fx = fy = 0.5 * W / math.tan(0.5 * angle)
+            fx = fy = 0.5 * W / math.tan(0.5 * _angle(path, get, "camera_angle_x", where))
+            if "fl_y" in get:  # a vertical focal length beside camera_angle_x
+                fy = _positive(path, get, "fl_y", where)
+            elif "camera_angle_y" in get:
+                fy = 0.5 * H / math.tan(0.5 * _angle(path, get, "camera_angle_y", where))
         cx = _number(path, get, "cx", where) if "cx" in get else 0.5 * W
         cy = _number(path, get, "cy", where) if "cy" in get else 0.5 * H
         K = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
