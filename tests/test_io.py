@@ -437,6 +437,16 @@ def test_points_ply_colours_out_of_range(tmp_path, dtype, values, shown):
     )
 
 
+def test_points_ply_with_part_of_the_colours_is_an_error(tmp_path):
+    """Only `red` (or red and green) used to load as grey 0.5 without a word."""
+    path = tmp_path / "red.ply"
+    data = np.zeros(2, dtype=[(c, "<f4") for c in "xyz"] + [("red", "u1")])
+    plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")]).write(str(path))
+    with pytest.raises(DataError) as e:
+        load_points_ply(path)
+    assert str(e.value) == f"{path}: error: point colours lack green, blue (has red)"
+
+
 def test_points_ply_ushort_colours_span_0_to_65535(tmp_path):
     path = tmp_path / "colours16.ply"
     fields = [(c, "<f4") for c in "xyz"] + [(c, "<u2") for c in ("red", "green", "blue")]
