@@ -62,6 +62,18 @@ def test_render_odd_view_and_output_are_messages(tiny_scene, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "scene.ply"]
 
 
+def test_render_scene_of_another_spec_names_the_file(tiny_scene, tmp_path, capsys):
+    """A 3DGS PLY rendered with a spec of other parameters: a message naming the PLY (it was
+    'parameters missing for ...' with no file), before any render."""
+    ply = tmp_path / "scene.ply"
+    save_ply(ply, random_scene(5, seed=0))
+    argv = ["render", str(ply), "--data", str(tiny_scene), "--spec", "2dgs"]
+    assert main([*argv, "-o", str(tmp_path / "x.png")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{ply}: error: parameter 'scales' has shape (5, 3), expected [N, 2]")
+    assert err.endswith("; a scene of another --spec?") and not (tmp_path / "x.png").exists()
+
+
 def test_multi_host_environment_is_checked(tiny_scene, tmp_path, capsys, monkeypatch):
     """XPRC_COORDINATOR with a missing or non-integer XPRC_NUM_PROCESSES / XPRC_PROCESS_ID was
     a KeyError / ValueError traceback; it is a message naming the variable."""

@@ -267,6 +267,7 @@ def _render(args) -> int:
 
     from .datasets import load_scene
     from .pipeline import RenderConfig, render
+    from .pipeline.render import prepare_params
     from .plots import kind_image, save_png
 
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
@@ -277,6 +278,10 @@ def _render(args) -> int:
     targets = _output_paths(args.output, chosen, args.split, args.view == "all")
     trained = load_trained(args.scene, train_set.views)
     method = load_method(args)
+    try:  # before any render: a scene of another spec is a message about its file
+        prepare_params(method, trained.params)
+    except XprError as e:
+        raise DataError(trained.source, f"{e.message}; a scene of another --spec?") from None
     choices = (args.background, trained.background, (0.0, 0.0, 0.0))
     bg = np.asarray(next(b for b in choices if b is not None), np.float32)
     config = RenderConfig(max_entries=args.max_entries)

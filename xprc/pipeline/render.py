@@ -81,8 +81,9 @@ def prepare_params(method, params: dict) -> dict:
     for name, spec in table.items():
         arr = jnp.asarray(params[name])
         want = tuple(spec.shape)
+        expected = "[" + ", ".join(["N", *map(str, want)]) + "]"  # [N] for a scalar
         if arr.ndim != len(want) + 1:
-            raise XprError(f"parameter '{name}' has shape {tuple(arr.shape)}, expected [N, {want}]")
+            raise XprError(f"parameter '{name}' has shape {tuple(arr.shape)}, expected {expected}")
         if n is None:
             n = arr.shape[0]
         elif arr.shape[0] != n:
@@ -94,7 +95,7 @@ def prepare_params(method, params: dict) -> dict:
                 arr = jnp.pad(arr, pad)
             else:
                 raise XprError(
-                    f"parameter '{name}' has shape {tuple(arr.shape)}, expected [N, {want}]"
+                    f"parameter '{name}' has shape {tuple(arr.shape)}, expected {expected}"
                 )
         out[name] = arr
     return out
