@@ -74,6 +74,40 @@ def test_render_scene_of_another_spec_names_the_file(tiny_scene, tmp_path, capsy
     assert err.endswith("; a scene of another --spec?") and not (tmp_path / "x.png").exists()
 
 
+BAD_COORDINATORS = ["garbage", "host:", ":1234", "host:0", "host:99999", "a b:1", "h:\u0661"]
+
+
+@pytest.mark.parametrize("address", BAD_COORDINATORS)
+def test_coordinator_address_is_checked(address, tiny_scene, tmp_path, capsys, monkeypatch):
+    """A malformed XPRC_COORDINATOR is a message at once, not a wait of minutes in
+    jax.distributed for a coordinator that cannot exist."""
+    monkeypatch.setenv("XPRC_COORDINATOR", address)
+    monkeypatch.setenv("XPRC_NUM_PROCESSES", "2")
+    monkeypatch.setenv("XPRC_PROCESS_ID", "1")
+    argv = ["train", "--data", str(tiny_scene), "--out", str(tmp_path / "run")]
+    assert main(argv) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: XPRC_COORDINATOR is {address!r}: it must be HOST:PORT (e.g. host0:1234), a port "
+        "in 1..65535"
+    )
+
+
+def test_failure_to_join_the_multi_host_run_is_a_message(tiny_scene, tmp_path, capsys, monkeypatch):
+    import xprc.distributed
+
+    def fail(*args):
+        raise RuntimeError("DEADLINE_EXCEEDED: Barrier timed out\n(details)")
+
+    monkeypatch.setattr(xprc.distributed, "initialize", fail)
+    for name, value in (("COORDINATOR", "[::1]:1234"), ("NUM_PROCESSES", "2"), ("PROCESS_ID", "1")):
+        monkeypatch.setenv(f"XPRC_{name}", value)
+    assert main(["train", "--data", str(tiny_scene), "--out", str(tmp_path / "run")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "error: could not join the multi-host run at [::1]:1234: DEADLINE_EXCEEDED: Barrier "
+        "timed out"
+    )
+
+
 def test_multi_host_environment_is_checked(tiny_scene, tmp_path, capsys, monkeypatch):
     """XPRC_COORDINATOR with a missing or non-integer XPRC_NUM_PROCESSES / XPRC_PROCESS_ID was
     a KeyError / ValueError traceback; it is a message naming the variable."""

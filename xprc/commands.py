@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 
 from .cli import add_define_option, register
@@ -86,10 +87,14 @@ def _setup_devices(args) -> int:
     from .distributed import initialize
 
     if os.environ.get("XPRC_COORDINATOR"):
+        address = _coordinator(os.environ["XPRC_COORDINATOR"])
         processes = _env_int("XPRC_NUM_PROCESSES", 1)
-        initialize(
-            os.environ["XPRC_COORDINATOR"], processes, _env_int("XPRC_PROCESS_ID", 0, processes)
-        )
+        process_id = _env_int("XPRC_PROCESS_ID", 0, processes)
+        try:
+            initialize(address, processes, process_id)
+        except (RuntimeError, ValueError) as e:  # no coordinator there, a port in use, ...
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            raise XprError(f"could not join the multi-host run at {address}: {first}") from None
     if args.devices == "all":
         return jax.device_count()
     try:
@@ -101,6 +106,20 @@ def _setup_devices(args) -> int:
             f"--devices {n}: {jax.device_count()} device(s) available ({jax.default_backend()})"
         )
     return n
+
+
+def _coordinator(text: str) -> str:
+    """XPRC_COORDINATOR as HOST:PORT (a name, an IPv4 address or a [bracketed] IPv6 one, and a
+    port in 1..65535); anything else is an XprError, not a wait for a coordinator that cannot
+    exist (jax.distributed waits up to 5 minutes)."""
+    host, sep, port = text.rpartition(":")
+    name_ok = re.fullmatch(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]", host) is not None
+    if not (sep and name_ok and port.isdigit() and port.isascii() and 1 <= int(port) <= 65535):
+        raise XprError(
+            f"XPRC_COORDINATOR is {text[:80]!r}: it must be HOST:PORT (e.g. host0:1234), "
+            "a port in 1..65535"
+        )
+    return text
 
 
 def _env_int(name: str, low: int, below: int | None = None) -> int:
