@@ -108,7 +108,15 @@ def test_one_sided_gradients_equal_autodiff(spec, argnum):
     assert max(np.abs(np.asarray(x)).max() for x in jax.tree_util.tree_leaves(custom)) > 0
 
 
-@pytest.mark.parametrize("spec", ["3dgs", "3dgut", "2dgs"])
+# The saturation path is the same code for every spec: 3DGS in the default run, the others -m slow.
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "3dgs",
+        pytest.param("3dgut", marks=pytest.mark.slow),
+        pytest.param("2dgs", marks=pytest.mark.slow),
+    ],
+)
 def test_custom_vjp_equals_autodiff_when_tiles_saturate(spec):
     """Opaque large primitives: the stop rule ends every list and saturated groups are
     skipped (in the backward too). (A signed response has no stop rule.)"""
