@@ -30,10 +30,12 @@ def gaussians(n: int = 7, degree: int = 3, seed: int = 0) -> dict:
     }
 
 
-def write_vertex_ply(path, columns: dict, text: bool = False) -> None:
-    """A PLY with one 'vertex' element holding the given float32 columns, in order."""
+def write_vertex_ply(path, columns: dict, text: bool = False, types: dict | None = None) -> None:
+    """A PLY with one 'vertex' element holding the given columns, in order: float32 unless
+    `types` gives a column another numpy type."""
     n = len(next(iter(columns.values())))
-    data = np.empty(n, dtype=[(k, "<f4") for k in columns])
+    types = types or {}
+    data = np.empty(n, dtype=[(k, types.get(k, "<f4")) for k in columns])
     for k, v in columns.items():
         data[k] = v
     plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")], text=text).write(str(path))
@@ -424,11 +426,8 @@ def test_points_ply_colours_out_of_range(tmp_path, dtype, values, shown):
     """Float colours in 0..255, integers above 255 or negative colours used to load unchecked
     (colours of 200.0 or 257.0 where [0, 1] is promised)."""
     path = tmp_path / "colours.ply"
-    fields = [(c, "<f4") for c in "xyz"] + [(c, dtype) for c in ("red", "green", "blue")]
-    data = np.zeros(2, dtype=fields)
-    for c in ("red", "green", "blue"):
-        data[c] = values
-    plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")]).write(str(path))
+    cols = {**{c: np.zeros(2) for c in "xyz"}, **{c: values for c in ("red", "green", "blue")}}
+    write_vertex_ply(path, cols, types=dict.fromkeys(("red", "green", "blue"), dtype))
     with pytest.raises(DataError) as e:
         load_points_ply(path)
     assert str(e.value) == (
@@ -440,8 +439,7 @@ def test_points_ply_colours_out_of_range(tmp_path, dtype, values, shown):
 def test_points_ply_with_part_of_the_colours_is_an_error(tmp_path):
     """Only `red` (or red and green) used to load as grey 0.5 without a word."""
     path = tmp_path / "red.ply"
-    data = np.zeros(2, dtype=[(c, "<f4") for c in "xyz"] + [("red", "u1")])
-    plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")]).write(str(path))
+    write_vertex_ply(path, {**{c: np.zeros(2) for c in "xyz"}, "red": [0, 1]}, types={"red": "u1"})
     with pytest.raises(DataError) as e:
         load_points_ply(path)
     assert str(e.value) == f"{path}: error: point colours lack green, blue (has red)"
@@ -449,10 +447,9 @@ def test_points_ply_with_part_of_the_colours_is_an_error(tmp_path):
 
 def test_points_ply_ushort_colours_span_0_to_65535(tmp_path):
     path = tmp_path / "colours16.ply"
-    fields = [(c, "<f4") for c in "xyz"] + [(c, "<u2") for c in ("red", "green", "blue")]
-    data = np.zeros(3, dtype=fields)
-    data["red"], data["green"], data["blue"] = [0, 65535, 32768], [1, 2, 3], [65535] * 3
-    plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")]).write(str(path))
+    rgb = {"red": [0, 65535, 32768], "green": [1, 2, 3], "blue": [65535] * 3}
+    cols = {**{c: np.zeros(3) for c in "xyz"}, **rgb}
+    write_vertex_ply(path, cols, types=dict.fromkeys(rgb, "<u2"))
     _, colors = load_points_ply(path)
     want = np.array([[0, 1, 65535], [65535, 2, 65535], [32768, 3, 65535]]) / 65535.0
     np.testing.assert_allclose(colors, want, rtol=1e-6)
