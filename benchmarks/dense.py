@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from xprc.pipeline.binning import TileGrid, bin_and_sort
 from xprc.pipeline.composite import tile_pixels
 from xprc.pipeline.config import RenderConfig
-from xprc.runtime import EXACT as HIGHEST
+from xprc.runtime import EXACT
 
 
 def _chunk_layout(bins, grid: TileGrid, chunk: int):
@@ -70,7 +70,7 @@ def dense_render(method, config: RenderConfig, params, camera):
         incl = jnp.cumprod(keep, axis=1)
         excl = jnp.concatenate([jnp.ones_like(incl[:, :1]), incl[:, :-1]], axis=1)
         w = alpha * excl
-        blended = jnp.matmul(w, v, precision=HIGHEST)
+        blended = jnp.matmul(w, v, precision=EXACT)
         sums = jnp.concatenate([blended, jnp.sum(w, axis=1, keepdims=True)], axis=1)
         return sums, incl[:, -1]  # per-chunk sums before the previous chunks' transmittance
 

@@ -714,41 +714,28 @@ def test_blender_focal_length_must_be_positive(tmp_path, key, value):
     )
 
 
-@pytest.mark.parametrize("file_path", ["../outside/r_0", "/etc/passwd", "./train/../../r_0"])
-def test_blender_file_path_stays_in_the_dataset(tmp_path, file_path):
-    root = tmp_path / "scene"
-    meta = blender_scene(root, n=1)
-    rgba_image(tmp_path / "outside" / "r_0.png")
-    meta["frames"][0]["file_path"] = file_path
-    (root / "transforms_train.json").write_text(json.dumps(meta))
-    expect(
-        root / "transforms_train.json",
-        f"frame 0: 'file_path' {file_path!r} points outside the dataset folder {root}",
-        load_blender,
-        root,
-    )
+OUTSIDE = "points outside the dataset folder {root}"
+FOLDER = "names the dataset folder, not a file in it"
 
 
 @pytest.mark.parametrize(
     "file_path,problem",
-    [
-        ("", "names the dataset folder, not a file in it"),
-        (".", "names the dataset folder, not a file in it"),
-        ("train/..", "names the dataset folder, not a file in it"),
-        ("./train/r_0\0x", "contains a NUL character"),
-    ],
-)
-def test_blender_file_path_names_a_file(tmp_path, file_path, problem):
-    """'' or '.' used to read ROOT.png, a sibling of the dataset folder; a NUL character was a
-    ValueError traceback from os.stat."""
+    [("../outside/r_0", OUTSIDE), ("/etc/passwd", OUTSIDE), ("./train/../../r_0", OUTSIDE),
+     ("", FOLDER), (".", FOLDER), ("train/..", FOLDER),
+     ("./train/r_0\0x", "contains a NUL character")],
+)  # fmt: skip
+def test_blender_file_path_names_a_file_in_the_dataset(tmp_path, file_path, problem):
+    """Outside the folder is refused; '' or '.' used to read ROOT.png, a sibling of the dataset
+    folder; a NUL character was a ValueError traceback from os.stat."""
     root = tmp_path / "scene"
     meta = blender_scene(root, n=1)
+    rgba_image(tmp_path / "outside" / "r_0.png")
     rgba_image(tmp_path / "scene.png")
     meta["frames"][0]["file_path"] = file_path
     (root / "transforms_train.json").write_text(json.dumps(meta))
     expect(
         root / "transforms_train.json",
-        f"frame 0: 'file_path' {file_path!r} {problem}",
+        f"frame 0: 'file_path' {file_path!r} {problem.format(root=root)}",
         load_blender,
         root,
     )

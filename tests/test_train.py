@@ -339,6 +339,9 @@ def test_resume_rejects_other_options_and_names_them(scene, tmp_path):
     said = str(info.value)
     assert "ssim_weight: 0.2 -> 0.5" in said and "-> {'means': 0.0001}" in said, said
     assert said.startswith(str(tmp_path / "checkpoint.npz")), said
+    chunked = dataclasses.replace(config, render=dataclasses.replace(config.render, chunk=16))
+    with pytest.raises(tr.TrainError, match=r"\(render\.chunk: 32 -> 16\)"):
+        tr.train(METHOD, train_set, test_set, tmp_path, chunked, resume=True)
     render = dataclasses.replace(config.render, memory_budget=2**30)
     longer = dataclasses.replace(config, steps=5, log_every=1, eval_every=5, render=render)
     resumed = tr.train(METHOD, train_set, test_set, tmp_path, longer, resume=True)

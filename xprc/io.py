@@ -377,12 +377,13 @@ def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
     points = np.stack([_numeric(path, v, c).astype(np.float32) for c in "xyz"], axis=1)
     if not np.isfinite(points).all():
         raise DataError(path, "non-finite point coordinates")
-    present = [c for c in ("red", "green", "blue") if c in names]
+    rgb_names = ("red", "green", "blue")
+    present = [c for c in rgb_names if c in names]
     if 0 < len(present) < 3:
-        lacking = ", ".join(c for c in ("red", "green", "blue") if c not in names)
+        lacking = ", ".join(c for c in rgb_names if c not in names)
         raise DataError(path, f"point colours lack {lacking} (has {', '.join(present)})")
     if present:
-        rgb = np.stack([_numeric(path, v, c) for c in ("red", "green", "blue")], axis=1)
+        rgb = np.stack([_numeric(path, v, c) for c in rgb_names], axis=1)
         integer = np.issubdtype(rgb.dtype, np.integer)
         scale = (65535.0 if rgb.dtype == np.uint16 else 255.0) if integer else 1.0
         colors = (rgb.astype(np.float64) / scale).astype(np.float32)

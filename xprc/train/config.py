@@ -210,7 +210,8 @@ class TrainConfig:
         render's memory budget and overflow policy, as JSON values (what a checkpoint's
         metadata holds)."""
         out = {k: v for k, v in self.to_json().items() if k not in _REPORTING}
-        out["render"] = {k: v for k, v in out["render"].items() if k not in _RENDER_POLICY}
+        render = out.pop("render")  # one key per render option: a difference names the option
+        out.update({f"render.{k}": v for k, v in render.items() if k not in _RENDER_POLICY})
         return json.loads(json.dumps(out, default=str))
 
 
