@@ -10,11 +10,37 @@ import os
 import pathlib
 
 os.environ.setdefault("XPRC_CACHE_DIR", str(pathlib.Path(__file__).parent / ".xprc_cache"))
+# no persistent JAX compilation cache in the tests (tests/test_compile_cache.py turns it on)
+os.environ.setdefault("XPRC_JAX_CACHE_DIR", "off")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
 from xprc.scenes import default_garden_path  # noqa: E402
+
+
+def _tpu_attached() -> bool:
+    """A TPU chip on this machine's PCI bus (read the way JAX finds one, without opening it)."""
+    try:
+        from jax._src import hardware_utils
+
+        return hardware_utils.num_available_tpu_chips_and_device_id()[0] > 0
+    except Exception:  # noqa: BLE001 - a private helper: no TPU known is the safe answer
+        return False
+
+
+TPU = _tpu_attached()
+if TPU:
+    # One process at a time may hold a TPU chip: this one does (jax read JAX_PLATFORMS when it
+    # was imported, above); the subprocesses that tests start run on the CPU.
+    os.environ["JAX_PLATFORMS"] = "cpu"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml): no worker processes beside a TPU, which one process holds."""
+    return 0 if TPU else None
+
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")

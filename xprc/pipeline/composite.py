@@ -194,6 +194,7 @@ def composite(
     signed: bool = False,
     pixel_channels: int = 0,
     distortion: int | None = None,
+    method=None,
 ) -> jax.Array:
     """Returns per-tile sums [T, P, V + K + 1 (+ 1)]: sum_k w_k values_k, then sum_k w_k extra_k
     for the K per-pixel channels the response returns beside alpha (`pixel_channels`), then
@@ -202,8 +203,20 @@ def composite(
     [values (V), extra (K)].
 
     `signed`: alpha may be negative (a subtractive primitive). The threshold is on |alpha|, and
-    as transmittance is then not monotone along the list, there is no early stop."""
+    as transmittance is then not monotone along the list, there is no early stop.
+
+    `method`: the generated module, for `RenderConfig.compositor` to pick the Pallas kernels
+    (None: the XLA path)."""
     lay = layout(bins, grid, config)
+    if method is not None:
+        from . import composite_pallas as cp  # imports this module
+
+        if cp.use_pallas(method, attrs.dtype, config):
+            starts, counts = cp.tile_items(bins, grid, config)
+            return cp.composite_pallas(
+                response, gather(attrs, lay), gather(values, lay), lay, starts, counts, rays,
+                grid, config, signed, pixel_channels,
+            )  # fmt: skip
     if distortion is None and config.backward == "custom":
         from .composite_vjp import composite_custom  # imports this module
 

@@ -7,6 +7,7 @@ import math
 
 MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
 BACKWARDS = ("custom", "autodiff")
+COMPOSITORS = ("auto", "xla", "pallas")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +37,12 @@ class RenderConfig:
     backward:    how compositing is differentiated: "custom" (default: the analytic,
                  method-agnostic VJP of `composite_vjp.py`) or "autodiff" (JAX autodiff of the
                  rematerialised scan; always used for the distortion output).
+    compositor:  which code composites: "xla" (a `lax.scan` over groups of chunks), "pallas"
+                 (fused per-tile kernels, `composite_pallas.py`; interpreted on a CPU, for
+                 tests) or "auto" (default: Pallas on a TPU, XLA elsewhere; a spec the kernels
+                 cannot run, e.g. float64 or the distortion output, uses XLA with a warning on
+                 a TPU). The backends agree to float32 rounding; with "pallas", `backward` is
+                 always the custom VJP.
     """
 
     tile_size: int = 16
@@ -49,13 +56,19 @@ class RenderConfig:
     t_min: float = 1e-4
     distortion: bool = False
     backward: str = "custom"
+    compositor: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.backward not in BACKWARDS:
-            from ..errors import XprError
+        from ..errors import XprError
 
+        if self.backward not in BACKWARDS:
             raise XprError(
                 f"RenderConfig.backward={self.backward!r}: expected one of {', '.join(BACKWARDS)}"
+            )
+        if self.compositor not in COMPOSITORS:
+            raise XprError(
+                f"RenderConfig.compositor={self.compositor!r}: expected one of "
+                f"{', '.join(COMPOSITORS)}"
             )
 
     def entry_capacity(self, num_primitives: int, num_tiles: int) -> int:

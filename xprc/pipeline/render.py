@@ -10,12 +10,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import compile_cache
 from ..errors import XprError
 from ..runtime import check_camera
 from . import capacity as cap
 from .binning import INT32_MAX, TileGrid, bin_and_sort
 from .composite import composite, tile_pixels
 from .config import MODES, RenderConfig, entry_bucket
+
+compile_cache.enable_default()  # JAX's persistent compilation cache (xprc/compile_cache.py)
 
 # Incremented each time a render function is traced; tests use it to prove "compiled once".
 TRACE_COUNT = {"render": 0}
@@ -156,7 +159,7 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     z_at = channels + 1 + names.index("depth") if "depth" in names else channels
     sums = composite(
         method.response, camera, attrs, values, bins, grid, config, rays, signed, len(names),
-        z_at if config.distortion else None,
+        z_at if config.distortion else None, method,
     )  # fmt: skip
     # [T, P, V + 1] -> [H, W, V + 1]
     t = grid.tile

@@ -1,0 +1,160 @@
+"""Where a render's time goes, per stage and per compositor (issue 25).
+
+    python benchmarks/stages.py                    # garden workload, 3DGS, 3DGUT, octahedron
+    python benchmarks/stages.py --methods 3dgs,2dgs --compositors xla,pallas
+
+For each spec and compositor, on the garden workload (a random scene of its size without it):
+the counting pass, projection, projection + binning + sort, the whole forward (the rest is
+compositing, with its layout and gather), forward + backward, XLA compile times, and the dense
+same-maths baseline (`benchmarks/dense.py`) for the forward's ratio. On a CPU the Pallas kernels
+run interpreted (correct, not fast): measure them on a TPU. Prints a markdown table and writes
+benchmarks/results/stages.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.dense import dense_fn  # noqa: E402
+from benchmarks.run import SPECS, fmt_table, workload  # noqa: E402
+from xprc.camera import Camera  # noqa: E402
+from xprc.compiler.driver import load  # noqa: E402
+from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
+from xprc.pipeline import capacity as cap  # noqa: E402
+from xprc.pipeline.binning import TileGrid, bin_and_sort  # noqa: E402
+from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
+from xprc.scenes import adapt_params  # noqa: E402
+
+
+def timed(fn, *args, repeat=5):
+    """Median wall seconds of `fn(*args)` after one warm call."""
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def stage_fns(method, config: RenderConfig, grid: TileGrid):
+    """Jitted prefixes of the render: projection, and projection + binning + sort."""
+
+    def project(params, cam):
+        return method.project(params, cam)
+
+    def binned(params, cam):
+        proj = method.project(params, cam)
+        _, valid = cap.usable(proj)
+        depth = proj["depth"].astype(proj["attrs"].dtype)
+        return bin_and_sort(proj["box"], valid, depth, grid, config.max_entries,
+                            proj.get("ellipse"), proj["centre"])  # fmt: skip
+
+    return jax.jit(project), jax.jit(binned)
+
+
+def measure(method, params, cams, compositor: str, repeat: int, dense: bool):
+    params = prepare_params(method, {k: jnp.asarray(v) for k, v in params.items()})
+    config = RenderConfig(compositor=compositor, on_overflow="ignore")
+    config = sized_config(method, params, Camera.stack(cams), config)
+    cam = cams[0]
+    grid = TileGrid(cam.width, cam.height, config.tile_size)
+    count = cap._count_fn(method, cap._count_key(config), False)
+    project, binned = stage_fns(method, config, grid)
+    fwd = _compiled(method, "RGB", config, False)
+
+    def loss(p, c):
+        return jnp.sum(fwd(p, c, None).image)
+
+    grad = jax.jit(jax.grad(loss))
+    t0 = time.perf_counter()
+    fwd_c = fwd.lower(params, cam, None).compile()
+    t1 = time.perf_counter()
+    grad_c = grad.lower(params, cam).compile()
+    t2 = time.perf_counter()
+    row = {"compositor": compositor, "entry_capacity": config.max_entries,
+           "compile_fwd_s": t1 - t0, "compile_grad_s": t2 - t1}  # fmt: skip
+    per = {k: [] for k in ("count", "project", "bin_sort", "forward", "fwd_bwd", "dense")}
+    for c in cams:
+        per["count"].append(timed(count, params, c, repeat=repeat))
+        per["project"].append(timed(project, params, c, repeat=repeat))
+        per["bin_sort"].append(timed(binned, params, c, repeat=repeat))
+        per["forward"].append(timed(fwd_c, params, c, None, repeat=repeat))
+        per["fwd_bwd"].append(timed(grad_c, params, c, repeat=repeat))
+        if dense:
+            d = dense_fn(method, dataclasses.replace(config, compositor="xla"))
+            per["dense"].append(timed(d, params, c, repeat=repeat))
+    for k, v in per.items():
+        row[f"{k}_s"] = float(np.mean(v)) if v else None
+    row["composite_s"] = row["forward_s"] - row["bin_sort_s"]
+    row["bin_sort_only_s"] = row["bin_sort_s"] - row["project_s"]
+    if row["dense_s"]:
+        row["forward_vs_dense"] = row["forward_s"] / row["dense_s"]
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--methods", default="3dgs,3dgut,linprim_octahedron")
+    ap.add_argument("--compositors", default=None,
+                    help="comma list of xla, pallas (default: both on a TPU, xla elsewhere)")  # fmt: skip
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="a small random scene (smoke run)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "stages.json"))
+    args = ap.parse_args(argv)
+    on_tpu = jax.default_backend() == "tpu"
+    compositors = (args.compositors or ("xla,pallas" if on_tpu else "xla")).split(",")
+    num, scale = (800, 0.2) if args.quick else (None, 1.0)
+    params, cams, source = workload(num, scale, args.quick)
+    results = {"machine": {"platform": platform.platform(), "jax": jax.__version__,
+                           "backend": jax.default_backend(), "device": str(jax.devices()[0])},
+               "workload": source, "rows": []}  # fmt: skip
+    for name in args.methods.split(","):
+        method = load(ROOT / SPECS[name])
+        for comp in compositors:
+            row = measure(method, adapt_params(method, params), cams, comp,
+                          1 if args.quick else args.repeat, dense=(comp == compositors[0]))  # fmt: skip
+            row["method"] = name
+            results["rows"].append(row)
+            print(f"[done] {name} {comp}: forward {row['forward_s'] * 1e3:.1f} ms, fwd+bwd "
+                  f"{row['fwd_bwd_s'] * 1e3:.1f} ms", file=sys.stderr, flush=True)  # fmt: skip
+
+    def ms(key):
+        return lambda r: "-" if r.get(key) is None else f"{r[key] * 1e3:.1f}"
+
+    print(f"\n## Stages on the {source} workload ({len(cams)} cameras, ms per camera)\n")
+    print(fmt_table(results["rows"], [
+        ("method", lambda r: r["method"]),
+        ("compositor", lambda r: r["compositor"]),
+        ("count", ms("count_s")),
+        ("project", ms("project_s")),
+        ("bin+sort", ms("bin_sort_only_s")),
+        ("composite", ms("composite_s")),
+        ("forward", ms("forward_s")),
+        ("fwd+bwd", ms("fwd_bwd_s")),
+        ("dense fwd", ms("dense_s")),
+        ("compile fwd/grad s", lambda r: f"{r['compile_fwd_s']:.1f}/{r['compile_grad_s']:.1f}"),
+    ]))  # fmt: skip
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"\nwrote {out}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""JAX's persistent compilation cache is on by default (xprc/compile_cache.py, issue 25): a
+second process that renders the same scene loads the compiled programs from the private cache
+folder; XPRC_JAX_CACHE_DIR moves or disables it; a folder others may write to is refused with a
+warning (a cache entry is a program JAX runs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+RENDER = """
+import sys, warnings
+warnings.simplefilter("error")
+import jax, numpy as np, xprc
+from xprc import compile_cache
+from xprc.camera import look_at
+from xprc.scenes import random_scene
+hits = []
+jax.monitoring.register_event_listener(
+    lambda name, **kw: hits.append(1) if name == "/jax/compilation_cache/cache_hits" else None)
+m = xprc.load("3dgs")
+cam = look_at([0, 0, 0], [0, 0, 4], [0, -1, 0], 32, 24, dtype=np.float32)
+xprc.render(m, random_scene(50, seed=0), cam)
+print("dir", compile_cache.STATE["dir"], "reason", compile_cache.STATE["reason"])
+print("hits", len(hits))
+"""
+
+
+def _run(env_cache, tmp_path, extra_env=None):
+    env = dict(os.environ, XPRC_CACHE_DIR=str(tmp_path / "specs"), PYTHONPATH=str(ROOT))
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    env["XPRC_JAX_CACHE_DIR"] = env_cache
+    env.update(extra_env or {})
+    return subprocess.run([sys.executable, "-c", RENDER], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=tmp_path)  # fmt: skip
+
+
+def test_second_process_reads_the_cache(tmp_path):
+    cache = tmp_path / "jax"
+    first = _run(str(cache), tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert f"dir {cache} reason None" in first.stdout
+    assert (cache.stat().st_mode & 0o777) == 0o700
+    entries = sorted(p.name for p in cache.iterdir())
+    assert entries, "nothing was cached"
+    second = _run(str(cache), tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "hits 0" in first.stdout
+    assert sorted(p.name for p in cache.iterdir()) == entries
+    hits = int(second.stdout.split("hits ")[1])
+    assert hits >= len([e for e in entries if not e.endswith("-atime")])  # loaded, not compiled
+
+
+def test_off_disables_it(tmp_path):
+    r = _run("off", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "dir None reason XPRC_JAX_CACHE_DIR='off'" in r.stdout
+
+
+def test_a_folder_others_may_write_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    r = _run(str(shared), tmp_path)
+    assert r.returncode != 0  # the test's warnings are errors: the warning was raised
+    assert (
+        f"xprc: JAX compilation cache not used: '{shared}': others may write to it (mode 0777);"
+        " set XPRC_JAX_CACHE_DIR to a private folder, or to 'off'"
+    ) in r.stderr
+    assert not any(shared.iterdir())
+
+
+def test_the_callers_cache_is_kept(tmp_path):
+    theirs = tmp_path / "theirs"
+    r = _run(str(tmp_path / "ours"), tmp_path, {"JAX_COMPILATION_CACHE_DIR": str(theirs)})
+    assert r.returncode == 0, r.stderr
+    assert f"dir {theirs} reason caller's" in r.stdout
+    assert not (tmp_path / "ours").exists()

@@ -1,0 +1,164 @@
+"""The Pallas compositor (`RenderConfig(compositor="pallas")`, issue 25) against the XLA path,
+in Pallas's interpret mode on the CPU: images, alpha, depth and the per-pixel outputs to 1e-5,
+and parameter and camera gradients of a loss on all of them, for 3DGS, 3DGUT (rays, a fisheye
+camera), the LinPrim octahedron, Student-t (signed alpha) and 2DGS (per-pixel outputs); scenes
+with empty tiles, lists longer than a chunk and tiles that saturate (the kernels' early stop).
+Also: which backend "auto" picks, the located refusals, and that the kernels lower for a TPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from xprc import verify
+from xprc.camera import look_at
+from xprc.compiler.driver import load
+from xprc.errors import XprError
+from xprc.pipeline import RenderConfig, render
+from xprc.pipeline import composite_pallas as cp
+
+W, H = 24, 20
+XLA = RenderConfig(tile_size=8, chunk=4, group=2, max_entries=2048, compositor="xla")
+PALLAS = dataclasses.replace(XLA, compositor="pallas")
+
+
+def _scene(method, kind, n, seed, opacity=None):
+    raw = verify.scene(method, kind, n, seed=seed)
+    if opacity is not None:
+        raw["opacities"] = np.full(n, opacity)
+    if getattr(method, "SIGNED_ALPHA", False):  # every third component scoops
+        raw["opacities"] = np.where(np.arange(n) % 3 == 0, -1.0, 1.0) * np.abs(raw["opacities"])
+    return {k: jnp.asarray(v, jnp.float32) for k, v in raw.items()}
+
+
+def _camera(model="pinhole"):
+    dist = np.array([0.05, -0.02, 0.01, 0.0]) if model == "fisheye" else None
+    return look_at([0.4, -0.3, -4.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0], W, H, 60.0,
+                   model=model, dist=dist, dtype=np.float32)  # fmt: skip
+
+
+def _outputs(method, params, cam, config):
+    bg = jnp.linspace(0.1, 0.3, int(method.NUM_FEATURES), dtype=jnp.float32)
+    out = render(method, params, cam, background=bg, mode="RGB+ED", config=config)
+    return {k: getattr(out, k) for k in ("image", "alpha", "depth", "extra")
+            if getattr(out, k) is not None}  # fmt: skip
+
+
+def _run(method, params, cam, config):
+    """Outputs and the gradients of a loss on all of them, from one compiled function."""
+    rng = np.random.default_rng(0)
+    k = len(getattr(method, "PIXEL_OUTPUTS", ()))
+    weights = {name: jnp.asarray(rng.uniform(-1, 1, (H, W, c)), jnp.float32)
+               for name, c in (("image", 3), ("alpha", 1), ("depth", 1), ("extra", k)) if c}  # fmt: skip
+
+    def loss(params, cam):
+        out = _outputs(method, params, cam, config)
+        return sum(jnp.sum(out[name] * w) for name, w in weights.items()), out
+
+    fn = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)
+    (_, out), grads = jax.jit(fn)(params, cam)
+    return out, grads
+
+
+def _assert_close(got, want, tol):
+    for (path, a), (_, b) in zip(
+        jax.tree_util.tree_leaves_with_path(got),
+        jax.tree_util.tree_leaves_with_path(want),
+        strict=True,
+    ):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        scale = max(1.0, float(np.abs(b).max()))
+        err = float(np.abs(a - b).max())
+        assert err <= tol * scale, (jax.tree_util.keystr(path), err, scale)
+
+
+def _compare(spec, params, cam):
+    method = load(ROOT / "specs" / f"{spec}.xpr")
+    want, g_want = _run(method, params, cam, XLA)
+    got, g_got = _run(method, params, cam, PALLAS)
+    _assert_close(got, want, 1e-5)
+    assert float(jnp.max(want["alpha"])) > 0.5  # something was drawn
+    # float32 gradients summed in another order: relative to the largest component
+    _assert_close(g_got, g_want, 2e-5)
+    assert np.abs(np.asarray(g_got[1].viewmat)).max() > 0  # the camera gets a gradient
+    return want
+
+
+CASES = [
+    ("3dgs", "pinhole", "random"),
+    ("3dgut", "fisheye", "random"),
+    ("linprim_octahedron", "pinhole", "random"),
+    ("student_t", "pinhole", "random"),
+    ("2dgs", "pinhole", "random"),
+]
+
+
+@pytest.mark.parametrize("spec,model,kind", CASES)
+def test_pallas_equals_xla(spec, model, kind):
+    method = load(ROOT / "specs" / f"{spec}.xpr")
+    params = _scene(method, kind, 10, seed=3)
+    want = _compare(spec, params, _camera(model))
+    assert float(jnp.min(want["alpha"])) < 1e-6  # some tiles are empty
+
+
+@pytest.mark.parametrize("spec", ["3dgs", pytest.param("2dgs", marks=pytest.mark.slow)])
+def test_pallas_equals_xla_when_tiles_saturate(spec):
+    """Opaque primitives: the stop rule ends the lists, and each tile's program stops early
+    with the next chunk's copy in flight (forward and backward)."""
+    method = load(ROOT / "specs" / f"{spec}.xpr")
+    params = _scene(method, "large", 40, seed=5, opacity=4.0)
+    cam = _camera()
+    want = _compare(spec, params, cam)
+    assert (np.asarray(want["alpha"]) > 0.99).mean() > 0.5
+
+
+def test_auto_uses_pallas_on_a_tpu_only_and_pallas_refuses_what_it_cannot_run():
+    method = load(ROOT / "specs" / "3dgs.xpr")
+    on_tpu = jax.default_backend() == "tpu"
+    assert cp.use_pallas(method, jnp.float32, RenderConfig()) == on_tpu
+    assert cp.use_pallas(method, jnp.float32, RenderConfig(compositor="pallas"))
+    with pytest.raises(XprError, match=r"cannot render Gaussian3D: .*float32 \(got float64\)"):
+        cp.use_pallas(method, jnp.float64, RenderConfig(compositor="pallas"))
+    with pytest.raises(XprError, match="distortion output is composited by the XLA path only"):
+        cp.use_pallas(method, jnp.float32, RenderConfig(compositor="pallas", distortion=True))
+    with pytest.raises(XprError, match=r"RenderConfig.compositor='cuda': expected one of"):
+        RenderConfig(compositor="cuda")
+
+
+def test_no_shipped_response_reads_the_camera():
+    """The kernels pass no camera to the response; a response that reads one is refused."""
+    for spec in ("3dgs", "3dgut", "linprim_octahedron", "student_t", "2dgs"):
+        assert not cp.response_reads_camera(load(ROOT / "specs" / f"{spec}.xpr"))
+
+    class Reads:
+        NAME, NUM_ATTRS = "Reads", 1
+
+        @staticmethod
+        def response(pixel, ray_origin, ray_dir, attrs, camera):
+            return attrs[..., 0] * camera.fx + 0 * pixel[..., 0]
+
+    assert cp.response_reads_camera(Reads)
+
+
+def test_kernels_lower_for_a_tpu(monkeypatch):
+    """The forward and backward kernels pass Pallas's TPU (Mosaic) lowering, exported from
+    this CPU: what CI can check of the TPU path without a TPU."""
+    monkeypatch.setattr(cp, "INTERPRET", False)
+    method = load(ROOT / "specs" / "3dgut.xpr")
+    params = _scene(method, "random", 8, seed=1)
+    cam = _camera()
+
+    config = dataclasses.replace(PALLAS, on_overflow="ignore")  # no host callback to export
+
+    def loss(p):
+        return jnp.sum(render(method, p, cam, config=config).image)
+
+    exported = jax.export.export(jax.jit(jax.value_and_grad(loss)), platforms=["tpu"])(params)
+    text = exported.mlir_module()
+    assert text.count("tpu_custom_call") >= 2  # the forward and the backward kernel

@@ -1,0 +1,78 @@
+"""JAX's persistent compilation cache, on by default (issue 25).
+
+A render, a gradient or a training step is an XLA program that takes seconds to a minute to
+compile (most on a TPU); with the cache a second process that runs the same program loads it
+from disk instead. xprc turns the cache on when it is imported, unless:
+
+- the caller already chose a cache (`jax_compilation_cache_dir` set, in code or through
+  JAX_COMPILATION_CACHE_DIR): theirs is kept;
+- XPRC_JAX_CACHE_DIR is `off` (or `0`, `none`, empty): no persistent cache.
+
+The folder is XPRC_JAX_CACHE_DIR, else $XDG_CACHE_HOME/xprc/jax, else ~/.cache/xprc/jax. A
+cache entry is a compiled program that JAX loads and runs, so the folder must be private: it is
+created with mode 0700, and one that belongs to another user or that others may write to is not
+used (a warning says so, and nothing is cached).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import stat
+import warnings
+
+import jax
+
+OFF = ("off", "0", "none", "")
+ENV = "XPRC_JAX_CACHE_DIR"
+STATE = {"dir": None, "reason": None}
+
+
+def default_dir() -> pathlib.Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(base) / "xprc" / "jax"
+
+
+def private_dir(path: pathlib.Path) -> str | None:
+    """Create `path` (mode 0700) if needed; None when it is a private folder of this user,
+    else why it is not."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.lstat()
+    except OSError as err:
+        return f"cannot create it ({err.strerror or err})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a folder"
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        return f"it belongs to user id {info.st_uid}, not this user ({os.getuid()})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"others may write to it (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def enable_default() -> str | None:
+    """Turn the persistent cache on as described above; returns the folder used (or None)."""
+    if jax.config.jax_compilation_cache_dir:
+        STATE["dir"], STATE["reason"] = jax.config.jax_compilation_cache_dir, "caller's"
+        return STATE["dir"]
+    setting = os.environ.get(ENV)
+    if setting is not None and setting.strip().lower() in OFF:
+        STATE["reason"] = f"{ENV}={setting!r}"
+        return None
+    path = pathlib.Path(setting).expanduser() if setting else default_dir()
+    why = private_dir(path)
+    if why is not None:
+        shown = ascii(str(path))
+        warnings.warn(
+            f"xprc: JAX compilation cache not used: {shown}: {why}; set {ENV} to a private "
+            f"folder, or to 'off'",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        STATE["reason"] = why
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    # programs that compile in under a second are not worth a disk entry
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    STATE["dir"], STATE["reason"] = str(path), None
+    return str(path)

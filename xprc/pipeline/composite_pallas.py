@@ -1,0 +1,484 @@
+"""Compositing as fused Pallas tile kernels: one grid program per tile (issue 25).
+
+The same maths as `composite.py` (its `group_weights` written out per chunk), generated from the
+same spec response: the kernel calls the module's `response` on per-component arrays, so there is
+no second copy of any method's formula. Per tile, one program walks the tile's chunks (items of
+`layout`) front to back with a `while_loop`, double-buffering each chunk's lanes from HBM by DMA,
+and stops as soon as every pixel of the tile is saturated (T < t_min; unsigned responses only).
+
+Layout inside a program: entries of a chunk on sublanes, the tile's pixels on lanes, so alpha of
+a chunk is one [B, P] array; per-entry inputs are [B, 1] columns and per-pixel inputs [1, P] rows.
+
+- lanes [I, B, C]: per chunk lane, the response's attributes (A), the composited values (V) and
+  the lane's validity (1.0 / 0.0), C = A + V + 1; gathered by `layout` in XLA.
+- rows [T, 8, P]: per tile, the pixel centres (x, y), the ray origins (x, y, z) and directions
+  (x, y, z) of its pixels (zeros without rays).
+- output [T, V + K + 1, P]: sum_k w_k values_k, sum_k w_k extra_k (the K per-pixel outputs), and
+  sum_k w_k, channels on sublanes.
+
+The backward kernel is the custom VJP of `composite_vjp.py` in the same per-tile form: a second
+front-to-back walk recomputes each chunk's alpha, takes S_k = g . out - prefix_k, and gets the
+attribute and ray cotangents from `jax.vjp` of the response inside the kernel. Cotangents of the
+lanes go back by DMA to their chunk's rows (chunks a saturated tile never reached stay zero).
+
+On a CPU the kernels run in Pallas's interpret mode (tests compare them with the XLA path there);
+`RenderConfig.compositor` selects the backend ("auto": this one on a TPU).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import pallas as pl
+from jax.extend.core import Var
+from jax.experimental.pallas import tpu as pltpu
+
+from ..errors import XprError
+from .binning import TileGrid
+from .composite import Layout, tile_pixels
+from .config import RenderConfig
+
+ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
+INTERPRET = None  # None: interpret off a TPU; tests set False to lower the kernels for a TPU
+
+
+class _Components:
+    """An array [..., n] seen by a generated response as its n components: `x[..., k]` returns
+    component k (an array of its own shape), `x.shape` is the broadcast shape plus (n,)."""
+
+    def __init__(self, comps, shape):
+        self._comps = comps
+        self.shape = tuple(shape) + (len(comps),)
+
+    def __getitem__(self, key):
+        if not (isinstance(key, tuple) and len(key) == 2 and key[0] is Ellipsis):
+            raise TypeError(f"a response component is read as x[..., k], not x[{key!r}]")
+        return self._comps[key[1]]
+
+
+def unsupported_reason(method, dtype, config: RenderConfig) -> str | None:
+    """Why the Pallas compositor cannot render this method, or None when it can."""
+    if config.distortion:
+        return "the depth distortion output is composited by the XLA path only"
+    if dtype != jnp.float32:
+        return f"the Pallas kernels are written for float32 (got {jnp.dtype(dtype).name})"
+    if response_reads_camera(method):
+        return "the spec's response reads camera fields (the kernels pass none)"
+    return None
+
+
+@functools.cache
+def response_reads_camera(method) -> bool:
+    """Whether the generated response reads any camera array (traced once per module)."""
+    from ..camera import look_at
+
+    cam = look_at([0.0, 0.0, -4.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0], 32, 32, dtype=np.float32)
+    a = jnp.zeros((1, int(method.NUM_ATTRS)), jnp.float32)
+    pix = jnp.zeros((1, 2), jnp.float32)
+    ray = jnp.zeros((1, 3), jnp.float32)
+    leaves, tree = jax.tree_util.tree_flatten(cam)
+
+    def fn(*cam_leaves):
+        c = jax.tree_util.tree_unflatten(tree, cam_leaves)
+        return method.response(pix, ray, ray, a, c)
+
+    jaxpr = jax.make_jaxpr(fn)(*leaves).jaxpr
+    read = [v for eqn in jaxpr.eqns for v in eqn.invars] + list(jaxpr.outvars)
+    read = {id(v) for v in read if isinstance(v, Var)}
+    return any(id(v) in read for v in jaxpr.invars)
+
+
+def use_pallas(method, dtype, config: RenderConfig) -> bool:
+    """The backend `config.compositor` selects for this method; "pallas" that cannot run is an
+    error, "auto" on a TPU that cannot run warns once and uses XLA."""
+    choice = config.compositor
+    if choice == "xla":
+        return False
+    reason = unsupported_reason(method, dtype, config)
+    if choice == "pallas":
+        if reason:
+            raise XprError(f"RenderConfig(compositor='pallas') cannot render {method.NAME}: {reason}")
+        return True
+    if jax.default_backend() != "tpu":
+        return False
+    if reason:
+        _warn_once(method.NAME, reason)
+        return False
+    return True
+
+
+@functools.cache
+def _warn_once(name: str, reason: str) -> None:
+    warnings.warn(
+        f"{name}: composited by the XLA path, not the Pallas kernels: {reason}",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def tile_items(bins, grid: TileGrid, config: RenderConfig):
+    """First item and item count [T] of each tile in `layout`'s numbering."""
+    b = config.chunk
+    counts = bins.tile_start[1:] - bins.tile_start[:-1]
+    chunks = ((counts + b - 1) // b).astype(jnp.int32)
+    return (jnp.cumsum(chunks) - chunks).astype(jnp.int32), chunks
+
+
+def pixel_rows(rays, grid: TileGrid, dtype) -> jax.Array:
+    """rows [T, 8, P]: pixel centres, ray origins and directions of every tile's pixels."""
+    ids = jnp.arange(grid.num_tiles, dtype=jnp.int32)
+    pix = tile_pixels(ids, grid, dtype)  # [T, P, 2]
+    n, p = pix.shape[0], pix.shape[1]
+    if rays is None:
+        rest = jnp.zeros((n, p, 6), dtype)
+    else:
+        origin = jnp.broadcast_to(rays[0], (n, p, 3))
+        rest = jnp.concatenate([origin, rays[1]], axis=-1).astype(dtype)
+    return jnp.concatenate([pix, rest], axis=-1).transpose(0, 2, 1)
+
+
+def composite_pallas(
+    response, a_items, v_items, lay: Layout, starts, counts, rays, grid: TileGrid,
+    config: RenderConfig, signed: bool, pixel_channels: int,
+):  # fmt: skip
+    """Per-tile sums [T, P, V + K + 1], as `composite` returns them."""
+    dtype = a_items.dtype
+    lanes = jnp.concatenate([a_items, v_items, lay.ok[..., None].astype(dtype)], axis=-1)
+    rows = pixel_rows(rays, grid, dtype)
+    central = rays is not None and rays[0].shape[1] == 1
+    static = _Static(
+        response, grid, config.chunk, config.alpha_min, config.t_min, signed, pixel_channels,
+        a_items.shape[-1], v_items.shape[-1], rays is not None, central,
+        jax.default_backend() != "tpu" if INTERPRET is None else INTERPRET,
+    )  # fmt: skip
+    out = _core(static, lanes, rows, starts, counts)
+    return out.transpose(0, 2, 1)
+
+
+class _Static:
+    """The kernels' static inputs (hashable by identity of the response and values)."""
+
+    def __init__(self, response, grid, chunk, alpha_min, t_min, signed, pixel_channels,
+                 num_attrs, num_values, uses_rays, central, interpret):  # fmt: skip
+        self.response = response
+        self.grid = grid
+        self.chunk = chunk
+        self.alpha_min = alpha_min
+        self.t_min = t_min
+        self.signed = signed
+        self.k = pixel_channels
+        self.a = num_attrs
+        self.v = num_values
+        self.uses_rays = uses_rays
+        self.central = central
+        self.interpret = interpret
+
+    def _key(self):
+        return tuple(v if k != "response" else id(v) for k, v in sorted(vars(self).items()))
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and self._key() == other._key()
+
+    @property
+    def out_channels(self) -> int:
+        return self.v + self.k + 1
+
+    @property
+    def pix(self) -> int:
+        return self.grid.tile * self.grid.tile
+
+
+def _chunk_alpha(st: _Static, lane, rows):
+    """A chunk's response: `fn(attr columns, ray rows)` -> (alpha [B, P], extra list of K
+    [B, P]) with the inputs it closes over, for `jax.vjp` in the backward."""
+    attr_cols = [lane[:, k : k + 1] for k in range(st.a)]
+    pixel = _Components([rows[0:1], rows[1:2]], (1, st.pix))
+    ray_rows = [rows[2:3, 0:1] if st.central else rows[2:3], rows[3:4, 0:1] if st.central
+                else rows[3:4], rows[4:5, 0:1] if st.central else rows[4:5],
+                rows[5:6], rows[6:7], rows[7:8]]  # fmt: skip
+
+    def fn(cols, rays6):
+        attrs = _Components(list(cols), (st.chunk, 1))
+        ro = _Components(list(rays6[:3]), (1, st.pix))
+        rd = _Components(list(rays6[3:]), (1, st.pix))
+        out = st.response(pixel, ro, rd, attrs, None)
+        shape = (st.chunk, st.pix)
+        if st.k:
+            alpha, extra = out
+            extra = [jnp.broadcast_to(extra[..., k], shape) for k in range(st.k)]
+        else:
+            alpha, extra = out, []
+        return jnp.broadcast_to(alpha, shape).astype(jnp.float32), extra
+
+    return fn, attr_cols, ray_rows
+
+
+def _weights(st: _Static, alpha, ok, t_in):
+    """The compositing of one chunk: used, w, T (before each lane), live, and T after it."""
+    mag = jnp.abs(alpha) if st.signed else alpha
+    used = (ok > 0.5) & (mag >= st.alpha_min)
+    alpha = jnp.where(used, alpha, 0.0)
+    keep = 1.0 - alpha
+    excl_rows, run = [], None
+    for k in range(st.chunk):  # the running product in list order, as `composite.running`
+        excl_rows.append(jnp.ones_like(t_in) if run is None else run)
+        run = keep[k : k + 1] if run is None else run * keep[k : k + 1]
+    excl = jnp.concatenate(excl_rows, axis=0)  # [B, P]
+    incl = excl * keep
+    T = t_in * excl
+    live = used
+    if not st.signed:
+        live = used & (t_in * incl >= st.t_min)
+    w = jnp.where(live, alpha * T, 0.0)
+    return alpha, used, w, T, live, t_in * run
+
+
+def _dma(src_hbm, index, dst, sem, slot):
+    return pltpu.make_async_copy(src_hbm.at[index], dst.at[slot], sem.at[slot])
+
+
+def _write(src, slot, dst_hbm, index, sem):
+    """The write-back of a chunk's cotangents (a wait needs only the slot and the size)."""
+    return pltpu.make_async_copy(src.at[slot], dst_hbm.at[index], sem.at[slot])
+
+
+def _forward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, out_ref, buf, sem,
+                    t_ref):  # fmt: skip
+    tile = pl.program_id(0)
+    start, n = start_ref[tile], count_ref[tile]
+    rows = rows_ref[0]
+
+    @pl.when(n > 0)
+    def _():
+        _dma(lanes_hbm, start, buf, sem, jnp.int32(0)).start()
+
+    out_ref[...] = jnp.zeros_like(out_ref)
+    t_ref[...] = jnp.ones_like(t_ref)
+
+    def cond(carry):
+        j, alive = carry
+        return (j < n) & alive
+
+    def body(carry):
+        j, _ = carry
+        slot = jax.lax.rem(j, jnp.int32(2))
+        _dma(lanes_hbm, start + j, buf, sem, slot).wait()
+
+        @pl.when(j + 1 < n)
+        def _():
+            _dma(lanes_hbm, start + j + 1, buf, sem, jnp.int32(1) - slot).start()
+
+        lane = buf[slot]  # [B, C]
+        fn, cols, ray_rows = _chunk_alpha(st, lane, rows)
+        alpha, extra = fn(cols, ray_rows)
+        ok = lane[:, st.a + st.v : st.a + st.v + 1]
+        t_in = t_ref[...]
+        _, used, w, _, _, t_out = _weights(st, alpha, ok, t_in)
+        sums = [jnp.sum(w * lane[:, st.a + c : st.a + c + 1], axis=0, keepdims=True)
+                for c in range(st.v)]  # fmt: skip
+        sums += [jnp.sum(w * jnp.where(used, e, 0.0), axis=0, keepdims=True) for e in extra]
+        sums.append(jnp.sum(w, axis=0, keepdims=True))
+        out_ref[0] = out_ref[0] + jnp.concatenate(sums, axis=0)
+        t_ref[...] = t_out
+        alive = jnp.bool_(True) if st.signed else jnp.max(t_out) >= st.t_min
+        return j + 1, alive
+
+    j, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), jnp.bool_(True)))
+
+    @pl.when(j < n)  # stopped early with the next chunk's copy in flight
+    def _():
+        _dma(lanes_hbm, start + j, buf, sem, jax.lax.rem(j, jnp.int32(2))).wait()
+
+
+def _tile_block(t, starts, counts):
+    """Block index of tile t (int32 zeros: under jax_enable_x64 a literal 0 is int64, which
+    Mosaic refuses in an index map)."""
+    del starts, counts
+    zero = jnp.zeros((), jnp.int32)
+    return t, zero, zero
+
+
+def _grid_spec(st: _Static, num_lanes: int, in_rows: int, out_specs, scratch):
+    return pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=2,
+        grid=(st.grid.num_tiles,),
+        in_specs=[
+            pl.BlockSpec((1, in_rows, st.pix), _tile_block),
+            pl.BlockSpec(memory_space=pl.ANY),
+        ],
+        out_specs=out_specs,
+        scratch_shapes=[pltpu.VMEM((2, st.chunk, num_lanes), jnp.float32),
+                        pltpu.SemaphoreType.DMA((2,))] + scratch,  # fmt: skip
+    )
+
+
+def _interpret(st: _Static):
+    return True if st.interpret else False
+
+
+def _forward(st: _Static, lanes, rows, starts, counts):
+    num_tiles = st.grid.num_tiles
+    spec = _grid_spec(
+        st, lanes.shape[-1], ROWS,
+        pl.BlockSpec((1, st.out_channels, st.pix), _tile_block),
+        [pltpu.VMEM((1, st.pix), jnp.float32)],
+    )  # fmt: skip
+    return pl.pallas_call(
+        functools.partial(_forward_kernel, st),
+        out_shape=jax.ShapeDtypeStruct((num_tiles, st.out_channels, st.pix), jnp.float32),
+        grid_spec=spec,
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        interpret=_interpret(st),
+    )(starts, counts, rows, lanes)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _core(st, lanes, rows, starts, counts):
+    return _forward(st, lanes, rows, starts, counts)
+
+
+def _core_fwd(st, lanes, rows, starts, counts):
+    out = _forward(st, lanes, rows, starts, counts)
+    return out, (lanes, rows, starts, counts, out)
+
+
+def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_ref, zero_hbm,
+                     d_lanes_hbm, d_rows_ref, buf, sem, obuf, osem, t_ref, s_ref):  # fmt: skip
+    del zero_hbm  # aliased to d_lanes_hbm: chunks never reached keep their zeros
+    tile = pl.program_id(0)
+    start, n = start_ref[tile], count_ref[tile]
+    rows = rows_ref[0]
+    g = g_ref[0]  # [V + K + 2, P]: g_out channels, then g . out
+    gv = [g[c : c + 1] for c in range(st.v)]
+    ge = [g[st.v + k : st.v + k + 1] for k in range(st.k)]
+    gw = g[st.v + st.k : st.v + st.k + 1]
+    g_total = g[st.v + st.k + 1 : st.v + st.k + 2]
+
+    @pl.when(n > 0)
+    def _():
+        _dma(lanes_hbm, start, buf, sem, jnp.int32(0)).start()
+
+    d_rows_ref[...] = jnp.zeros_like(d_rows_ref)
+    t_ref[...] = jnp.ones_like(t_ref)
+    s_ref[...] = jnp.zeros_like(s_ref)
+
+    def cond(carry):
+        j, alive = carry
+        return (j < n) & alive
+
+    def body(carry):
+        j, _ = carry
+        slot = jax.lax.rem(j, jnp.int32(2))
+        _dma(lanes_hbm, start + j, buf, sem, slot).wait()
+
+        @pl.when(j + 1 < n)
+        def _():
+            _dma(lanes_hbm, start + j + 1, buf, sem, jnp.int32(1) - slot).start()
+
+        @pl.when(j >= 2)  # the write-back issued two chunks ago used this slot's buffer
+        def _():
+            _write(obuf, slot, d_lanes_hbm, start, osem).wait()
+
+        lane = buf[slot]
+        fn, cols, ray_rows = _chunk_alpha(st, lane, rows)
+        (alpha, extra), vjp_fn = jax.vjp(fn, cols, ray_rows)
+        ok = lane[:, st.a + st.v : st.a + st.v + 1]
+        t_in = t_ref[...]
+        alpha, used, w, T, live, t_out = _weights(st, alpha, ok, t_in)
+        vals = [lane[:, st.a + c : st.a + c + 1] for c in range(st.v)]
+        gc = gw + sum(gv[c] * vals[c] for c in range(st.v))  # g . c_k [B, P]
+        extra = [jnp.where(used, e, 0.0) for e in extra]
+        for k in range(st.k):
+            gc = gc + ge[k] * extra[k]
+        wg = w * gc
+        run, prefix = s_ref[...], []
+        for k in range(st.chunk):  # inclusive prefix of w (g . c) along the list
+            run = run + wg[k : k + 1]
+            prefix.append(run)
+        after = g_total - jnp.concatenate(prefix, axis=0)  # S_k
+        d_alpha = jnp.where(live, T * gc - after / (1.0 - alpha), 0.0)
+        d_extra = [w * ge[k] for k in range(st.k)]
+        d_cols, d_rays = vjp_fn((d_alpha, d_extra))
+        valid = ok > 0.5
+        for k in range(st.a):
+            obuf[slot, :, k : k + 1] = jnp.where(valid, d_cols[k], 0.0)
+        for c in range(st.v):
+            d_v = jnp.sum(w * gv[c], axis=1, keepdims=True)
+            obuf[slot, :, st.a + c : st.a + c + 1] = jnp.where(valid, d_v, 0.0)
+        obuf[slot, :, st.a + st.v :] = jnp.zeros((st.chunk, 1), jnp.float32)
+        _write(obuf, slot, d_lanes_hbm, start + j, osem).start()
+        if st.uses_rays:
+            for r in range(6):
+                d = d_rays[r]
+                if d.shape[1] == 1:  # a central camera's origin: one value per tile
+                    lane0 = jax.lax.broadcasted_iota(jnp.int32, (1, st.pix), 1) == 0
+                    d = jnp.where(lane0, d, 0.0)
+                d_rows_ref[0, 2 + r : 3 + r, :] = d_rows_ref[0, 2 + r : 3 + r, :] + d
+        s_ref[...] = run
+        t_ref[...] = t_out
+        alive = jnp.bool_(True) if st.signed else jnp.max(t_out) >= st.t_min
+        return j + 1, alive
+
+    j, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), jnp.bool_(True)))
+
+    @pl.when(j < n)
+    def _():
+        _dma(lanes_hbm, start + j, buf, sem, jax.lax.rem(j, jnp.int32(2))).wait()
+
+    for back in (1, 2):  # the write-backs still in flight
+
+        @pl.when(j >= back)
+        def _():
+            _write(obuf, jax.lax.rem(j - back, jnp.int32(2)), d_lanes_hbm, start, osem).wait()
+
+
+def _core_bwd(st, residuals, g_out):
+    lanes, rows, starts, counts, out = residuals
+    g_total = jnp.sum(g_out * out, axis=1, keepdims=True)  # [T, 1, P]
+    g = jnp.concatenate([g_out, g_total], axis=1)
+    num_tiles = st.grid.num_tiles
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=2,
+        grid=(num_tiles,),
+        in_specs=[
+            pl.BlockSpec((1, ROWS, st.pix), _tile_block),
+            pl.BlockSpec(memory_space=pl.ANY),
+            pl.BlockSpec((1, st.out_channels + 1, st.pix), _tile_block),
+            pl.BlockSpec(memory_space=pl.ANY),
+        ],
+        out_specs=[
+            pl.BlockSpec(memory_space=pl.ANY),
+            pl.BlockSpec((1, ROWS, st.pix), _tile_block),
+        ],
+        scratch_shapes=[
+            pltpu.VMEM((2, st.chunk, lanes.shape[-1]), jnp.float32),
+            pltpu.SemaphoreType.DMA((2,)),
+            pltpu.VMEM((2, st.chunk, lanes.shape[-1]), jnp.float32),
+            pltpu.SemaphoreType.DMA((2,)),
+            pltpu.VMEM((1, st.pix), jnp.float32),
+            pltpu.VMEM((1, st.pix), jnp.float32),
+        ],
+    )
+    d_lanes, d_rows = pl.pallas_call(
+        functools.partial(_backward_kernel, st),
+        out_shape=(
+            jax.ShapeDtypeStruct(lanes.shape, jnp.float32),
+            jax.ShapeDtypeStruct(rows.shape, jnp.float32),
+        ),
+        grid_spec=spec,
+        # inputs count the two scalar-prefetch operands: zeros (operand 5) -> d_lanes
+        input_output_aliases={5: 0},
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)),
+        interpret=_interpret(st),
+    )(starts, counts, rows, lanes, g, jnp.zeros_like(lanes))
+    return d_lanes, d_rows, None, None
+
+
+_core.defvjp(_core_fwd, _core_bwd)
