@@ -113,6 +113,8 @@ def main(argv=None):
     ap.add_argument("--compositors", default=None,
                     help="comma list of xla, pallas (default: both on a TPU, xla elsewhere)")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--dense", default=None,
+                    help="comma list of methods to time the dense baseline for (default: all)")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="a small random scene (smoke run)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "stages.json"))
     args = ap.parse_args(argv)
@@ -123,11 +125,13 @@ def main(argv=None):
     results = {"machine": {"platform": platform.platform(), "jax": jax.__version__,
                            "backend": jax.default_backend(), "device": str(jax.devices()[0])},
                "workload": source, "rows": []}  # fmt: skip
+    dense = (args.dense or args.methods).split(",")
     for name in args.methods.split(","):
         method = load(ROOT / SPECS[name])
         for comp in compositors:
             row = measure(method, adapt_params(method, params), cams, comp,
-                          1 if args.quick else args.repeat, dense=(comp == compositors[0]))  # fmt: skip
+                          1 if args.quick else args.repeat,
+                          dense=comp == compositors[0] and name in dense)  # fmt: skip
             row["method"] = name
             results["rows"].append(row)
             print(f"[done] {name} {comp}: forward {row['forward_s'] * 1e3:.1f} ms, fwd+bwd "

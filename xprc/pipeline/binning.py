@@ -182,7 +182,8 @@ def bin_and_sort(
     order = jnp.argsort(jnp.where(valid, depth, jnp.inf), stable=True).astype(jnp.int32)
     rx0, ry0, rw, rh, rcount = tile_rects(box, valid, grid)
     demand = tile_demand(rx0, ry0, rw, rh, grid)
-    x0, y0, w, count = rx0[order], ry0[order], rw[order], rcount[order]
+    rects = jnp.stack([rx0, ry0, rw, rcount], axis=-1)[order]  # one row gather, depth order
+    x0, y0, w, count = rects[:, 0], rects[:, 1], rects[:, 2], rects[:, 3]
     exact = exact_total(rcount)
     needed = saturate_total(exact)
     # First slot of each primitive's run of entries: an exclusive cumulative sum that saturates
@@ -194,40 +195,46 @@ def bin_and_sort(
     owner = jnp.zeros((capacity + 1,), jnp.int32).at[starts].max(jnp.arange(n, dtype=jnp.int32))
     k = jax.lax.cummax(owner[:capacity])
     slot = jnp.arange(capacity, dtype=jnp.int32)
-    local = slot - first[k]
-    wk = jnp.maximum(w[k], 1)
-    tile_x = x0[k] + local % wk
-    tile_y = y0[k] + local // wk
+    # One row gather of everything a slot needs from its primitive (gathers of `capacity`
+    # rows cost a TPU several ms each; one [capacity, 5] gather replaces five).
+    row = jnp.stack([first, x0, y0, jnp.maximum(w, 1), order], axis=-1)[k]
+    local = slot - row[:, 0]
+    tile_x = row[:, 1] + local % row[:, 3]
+    tile_y = row[:, 2] + local // row[:, 3]
+    prim = row[:, 4]
     live = slot < needed
     tile_id = tile_y * grid.tiles_x + tile_x
     culled = jnp.zeros((grid.num_tiles,), jnp.int32)
     fallback = jnp.int32(0)
     if ellipse is not None:
-        live, culled, fallback = _cull(live, tile_id, tile_x, tile_y, order[k], valid, ellipse,
+        live, culled, fallback = _cull(live, tile_id, tile_x, tile_y, order, k, valid, ellipse,
                                        centre, grid)  # fmt: skip
     tile = jnp.where(live, tile_id, grid.num_tiles).astype(jnp.int32)
     if (grid.num_tiles + 1) * capacity < 2**32:
-        # One unsigned key (tile, slot): unique, so a plain sort keeps slot (= depth) order.
+        # One unsigned key (tile, slot): unique, so a plain sort keeps slot (= depth) order;
+        # the primitive rides along as a second operand (no gather after the sort).
         key = tile.astype(jnp.uint32) * jnp.uint32(capacity) + slot.astype(jnp.uint32)
-        key = jax.lax.sort(key)
+        key, prim = jax.lax.sort((key, prim), num_keys=1)
         tile = (key // jnp.uint32(capacity)).astype(jnp.int32)
-        prim = order[k[(key % jnp.uint32(capacity)).astype(jnp.int32)]]
     else:
-        tile, prim = jax.lax.sort((tile, order[k]), num_keys=1, is_stable=True)
+        tile, prim = jax.lax.sort((tile, prim), num_keys=1, is_stable=True)
     ids = jnp.arange(grid.num_tiles + 1, dtype=jnp.int32)
     tile_start = jnp.searchsorted(tile, ids, side="left").astype(jnp.int32)
     kept = tile_start[1:] - tile_start[:-1]
     return Bins(tile, prim, tile_start, needed, exact, demand, kept, culled, fallback)
 
 
-def _cull(live, tile_id, tile_x, tile_y, prim, valid, ellipse, centre, grid: TileGrid):
-    """The ellipse test on every live slot: (live after it, culled per tile, fallbacks)."""
+def _cull(live, tile_id, tile_x, tile_y, order, k, valid, ellipse, centre, grid: TileGrid):
+    """The ellipse test on every live slot (slot i belongs to primitive order[k[i]]): (live
+    after it, culled per tile, fallbacks)."""
     if centre is None:
         raise ValueError("bin_and_sort: an ellipse needs the primitives' centre")
     ok = ellipse_usable(ellipse)
     safe = jnp.where(ok[:, None], ellipse, jnp.asarray([1.0, 0.0, 1.0], ellipse.dtype))
     cen = jnp.where(ok[:, None], centre, 0).astype(ellipse.dtype)
-    hit = ellipse_hits(cen[prim], safe[prim], tile_x, tile_y, grid) | ~ok[prim]
+    # the primitives' rows in depth order, then one row gather per slot
+    table = jnp.concatenate([cen, safe, ok[:, None].astype(ellipse.dtype)], axis=-1)[order][k]
+    hit = ellipse_hits(table[:, :2], table[:, 2:5], tile_x, tile_y, grid) | (table[:, 5] < 0.5)
     rejected = live & ~hit
     where = jnp.where(rejected, tile_id, grid.num_tiles)
     culled = jnp.zeros((grid.num_tiles + 1,), jnp.int32).at[where].add(1)[: grid.num_tiles]

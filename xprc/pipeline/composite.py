@@ -214,8 +214,8 @@ def composite(
         if cp.use_pallas(method, attrs.dtype, config):
             starts, counts = cp.tile_items(bins, grid, config)
             return cp.composite_pallas(
-                response, gather(attrs, lay), gather(values, lay), lay, starts, counts, rays,
-                grid, config, signed, pixel_channels,
+                response, attrs, values, lay, starts, counts, rays, grid, config, signed,
+                pixel_channels,
             )  # fmt: skip
     if distortion is None and config.backward == "custom":
         from .composite_vjp import composite_custom  # imports this module

@@ -34,12 +34,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
-from jax.extend.core import Var
 from jax.experimental.pallas import tpu as pltpu
+from jax.extend.core import Var
 
 from ..errors import XprError
 from .binning import TileGrid
-from .composite import Layout, tile_pixels
+from .composite import Layout, gather, tile_pixels
 from .config import RenderConfig
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
@@ -101,7 +101,9 @@ def use_pallas(method, dtype, config: RenderConfig) -> bool:
     reason = unsupported_reason(method, dtype, config)
     if choice == "pallas":
         if reason:
-            raise XprError(f"RenderConfig(compositor='pallas') cannot render {method.NAME}: {reason}")
+            raise XprError(
+                f"RenderConfig(compositor='pallas') cannot render {method.NAME}: {reason}"
+            )
         return True
     if jax.default_backend() != "tpu":
         return False
@@ -142,17 +144,21 @@ def pixel_rows(rays, grid: TileGrid, dtype) -> jax.Array:
 
 
 def composite_pallas(
-    response, a_items, v_items, lay: Layout, starts, counts, rays, grid: TileGrid,
+    response, attrs, values, lay: Layout, starts, counts, rays, grid: TileGrid,
     config: RenderConfig, signed: bool, pixel_channels: int,
 ):  # fmt: skip
-    """Per-tile sums [T, P, V + K + 1], as `composite` returns them."""
-    dtype = a_items.dtype
-    lanes = jnp.concatenate([a_items, v_items, lay.ok[..., None].astype(dtype)], axis=-1)
+    """Per-tile sums [T, P, V + K + 1], as `composite` returns them; attrs [N, A], values
+    [N, V] per primitive."""
+    dtype = attrs.dtype
+    table = jnp.concatenate([attrs, values, jnp.ones_like(values[:, :1])], axis=-1)
+    # one row gather for every lane (padding lanes read zeros: validity 0, no NaN)
+    lanes = gather(table, lay)
+    num_attrs, num_values = attrs.shape[-1], values.shape[-1]
     rows = pixel_rows(rays, grid, dtype)
     central = rays is not None and rays[0].shape[1] == 1
     static = _Static(
         response, grid, config.chunk, config.alpha_min, config.t_min, signed, pixel_channels,
-        a_items.shape[-1], v_items.shape[-1], rays is not None, central,
+        num_attrs, num_values, rays is not None, central,
         jax.default_backend() != "tpu" if INTERPRET is None else INTERPRET,
     )  # fmt: skip
     out = _core(static, lanes, rows, starts, counts)
@@ -247,6 +253,10 @@ def _dma(src_hbm, index, dst, sem, slot):
 def _write(src, slot, dst_hbm, index, sem):
     """The write-back of a chunk's cotangents (a wait needs only the slot and the size)."""
     return pltpu.make_async_copy(src.at[slot], dst_hbm.at[index], sem.at[slot])
+
+
+def _wait_write(src, index, dst_hbm, start, sem):
+    _write(src, jax.lax.rem(index, jnp.int32(2)), dst_hbm, start, sem).wait()
 
 
 def _forward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, out_ref, buf, sem,
@@ -433,10 +443,7 @@ def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_r
         _dma(lanes_hbm, start + j, buf, sem, jax.lax.rem(j, jnp.int32(2))).wait()
 
     for back in (1, 2):  # the write-backs still in flight
-
-        @pl.when(j >= back)
-        def _():
-            _write(obuf, jax.lax.rem(j - back, jnp.int32(2)), d_lanes_hbm, start, osem).wait()
+        pl.when(j >= back)(functools.partial(_wait_write, obuf, j - back, d_lanes_hbm, start, osem))
 
 
 def _core_bwd(st, residuals, g_out):
