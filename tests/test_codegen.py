@@ -394,7 +394,7 @@ def test_intact_cache_file_is_not_compiled_again(tmp_path, monkeypatch):
     monkeypatch.setenv("XPRC_CACHE_DIR", str(tmp_path / "cache"))
     spec = _write(tmp_path, GUARD_SPEC.format(expr="v"))
     cached = driver.compile_file(spec)
-    assert cached.read_text().splitlines()[-1].startswith("# xprc cache seal: sha256 ")
+    assert cached.read_text().splitlines()[-1].startswith("# xprc cache seal: hmac-sha256 ")
 
     def refuse(*args, **kwargs):
         raise AssertionError("compiled again")
