@@ -306,13 +306,21 @@ def read_spec(path: pathlib.Path) -> str:
 
 def check_output(out: pathlib.Path, keep=()) -> None:
     """Raise an XprError unless `out` can take a generated file: not one of `keep` (the spec
-    being compiled), not a directory or a special file, and under a folder, not a file."""
+    being compiled) nor a base spec it extends, not an existing spec file (.xpr), not a
+    directory or a special file, and under a folder, not a file."""
     out = pathlib.Path(out)
     if any(_same_file(out, pathlib.Path(k)) for k in keep):
         raise XprError(
             "refusing to overwrite the spec being compiled; choose another output file",
             filename=str(out),
         )
+    for k in keep:
+        if any(_same_file(out, base) for base, _ in _bases(pathlib.Path(k))):
+            raise XprError(
+                "refusing to overwrite a base spec of the spec being compiled (it extends "
+                "it); choose another output file",
+                filename=str(out),
+            )
     try:
         mode = os.stat(out).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -323,9 +331,23 @@ def check_output(out: pathlib.Path, keep=()) -> None:
         raise XprError("cannot write: is a directory", filename=str(out))
     if mode is not None and not stat.S_ISREG(mode):
         raise XprError("cannot write: not a regular file", filename=str(out))
+    if mode is not None and out.suffix.lower() == ".xpr":
+        raise XprError(
+            "refusing to overwrite a spec file (.xpr) with generated output; choose another "
+            "output file",
+            filename=str(out),
+        )
     parent = next((p for p in out.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise XprError(f"cannot write: {parent} is not a directory", filename=str(out))
+
+
+def _bases(spec: pathlib.Path) -> list:
+    """The base specs the spec file `spec` extends ([] when it cannot be read)."""
+    try:
+        return reuse.chain(spec, read_spec(spec))
+    except XprError:
+        return []
 
 
 def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:

@@ -124,12 +124,13 @@ def _relocate(obj, file: str):
     return obj
 
 
-def fingerprint(path, text: str) -> str:
-    """sha256 over the texts of the base specs `text` extends (for the module cache key); ""
-    when it extends nothing. Problems are left to the compile, which reports them."""
+def chain(path, text: str) -> list[tuple[pathlib.Path, str]]:
+    """(file, text) of each base spec that `text` (the spec at `path`) extends, nearest first,
+    found without parsing (for the cache key and the `-o` check). Problems are left to the
+    compile, which reports them: the list stops there."""
     from xprc.compiler import driver
 
-    h = hashlib.sha256()
+    out: list[tuple[pathlib.Path, str]] = []
     seen = set()
     path = pathlib.Path(path)
     for _ in range(MAX_DEPTH + 1):
@@ -144,5 +145,15 @@ def fingerprint(path, text: str) -> str:
             text = driver.read_spec(path)
         except XprError:
             break
-        h.update(text.encode("utf-8"))
-    return h.hexdigest() if seen else ""
+        out.append((path, text))
+    return out
+
+
+def fingerprint(path, text: str) -> str:
+    """sha256 over the texts of the base specs `text` extends (for the module cache key); ""
+    when it extends nothing."""
+    bases = chain(path, text)
+    h = hashlib.sha256()
+    for _, base_text in bases:
+        h.update(base_text.encode("utf-8"))
+    return h.hexdigest() if bases else ""
