@@ -262,7 +262,11 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
             if item.name in self.defines:
                 value = _num(self.defines[item.name])
             if isinstance(value.extra, float) and not math.isfinite(value.extra):
-                raise self.err(StaticError, f"constant '{item.name}' is not finite", item.value.loc)
+                raise self.err(
+                    StaticError,
+                    f"constant '{item.name}' is not finite (it folds to {value.extra})",
+                    item.value.loc,
+                )
             self.consts[item.name] = _Binding("const", value, item.loc)
             self.const_values[item.name] = value.extra
 

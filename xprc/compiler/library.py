@@ -460,9 +460,12 @@ class Builtin:
 
 
 def fold_pow(x, y):
-    """x ^ y of two numbers: exact for small integer powers, else a float (nan/inf, no error)."""
+    """x ^ y of two numbers: exact for small integer powers, else a float (nan/inf, no error;
+    0 ^ y for y < 0 is inf, as in IEEE and JAX)."""
     if isinstance(x, int) and isinstance(y, int) and 0 <= y <= 64 and abs(x) < 2**16:
         return x**y
+    if x == 0 and y < 0:
+        return math.inf
     return _fold_float(math.pow, float(x), float(y))
 
 
@@ -489,23 +492,43 @@ def _u(op, fold, doc=_ELEMENTWISE, sig=None) -> Callable:
     )
 
 
+# Folding uses the numerically stable forms JAX computes, so a value that is finite (however
+# large or small its intermediate steps) folds to that value: sigmoid(-1000) is 0, not an
+# overflow reported as "not finite". The poles fold to what IEEE (and JAX) give.
+
+
 def _sigmoid(x):
-    return 1 / (1 + math.exp(-x))
+    if x >= 0:
+        return 1 / (1 + math.exp(-x))
+    e = math.exp(x)  # x < 0: never overflows (1 / (1 + exp(-x)) would for x < -709)
+    return e / (1 + e)
 
 
 def _softplus(x):
     return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
 
+def _log(x):
+    return -math.inf if x == 0 else math.log(x)
+
+
+def _log1p(x):
+    return -math.inf if x == -1 else math.log1p(x)
+
+
+def _rsqrt(x):
+    return math.inf if x == 0 else 1 / math.sqrt(x)
+
+
 _UNARY = {
-    "exp": _u(Exp, math.exp), "log": _u(Log, math.log), "sqrt": _u(Sqrt, math.sqrt),
-    "rsqrt": _u(RSqrt, lambda x: 1 / math.sqrt(x)), "sin": _u(Sin, math.sin),
+    "exp": _u(Exp, math.exp), "log": _u(Log, _log), "sqrt": _u(Sqrt, math.sqrt),
+    "rsqrt": _u(RSqrt, _rsqrt), "sin": _u(Sin, math.sin),
     "cos": _u(Cos, math.cos), "tan": _u(Tan, math.tan), "asin": _u(Asin, math.asin),
     "acos": _u(Acos, math.acos), "atan": _u(Atan, math.atan), "tanh": _u(Tanh, math.tanh),
     "abs": _u(Abs, abs), "sigmoid": _u(Sigmoid, _sigmoid), "floor": _u(Floor, math.floor),
     "ceil": _u(Ceil, math.ceil), "sign": _u(Sign, lambda x: float((x > 0) - (x < 0))),
     "softplus": _u(Softplus, _softplus, _ACCURATE, "`softplus(x)` = `log(1 + exp(x))`"),
-    "log1p": _u(Log1p, math.log1p, _ACCURATE, "`log1p(x)` = `log(1 + x)`"),
+    "log1p": _u(Log1p, _log1p, _ACCURATE, "`log1p(x)` = `log(1 + x)`"),
     "expm1": _u(Expm1, math.expm1, _ACCURATE, "`expm1(x)` = `exp(x) - 1`"),
 }  # fmt: skip
 
