@@ -360,6 +360,20 @@ CASES = [
         "blob.xpr:4:13: error: division by zero\n    const k = 2 / 0\n                ^",
     ),
     (
+        "modulo_by_zero",
+        sub("const k = 2", "const k = 2 % 0"),
+        StaticError,
+        "blob.xpr:4:13: error: modulo by zero\n    const k = 2 % 0\n                ^",
+    ),
+    (
+        "modulo_of_vectors_of_two_sizes",
+        sub("radius = 3.0", "radius = p % [1, 2]"),
+        XprTypeError,
+        "blob.xpr:7:60: error: cannot take the modulo of vec3 and vec2\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = p % [1, 2], valid = p.z > camera.near\n"
+        "                                                               ^",
+    ),
+    (
         "const_not_static",
         sub("const k = 2", "const k = camera.fx"),
         ScopeError,

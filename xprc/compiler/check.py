@@ -21,6 +21,7 @@ from xprc.compiler.names import (  # noqa: F401  (some re-exported)
     _LANG_RESERVED,
     _PY_RESERVED,
     _VERB,
+    BUILTIN_CONSTANTS,
     CAMERA_ATTRS,
     CAMERA_METHODS,
     CAMERA_MODELS,
@@ -343,17 +344,17 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
         ):
             return  # `camera.model == NAME`: the call reports that `camera` is not available
         if isinstance(e, ast.Name):
-            if e.id not in bound and e.id not in self.consts and e.id not in ("camera", "ray"):
+            known = e.id in bound or e.id in self.consts or e.id in BUILTIN_CONSTANTS
+            if not known and e.id not in ("camera", "ray"):
                 if e.id in self.params or e.id == "pixel":
                     raise self.err(
                         ScopeError,
                         f"'{e.id}' is not available in a function (pass it as an argument)",
                         e.loc,
                     )
+                names = list(bound) + list(self.consts) + list(BUILTIN_CONSTANTS)
                 raise self.err(
-                    UnknownNameError,
-                    f"unknown name '{e.id}'" + suggest(e.id, list(bound) + list(self.consts)),
-                    e.loc,
+                    UnknownNameError, f"unknown name '{e.id}'" + suggest(e.id, names), e.loc
                 )
         elif isinstance(e, ast.Call):
             if not isinstance(e.func, ast.Name):

@@ -22,6 +22,9 @@ _PY_RESERVED = {
     "jnp", "jax", "lax", "rt", "np", "math", "self", "cls",
 }  # fmt: skip
 _LANG_RESERVED = {"camera", "ray", "pixel", "raw", "T", "true", "false"}
+# Built-in constants: a spec's own constant, parameter or variable of the same name shadows one
+# (specs written before `pi` existed define it themselves).
+BUILTIN_CONSTANTS = {"pi": math.pi}
 
 CAMERA_ATTRS = {
     "rotation": MatT(3, 3),
@@ -53,12 +56,14 @@ REQUIRED = {"centre": VecT(2), "depth": SCALAR, "valid": BOOL}
 OPTIONAL_OUTPUTS = {"ellipse": VecT(3)}
 
 _VERB = {
-    "+": "add", "-": "subtract", "*": "multiply", "/": "divide", "^": "raise",
+    "+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "take the modulo of",
+    "^": "raise",
     "<": "compare", "<=": "compare", ">": "compare", ">=": "compare", "==": "compare",
     "!=": "compare", "and": "combine", "or": "combine",
 }  # fmt: skip
-_BINOP = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", "<": "lt", "<=": "le",
-          ">": "gt", ">=": "ge", "==": "eq", "!=": "ne", "and": "and", "or": "or"}  # fmt: skip
+_BINOP = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "^": "pow", "<": "lt",
+          "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne", "and": "and",
+          "or": "or"}  # fmt: skip
 
 
 def suggest(name: str, candidates) -> str:
@@ -111,7 +116,7 @@ def _fold_float(f, *xs):
 
 
 _PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "+": 5, "-": 5,
-         "*": 6, "/": 6, "^": 8}  # fmt: skip
+         "*": 6, "/": 6, "%": 6, "^": 8}  # fmt: skip
 
 
 def unparse(e: ast.Expr, prec: int = 0) -> str:
