@@ -4,12 +4,14 @@ and sizes as located errors, and budgets that stop a spec that would compile for
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import pytest
 
 from xprc.compiler import driver
-from xprc.errors import StaticError
+from xprc.errors import StaticError, XprError
 
 SPEC = """primitive Blob
 param means : vec3
@@ -69,3 +71,68 @@ def test_non_finite_constant_is_a_located_error(text, value, col):
         f"    const k = {text}\n"
         f"    {' ' * (col - 1)}^"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile sizes and literals (item 5): located errors where there were tracebacks (Python's
+# int() refuses more than 4300 digits; an integer folded past the float range overflowed where
+# it met a float, or grew for minutes: `s = s * s` in a loop).
+
+D = "9" * 5000
+
+
+def _spec(value="1", decl="", body="") -> str:
+    text = SPEC.format(value=value)
+    text = text.replace("const k", f"{decl}\nconst k") if decl else text
+    return text.replace("  p = camera", f"  {body}\n  p = camera") if body else text
+
+
+HOSTILE = [
+    ("vec_type", _spec(decl=f"param b : vec{D}"),
+     f"blob.xpr:3:11: error: unknown type 'vec{D}'\n    param b : vec{D}\n              ^"),
+    ("mat_type", _spec(decl=f"param b : mat3x{D}"),
+     f"blob.xpr:3:11: error: unknown type 'mat3x{D}'\n    param b : mat3x{D}\n              ^"),
+    ("vec_constructor", _spec(body=f"x = vec{D}(1)"),
+     f"blob.xpr:5:7: error: vectors have at most 64 components\n      x = vec{D}(1)\n"
+     "          ^"),
+    ("sh_degree", _spec(decl=f"param b : sh({D})"),
+     f"blob.xpr:3:14: error: number too large (5000 digits)\n    param b : sh({D})\n"
+     "                 ^"),
+    ("integer_literal", _spec(value=D),
+     f"blob.xpr:3:11: error: number too large (more than 308 digits)\n    const k = {D}\n"
+     "              ^"),
+    ("power_tower", _spec(value="10^10^10"),
+     "blob.xpr:3:13: error: constant 'k' is not finite (it folds to inf)\n"
+     "    const k = 10^10^10\n                ^"),
+    ("integer_product", _spec(value="65535^64 * 65535^64"),
+     "blob.xpr:3:20: error: constant 'k' is not finite (it folds to inf)\n"
+     "    const k = 65535^64 * 65535^64\n                       ^"),
+    ("integer_sum", _spec(value="-(65535^64) - 65535^64"),
+     "blob.xpr:3:23: error: constant 'k' is not finite (it folds to -inf)\n"
+     "    const k = -(65535^64) - 65535^64\n                          ^"),
+    ("loop_bound", _spec(body="for i in 0..65535^64 { s = i }"),
+     "blob.xpr:5:20: error: loop of 1.796e+308 iterations is too long (at most 1024)\n"
+     "      for i in 0..65535^64 { s = i }\n                       ^"),
+    ("index", _spec(body="v = [1, 2]\n  s = v[65535^64]"),
+     "blob.xpr:6:14: error: index 1.796e+308 out of range for vec2\n"
+     "      s = v[65535^64]\n                 ^"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text,message", [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_hostile_literal_is_a_located_error(text, message):
+    with pytest.raises(XprError) as e:
+        driver.check_source(text, "blob.xpr")
+    assert str(e.value) == message
+
+
+def test_leading_zeros_and_folded_overflow_are_values():
+    """Thousands of leading zeros are still the number; an integer squared past the float range
+    in a loop becomes inf (as the generated code computes it) at once, instead of a big integer
+    growing for minutes."""
+    assert _constant("0" * 5000 + "7") == 7
+    checked = driver.check_source(_spec(decl=f"param b : sh({'0' * 5000}1)"), "blob.xpr")
+    assert [p.degree for p in checked.params if p.name == "b"] == [1]
+    assert driver.parse_defines({"k": "-" + "0" * 5000 + "7"}) == {"k": -7}
+    body = "s = 3\n  for i in 0..64 { s = s * s }\n  emit big = s"
+    assert driver.check_source(_spec(body=body), "blob.xpr").prim["big"].extra == math.inf

@@ -80,8 +80,9 @@ def parse_defines(defines) -> dict[str, float | int]:
             digits = value.lstrip("+-")
             if digits.isdigit() and len(digits.lstrip("0")) > parse.MAX_INT_DIGITS:
                 raise too_large  # int() refuses past 4300 digits, float() overflows sooner
-            try:
-                value = int(value) if digits.isdigit() else float(value)
+            try:  # (leading zeros stripped: int() refuses more than 4300 digits, zeros too)
+                sign, significant = value[: len(value) - len(digits)], digits.lstrip("0") or "0"
+                value = int(sign + significant) if digits.isdigit() else float(value)
             except ValueError:
                 raise DefineError(
                     f"-D {name}: value must be a number, got '{value}'", filename="<command line>"

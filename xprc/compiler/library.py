@@ -18,7 +18,7 @@ import sympy
 
 from xprc.compiler import ast
 from xprc.compiler.ast import SCALAR, BoolT, MatT, Node, VecT
-from xprc.compiler.names import MAX_VEC, _fold_float, _is_int, _is_num, _num
+from xprc.compiler.names import MAX_VEC, _fold_float, _is_int, _is_num, _num, shown
 from xprc.compiler.symops import (
     Abs,
     Acos,
@@ -236,7 +236,9 @@ def _col_row(c: _Call) -> Node:
     if not _is_int(i):
         raise c.ck.err(StaticError, "index must be a compile-time integer", c.e.args[1].loc)
     if not 0 <= i.extra < size:
-        raise c.ck.err(StaticError, f"index {i.extra} out of range for {t}", c.e.args[1].loc)
+        raise c.ck.err(
+            StaticError, f"index {shown(i.extra)} out of range for {t}", c.e.args[1].loc
+        )
     typ = VecT(t.m if c.name == "col" else t.n)
     return c.call(typ, m, extra=ast.Static(c.name, (i.extra,)))
 

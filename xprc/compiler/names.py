@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import sys
 from dataclasses import dataclass
 
 from xprc.compiler import ast
@@ -71,12 +72,23 @@ def suggest(name: str, candidates) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def shown(n) -> str:
+    """A number in a message: an integer of more than 15 digits as `1.796e+308`."""
+    return f"{float(n):.4g}" if isinstance(n, int) and abs(n) >= 10**15 else str(n)
+
+
+def size_digits(text: str) -> int | None:
+    """A size written in a name (`vec3`, `mat3x4`) or a type (`sh(3)`): its value, without
+    converting thousands of digits (Python refuses more than 4300); MAX_VEC + 1 for any size
+    too long to be valid; None when `text` is not digits without a leading zero."""
+    if not (text.isascii() and text.isdigit()) or text[0] == "0":
+        return None
+    return int(text) if len(text) <= 6 else 10**6
+
+
 def vec_size(name: str) -> int | None:
-    for prefix in ("vec",):
-        rest = name[len(prefix) :]
-        if name.startswith(prefix) and rest.isdigit() and rest[0] != "0":
-            return int(rest)
-    return None
+    """`vecN` -> N (10**6 for any N of more than 6 digits); None for other names."""
+    return size_digits(name[3:]) if name.startswith("vec") else None
 
 
 def _is_num(node: Node) -> bool:
@@ -102,7 +114,16 @@ class _Scope:
         self.vars: dict[str, _Binding] = dict(locals_ or {})
 
 
+# The largest integer a float64 holds: an integer folded past it (`s = s * s` in a loop, a
+# product of large powers) becomes +-inf, a float, as the generated code would compute it,
+# instead of growing without bound (minutes of big-integer arithmetic, then an OverflowError
+# where it meets a float).
+FLOAT_MAX_INT = int(sys.float_info.max)
+
+
 def _num(value) -> Node:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > FLOAT_MAX_INT:
+        value = math.inf if value > 0 else -math.inf
     return Node("num", SCALAR, (), value)
 
 
