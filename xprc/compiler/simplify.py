@@ -227,7 +227,7 @@ class _Guard:
             c = self.guard(c)
             a = _Protect(c, True, self.made, self.fs).run(self.guard(a))
             b = _Protect(c, False, self.made, self.fs).run(self.guard(b))
-            out = Where(c, a, b)
+            out = rebuild(e, [c, a, b])
         else:
             out = rebuild(e, [self.guard(a) for a in e.args])
         self.memo[e] = out
@@ -254,7 +254,7 @@ class _Protect:
         if not e.args or is_boolean(e):
             out = e
         elif isinstance(e, Where):
-            out = Where(e.args[0], self.run(e.args[1]), self.run(e.args[2]))
+            out = rebuild(e, [e.args[0], self.run(e.args[1]), self.run(e.args[2])])
         elif _dangerous(e):
             if isinstance(e, sympy.Pow):
                 out = sympy.Pow(self.wrap(self.run(e.base), sympy.S.One), e.exp)
