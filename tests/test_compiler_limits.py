@@ -168,3 +168,44 @@ def test_a_chain_of_30_selects_compiles_in_seconds(step):
     source = driver.compile_source(CHAIN.format(step=step), "chain.xpr")
     assert time.perf_counter() - start < 30
     assert source.count("jnp.where(") >= 30
+
+
+MATRIX = """primitive P
+param w : mat{n}
+projection {{
+  s = trace(w * w * w)
+  emit centre = [0, 0], depth = 1, radius = 1, valid = true, v = s
+}}
+response {{ alpha = 0.5 }}
+color = [1, 1, 1]
+"""
+
+
+def test_a_large_matrix_product_is_over_budget_at_once():
+    """The budget counted a matrix product as one node: trace(w * w * w) of a mat64 (over a
+    million scalar terms) compiled for about 3 minutes. It is 524288 operations now: a located
+    error before any lowering."""
+    start = time.perf_counter()
+    with pytest.raises(StaticError) as e:
+        driver.compile_source(MATRIX.format(n=64), "m.xpr")
+    assert time.perf_counter() - start < 10
+    assert str(e.value) == (
+        "m.xpr:4:15: error: spec unrolls to too many operations (more than 200000; this mat64 * "
+        "mat64 product is 524288); reduce matrix sizes\n"
+        "      s = trace(w * w * w)\n"
+        "                  ^"
+    )
+
+
+def test_work_counts_scalar_operations():
+    from xprc.compiler.ast import MatT, Node, VecT
+    from xprc.compiler.names import work
+
+    m = Node("input", MatT(64, 64))
+    assert work("matmul", MatT(64, 64), (m, m)) == 2 * 64**3
+    assert work("matmul", VecT(64), (m, Node("input", VecT(64)))) == 2 * 64 * 64
+    assert work("add", MatT(4, 4), (m, m)) == 16
+    assert work("call", VecT(3), (Node("input", VecT(3)),)) == 6
+    assert work("pack", VecT(3), ()) == 1
+    small = driver.check_source(MATRIX.format(n=8), "m.xpr")  # 2 products of 1024: compiles
+    assert small.outputs["centre"] is not None

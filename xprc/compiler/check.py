@@ -41,6 +41,7 @@ from xprc.compiler.names import (  # noqa: F401  (some re-exported)
     suggest,
     unparse,
     vec_size,
+    work,
 )
 from xprc.compiler.params import ParamChecks
 from xprc.compiler.statements import StatementChecks
@@ -87,11 +88,17 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
         )
 
     def node(self, op: str, typ, *args, extra=None) -> Node:
-        self.nodes += 1
+        """A new IR node; its scalar work (names.work) counts in the spec's budget."""
+        cost = work(op, typ, args)
+        self.nodes += cost
         if self.nodes > MAX_NODES:
+            what, sizes = "", "loop"
+            if op == "matmul":
+                what, sizes = f"; this {args[0].type} * {args[1].type} product is {cost}", "matrix"
             raise self.err(
                 StaticError,
-                f"spec unrolls to too many operations (more than {MAX_NODES}); reduce loop sizes",
+                f"spec unrolls to too many operations (more than {MAX_NODES}{what}); "
+                f"reduce {sizes} sizes",
                 self._cur_loc,
             )
         return Node(op, typ, tuple(args), extra)

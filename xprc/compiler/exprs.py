@@ -232,7 +232,11 @@ class ExprChecks:
                 t = VecT(ta.m)
             else:
                 t = VecT(tb.n)
-            return self.node("matmul", t, a, b)
+            outer, self._cur_loc = self._cur_loc, loc  # a product over budget: at its `*`
+            try:
+                return self.node("matmul", t, a, b)
+            finally:
+                self._cur_loc = outer
         if op == "/" and isinstance(ta, MatT) and isinstance(tb, MatT):
             raise self.err(XprTypeError, fail, loc)
         t = self.broadcast(ta, tb)

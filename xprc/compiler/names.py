@@ -10,10 +10,14 @@ import sys
 from dataclasses import dataclass
 
 from xprc.compiler import ast
-from xprc.compiler.ast import BOOL, SCALAR, Loc, MatT, Node, VecT
+from xprc.compiler.ast import BOOL, SCALAR, ArrayT, Loc, MatT, Node, VecT
 
 MAX_LOOP = 1024  # iterations of one static loop or comprehension
-MAX_NODES = 200_000  # IR nodes per spec: a guard against accidental exponential unrolling
+# Scalar operations per spec, as `work` estimates them from the IR: a guard against accidental
+# exponential unrolling and against matrix products that lower to hundreds of thousands of
+# scalar terms (a 64x64 product is 524,288). Lowering and simplifying run at roughly 10k-50k
+# operations a second, so a spec at the budget compiles in under a minute or so.
+MAX_NODES = 200_000
 MAX_VEC = 64  # components of a vector / rows or columns of a matrix
 
 # Names the generated Python uses, and Python builtins that must never appear as spec names.
@@ -89,6 +93,36 @@ def size_digits(text: str) -> int | None:
 def vec_size(name: str) -> int | None:
     """`vecN` -> N (10**6 for any N of more than 6 digits); None for other names."""
     return size_digits(name[3:]) if name.startswith("vec") else None
+
+
+def scalars(t) -> int:
+    """Scalar components of a value of type `t` (1 for scalars and bools)."""
+    if isinstance(t, VecT):
+        return t.n
+    if isinstance(t, MatT):
+        return t.m * t.n
+    if isinstance(t, ArrayT):
+        return t.n * scalars(t.elem)
+    return 1
+
+
+_ELEMENTWISE_OPS = frozenset(
+    ("neg", "add", "sub", "mul", "div", "mod", "pow", "lt", "le", "gt", "ge", "eq", "ne", "and",
+     "or", "not")
+)  # fmt: skip
+
+
+def work(op: str, typ, args) -> int:
+    """The scalar operations a checked node lowers to, estimated from its types (what the
+    node budget counts): an elementwise op on a mat4 is 16, a product of an m x k and a k x n
+    matrix 2 m k n, a built-in call its result's and arguments' components; 1 otherwise."""
+    if op == "matmul":
+        return 2 * scalars(typ) * args[0].type.n  # (the inner size: columns, or vector length)
+    if op in _ELEMENTWISE_OPS:
+        return scalars(typ)
+    if op == "call":
+        return scalars(typ) + sum(scalars(a.type) for a in args)
+    return 1
 
 
 def _is_num(node: Node) -> bool:

@@ -419,10 +419,9 @@ def lnot(a):
 
 
 def sum_all(xs):
-    acc = xs[0]
-    for x in xs[1:]:
-        acc = acc + x
-    return acc
+    """xs[0] + xs[1] + ...: one Add built at once (adding one term at a time rebuilds the
+    growing sum each time: quadratic in its length)."""
+    return xs[0] if len(xs) == 1 else sympy.Add(*xs)
 
 
 def dot(a, b):
