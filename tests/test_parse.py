@@ -1,6 +1,7 @@
 """Parsing: the grammar's precedence and forms, and locations on every node."""
 
 import pathlib
+import re
 
 import pytest
 
@@ -113,3 +114,13 @@ def test_modulo_is_a_binary_operator_located_at_its_sign():
     e = expr("x  % 3")
     assert isinstance(e, ast.Binary) and (e.op, e.loc) == ("%", ast.Loc(1, 14))
     assert isinstance(e.left, ast.Name) and e.right.value == 3
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "specs").glob("*.xpr")), ids=lambda p: p.name)
+def test_shipped_specs_cite_what_users_have(path):
+    """The specs cited ../shared/REFERENCE.md, which is not part of the repository or the
+    wheel: they cite papers and this repository's docs/ pages, and every page they name exists."""
+    text = path.read_text()
+    assert "REFERENCE" not in text and "shared/" not in text
+    for page in re.findall(r"docs/[\w./-]+\.md", text):
+        assert (ROOT / page).is_file(), page

@@ -270,7 +270,7 @@ def _max_eigenvalue(c: _Call) -> Node:
 # ---------------------------------------------------------------------------------------------
 # Lowering: lowered arguments (SymPy scalars in nested tuples) -> the call's value.
 
-# SH constants (REFERENCE.md section 3).
+# SH constants: the real SH basis of degree 0-3 of the 3DGS code (Kerbl et al. 2023), as gsplat.
 SH_C0 = 0.28209479177387814
 SH_C1 = 0.4886025119029199
 SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792,
@@ -355,7 +355,7 @@ def quat_to_rotmat(q):
 
 
 def sh_basis(d, count: int) -> list:
-    """Real SH basis of REFERENCE.md section 3, constants included, first `count` terms."""
+    """The real SH basis of 3DGS (degree 0-3), constants included, first `count` terms."""
     x, y, z = d
     xx, yy, zz = x * x, y * y, z * z
     basis = [
@@ -567,8 +567,8 @@ TABLE: dict[str, Builtin] = {
     "row": Builtin(_col_row, lambda args, ints: args[0][ints[0]], (("`row(M, i)`", _INDEXED),)),
     "quat_to_rotmat": Builtin(_quat_to_rotmat, _plain(quat_to_rotmat), (("`quat_to_rotmat(q)`",
                               "unit quaternion (w, x, y, z) -> `mat3`"),)),
-    "eval_sh": Builtin(_eval_sh, _plain(eval_sh), (("`eval_sh(sh, dir)`", "real SH of "
-                       "REFERENCE.md section 3 (degree from the rows), -> `vec3`"),)),
+    "eval_sh": Builtin(_eval_sh, _plain(eval_sh), (("`eval_sh(sh, dir)`", "the real SH of "
+                       "3DGS, degree 0-3 (from the rows), -> `vec3`"),)),
     "max_eigenvalue": Builtin(_max_eigenvalue, _plain(max_eigenvalue), (("`max_eigenvalue(M)`",
                               "symmetric `mat2`: `mid + sqrt(max(mid^2 - det, 0))`"),)),
     "cutoff": Builtin(lambda c: c.ck.cutoff(c.args, c.e), _lower_cutoff, (
