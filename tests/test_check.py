@@ -241,3 +241,37 @@ def test_unary_builtins_fold_like_numpy(x):
 def test_elementwise_builtins_fold_like_numpy(expr, want):
     node = probe(expr)
     assert node.op == "num" and node.extra == pytest.approx(want, rel=1e-15)
+
+
+# ---------------------------------------------------------------------------------------------
+# `pi` and `%` (floor modulo)
+
+
+@pytest.mark.parametrize("expr,want", [
+    ("7 % 3", 1), ("-7 % 3", 2), ("7 % -3", -2),  # integers stay integers (Python's %)
+    ("7.5 % 2", float(np.mod(7.5, 2))), ("-7.5 % 2", float(np.mod(-7.5, 2))),
+    ("7.5 % -2", float(np.mod(7.5, -2))), ("pi", np.pi), ("2 * pi % pi", 0.0),
+    ("twice(pi) % 4", float(np.mod(2 * np.pi, 4))),
+])  # fmt: skip
+def test_pi_and_modulo_fold_like_numpy(expr, want):
+    """`%` is the floor modulo (the sign of the divisor), as Python's % and jnp.mod."""
+    node = probe(expr)
+    assert node.op == "num" and node.extra == want and type(node.extra) is type(want)
+
+
+def test_modulo_types_like_the_other_elementwise_operators():
+    assert probe("means % 2").type == VecT(3)
+    assert probe("2 % means").type == VecT(3)
+    assert probe("quat_to_rotmat(quats) % quat_to_rotmat(quats)").type == MatT(3, 3)
+    assert probe("o % w").type == SCALAR
+
+
+def test_a_spec_name_shadows_the_builtin_pi():
+    """Specs written before `pi` existed define it themselves: theirs wins, everywhere."""
+    spec = BASE.replace("const k = 2", "const k = 2\nconst pi = 3").format(
+        body="x = pi\n  emit probe = [x, twice(pi)]"
+    )
+    c = check.check(parse.parse(spec, "t.xpr"))
+    assert [n.extra for n in c.prim["probe"].args] == [3, 6]
+    local = probe("pi", body="pi = 2")
+    assert local.extra == 2

@@ -17,6 +17,7 @@ from xprc.errors import (
     XprError,
     XprTypeError,
 )
+from xprc.resources import shipped_specs
 
 BASE = """primitive Blob
 param means : vec3
@@ -357,6 +358,20 @@ CASES = [
         sub("const k = 2", "const k = 2 / 0"),
         StaticError,
         "blob.xpr:4:13: error: division by zero\n    const k = 2 / 0\n                ^",
+    ),
+    (
+        "modulo_by_zero",
+        sub("const k = 2", "const k = 2 % 0"),
+        StaticError,
+        "blob.xpr:4:13: error: modulo by zero\n    const k = 2 % 0\n                ^",
+    ),
+    (
+        "modulo_of_vectors_of_two_sizes",
+        sub("radius = 3.0", "radius = p % [1, 2]"),
+        XprTypeError,
+        "blob.xpr:7:60: error: cannot take the modulo of vec3 and vec2\n"
+        "      emit centre = camera.project(p), depth = p.z, radius = p % [1, 2], valid = p.z > camera.near\n"
+        "                                                               ^",
     ),
     (
         "const_not_static",
@@ -1168,17 +1183,17 @@ V2_MESSAGES = {
         "                        ^"
     ),
     "extends_absolute": (
-        "blob.xpr:1:21: error: base spec path '/etc/passwd' is not allowed (a relative path ending in .xpr, of letters, digits, '_', '-', '.' and '/')\n"
+        "blob.xpr:1:21: error: base spec '/etc/passwd' is not allowed (a shipped spec's name, or a relative path ending in .xpr, of letters, digits, '_', '-', '.' and '/')\n"
         '    primitive S extends "/etc/passwd"\n'
         "                        ^"
     ),
     "extends_not_xpr": (
-        "blob.xpr:1:21: error: base spec path 'base.txt' is not allowed (a relative path ending in .xpr, of letters, digits, '_', '-', '.' and '/')\n"
+        f"blob.xpr:1:21: error: no shipped spec 'base.txt' (shipped: {', '.join(shipped_specs())}); a base spec file's path ends in .xpr\n"
         '    primitive S extends "base.txt"\n'
         "                        ^"
     ),
     "extends_space": (
-        "blob.xpr:1:21: error: base spec path 'my base.xpr' is not allowed (a relative path ending in .xpr, of letters, digits, '_', '-', '.' and '/')\n"
+        "blob.xpr:1:21: error: base spec 'my base.xpr' is not allowed (a shipped spec's name, or a relative path ending in .xpr, of letters, digits, '_', '-', '.' and '/')\n"
         '    primitive S extends "my base.xpr"\n'
         "                        ^"
     ),

@@ -146,6 +146,15 @@ EXPRS = [
         ),
     ),
     ("[[1, 2], [3, 4]] * [s, 1] + 2^-1", lambda a, b, m, q, s: np.array([s + 2.5, 3 * s + 4.5])),
+    # % is the floor modulo (np.mod, the sign of the divisor); pi is a built-in constant
+    (
+        "a % s + b % 0.7 + (-a) % [1.5, 2, 2.5] + m[0] % -b + 7 % 4",
+        lambda a, b, m, q, s: (
+            np.mod(a, s) + np.mod(b, 0.7) + np.mod(-a, [1.5, 2, 2.5]) + np.mod(m[0], -b) + 3
+        ),
+    ),
+    ("pi * s + sin(pi / 4) + (a.x * 100) % (2 * pi)",
+     lambda a, b, m, q, s: np.pi * s + np.sin(np.pi / 4) + np.mod(a[0] * 100, 2 * np.pi)),
 ]
 
 
@@ -382,6 +391,21 @@ def test_number_folding_never_raises():
     assert symops.scalar_op("div", zero, zero) is sympy.nan
     assert symops.scalar_op("div", sympy.Symbol("x"), zero).has(sympy.oo)
     assert symops.power(zero, sympy.Float(-1.0)) == sympy.oo
+    assert symops.modulo(one, zero) is sympy.nan
+    assert symops.modulo(sympy.Integer(3), sympy.S.Zero) is sympy.nan
+
+
+def test_modulo_lowers_to_one_function_and_folds_numbers():
+    """`%` lowers to symops.Mod (jnp.mod), never SymPy's Mod (which rewrites its arguments);
+    numbers fold as jnp.mod: integers exactly, floats with the sign of the divisor."""
+    x = sympy.Symbol("x")
+    assert symops.modulo(x, sympy.Integer(2)) == symops.Mod(x, sympy.Integer(2))
+    assert symops.modulo(sympy.Integer(-7), sympy.Integer(3)) == sympy.Integer(2)
+    assert float(symops.modulo(sympy.Float(-7.5), sympy.Integer(2))) == 0.5
+    assert float(symops.modulo(sympy.Float(7.5), sympy.Float(-2.0))) == -0.5
+    spec = EXPR_SPEC.format(expr="s % (a.x * 0 + 2)")  # the divisor folds only when lowered
+    low = _lowered(spec)
+    assert low.project["color"] == [symops.Mod(sympy.Symbol("r_s", finite=True), 2)]
 
 
 def test_project_valid_for_many_primitives(tmp_path):

@@ -1,6 +1,7 @@
 """Parsing: the grammar's precedence and forms, and locations on every node."""
 
 import pathlib
+import re
 
 import pytest
 
@@ -31,6 +32,12 @@ def expr(text: str) -> ast.Expr:
     ("[i * 2 for i in 0..7]", "[i * 2 for i in 0..7]"),
     ("1e-10 + 2.5E+3 + 0.3", "1e-10 + 2500.0 + 0.3"),
     ("true or false", "true or false"),
+    # % (floor modulo) binds like * and /, left to right; unary minus binds tighter
+    ("a + b % c * d", "a + b % c * d"),
+    ("a % b % c", "a % b % c"),
+    ("a % (b % c)", "a % (b % c)"),
+    ("-a % 2 * pi", "-a % 2 * pi"),
+    ("(a + b) % c^2", "(a + b) % c ^ 2"),
 ])  # fmt: skip
 def test_precedence_and_forms(text, canonical):
     assert unparse(expr(text)) == canonical
@@ -101,3 +108,19 @@ def test_param_clauses():
         ("lr", "0.005"), ("init", "nn_distance"), ("role", "scale")]  # fmt: skip
     assert s.clauses[0].loc == ast.Loc(1, 28) and s.clauses[2].value.loc == ast.Loc(1, 60)
     assert [(c.key, unparse(c.value)) for c in o.clauses] == [("init", "-2 * k")]
+
+
+def test_modulo_is_a_binary_operator_located_at_its_sign():
+    e = expr("x  % 3")
+    assert isinstance(e, ast.Binary) and (e.op, e.loc) == ("%", ast.Loc(1, 14))
+    assert isinstance(e.left, ast.Name) and e.right.value == 3
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "specs").glob("*.xpr")), ids=lambda p: p.name)
+def test_shipped_specs_cite_what_users_have(path):
+    """The specs cited ../shared/REFERENCE.md, which is not part of the repository or the
+    wheel: they cite papers and this repository's docs/ pages, and every page they name exists."""
+    text = path.read_text()
+    assert "REFERENCE" not in text and "shared/" not in text
+    for page in re.findall(r"docs/[\w./-]+\.md", text):
+        assert (ROOT / page).is_file(), page

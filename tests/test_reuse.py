@@ -7,10 +7,11 @@ import re
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from conftest import ROOT
 
-from xprc import verify
-from xprc.compiler import driver
+from xprc import cli, verify
+from xprc.compiler import driver, reuse
 
 SPEC_3DGS = (ROOT / "specs" / "3dgs.xpr").read_text()
 
@@ -101,3 +102,36 @@ def test_module_cache_notices_a_changed_base(tmp_path):
     before = driver._cache_path(path, STUDENT, {})
     (tmp_path / "3dgs.xpr").write_text(SPEC_3DGS.replace("eps2d = 0.3", "eps2d = 0.2"))
     assert driver._cache_path(path, STUDENT, {}) != before
+
+
+@pytest.mark.parametrize("name", ["3dgs", "3dgs.xpr"])
+def test_extends_a_shipped_spec_by_name_outside_the_checkout(name, tmp_path, monkeypatch, capsys):
+    """`extends "3dgs"` was 'not allowed' and `extends "3dgs.xpr"` 'No such file' for a spec
+    outside specs/: the base is now found like `xprc.load("3dgs")` finds it."""
+    monkeypatch.chdir(tmp_path)
+    text = STUDENT.replace('"3dgs.xpr"', f'"{name}"')
+    (tmp_path / "student.xpr").write_text(text)
+    shipped = driver.compile_source(STUDENT, "student.xpr", spec_dir=ROOT / "specs")
+    assert _body(driver.compile_source(text, "student.xpr", spec_dir=tmp_path)) == _body(shipped)
+    assert cli.main(["check", "student.xpr"]) == 0
+    assert capsys.readouterr().out == "student.xpr: ok (StudentT, 6 parameters)\n"
+
+
+def test_a_spec_file_next_to_it_wins_over_the_shipped_spec(tmp_path):
+    (tmp_path / "3dgs.xpr").write_text(SPEC_3DGS.replace("eps2d = 0.3", "eps2d = 0.2"))
+    local = driver.check_source(STUDENT, "student.xpr", spec_dir=tmp_path)
+    assert local.constants["eps2d"] == 0.2
+    by_name = STUDENT.replace('"3dgs.xpr"', '"3dgs"')  # a name, not a path: the shipped one
+    assert driver.check_source(by_name, "student.xpr", spec_dir=tmp_path).constants["eps2d"] == 0.3
+
+
+def test_module_cache_notices_a_changed_shipped_base(tmp_path, monkeypatch):
+    shipped = tmp_path / "shipped" / "3dgs.xpr"
+    shipped.parent.mkdir()
+    shipped.write_text(SPEC_3DGS)
+    monkeypatch.setattr(reuse, "shipped_specs", lambda: {"3dgs": shipped})
+    path = tmp_path / "student.xpr"
+    text = STUDENT.replace('"3dgs.xpr"', '"3dgs"')
+    before = driver._cache_path(path, text, {})
+    shipped.write_text(SPEC_3DGS.replace("eps2d = 0.3", "eps2d = 0.2"))
+    assert driver._cache_path(path, text, {}) != before

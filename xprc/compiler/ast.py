@@ -300,7 +300,7 @@ def plain(t: Type) -> Type:
 #                                 ("ray_origin", "") ("ray_dir", "") ("prim", emitted-or-param name)
 # pack       elements             -            (vec / mat / array literal, by type)
 # get        (x,)                 index (int)  (component, row or array element)
-# neg add sub mul div pow         -            (elementwise, scalars broadcast)
+# neg add sub mul div mod pow     -            (elementwise, scalars broadcast; mod: floor)
 # matmul transpose                -
 # lt le gt ge eq ne and or not    -
 # where      (cond, a, b)         -

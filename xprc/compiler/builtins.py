@@ -10,6 +10,7 @@ from xprc.compiler.library import BUILTINS, TABLE, _Call
 from xprc.compiler.names import (
     CAMERA_ATTRS,
     CAMERA_METHODS,
+    MAX_VEC,
     PINHOLE_READS,
     _Binding,
     _fold_float,
@@ -45,6 +46,10 @@ class BuiltinChecks:
             return self.user_call(self.fns[name], args, e)
         n = vec_size(name)
         if n is not None:
+            if n > MAX_VEC:
+                raise self.err(
+                    XprTypeError, f"vectors have at most {MAX_VEC} components", e.loc
+                )
             return self.construct(VecT(n), args, e)
         if name == "quat":
             return self.construct(VecT(4, True), args, e)

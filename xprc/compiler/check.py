@@ -21,6 +21,7 @@ from xprc.compiler.names import (  # noqa: F401  (some re-exported)
     _LANG_RESERVED,
     _PY_RESERVED,
     _VERB,
+    BUILTIN_CONSTANTS,
     CAMERA_ATTRS,
     CAMERA_METHODS,
     CAMERA_MODELS,
@@ -40,6 +41,7 @@ from xprc.compiler.names import (  # noqa: F401  (some re-exported)
     suggest,
     unparse,
     vec_size,
+    work,
 )
 from xprc.compiler.params import ParamChecks
 from xprc.compiler.statements import StatementChecks
@@ -86,11 +88,17 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
         )
 
     def node(self, op: str, typ, *args, extra=None) -> Node:
-        self.nodes += 1
+        """A new IR node; its scalar work (names.work) counts in the spec's budget."""
+        cost = work(op, typ, args)
+        self.nodes += cost
         if self.nodes > MAX_NODES:
+            what, sizes = "", "loop"
+            if op == "matmul":
+                what, sizes = f"; this {args[0].type} * {args[1].type} product is {cost}", "matrix"
             raise self.err(
                 StaticError,
-                f"spec unrolls to too many operations (more than {MAX_NODES}); reduce loop sizes",
+                f"spec unrolls to too many operations (more than {MAX_NODES}{what}); "
+                f"reduce {sizes} sizes",
                 self._cur_loc,
             )
         return Node(op, typ, tuple(args), extra)
@@ -262,7 +270,11 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
             if item.name in self.defines:
                 value = _num(self.defines[item.name])
             if isinstance(value.extra, float) and not math.isfinite(value.extra):
-                raise self.err(StaticError, f"constant '{item.name}' is not finite", item.value.loc)
+                raise self.err(
+                    StaticError,
+                    f"constant '{item.name}' is not finite (it folds to {value.extra})",
+                    item.value.loc,
+                )
             self.consts[item.name] = _Binding("const", value, item.loc)
             self.const_values[item.name] = value.extra
 
@@ -339,17 +351,17 @@ class Checker(ParamChecks, BuiltinChecks, StatementChecks, ExprChecks):
         ):
             return  # `camera.model == NAME`: the call reports that `camera` is not available
         if isinstance(e, ast.Name):
-            if e.id not in bound and e.id not in self.consts and e.id not in ("camera", "ray"):
+            known = e.id in bound or e.id in self.consts or e.id in BUILTIN_CONSTANTS
+            if not known and e.id not in ("camera", "ray"):
                 if e.id in self.params or e.id == "pixel":
                     raise self.err(
                         ScopeError,
                         f"'{e.id}' is not available in a function (pass it as an argument)",
                         e.loc,
                     )
+                names = list(bound) + list(self.consts) + list(BUILTIN_CONSTANTS)
                 raise self.err(
-                    UnknownNameError,
-                    f"unknown name '{e.id}'" + suggest(e.id, list(bound) + list(self.consts)),
-                    e.loc,
+                    UnknownNameError, f"unknown name '{e.id}'" + suggest(e.id, names), e.loc
                 )
         elif isinstance(e, ast.Call):
             if not isinstance(e.func, ast.Name):

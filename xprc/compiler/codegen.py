@@ -36,6 +36,7 @@ from xprc.compiler.symops import (
     Log,
     Log1p,
     LOr,
+    Mod,
     PowF,
     Recip,
     RSqrt,
@@ -65,7 +66,7 @@ _FUNCS = {
     LAnd: "jnp.logical_and", LOr: "jnp.logical_or", LNot: "jnp.logical_not",
     Sqrt: "jnp.sqrt", RSqrt: "lax.rsqrt",
     Softplus: "jax.nn.softplus", Log1p: "jnp.log1p", Expm1: "jnp.expm1",
-    StopGrad: "lax.stop_gradient",
+    StopGrad: "lax.stop_gradient", Mod: "jnp.mod",
 }  # fmt: skip
 
 
@@ -186,7 +187,7 @@ class Printer:
             args = ", ".join(self.arg(a) for a in _flatten(e))
             return f"{_CHAINS[e.func]}({args})", ATOM
         if e.func in _FUNCS:
-            if e.func in (XMax, XMin, Where) and len(e.args) > 1:
+            if e.func in (XMax, XMin, Where, Mod) and len(e.args) > 1:
                 args = ", ".join(self.arg(a) for a in e.args)
             else:
                 args = ", ".join(self(a) for a in e.args)

@@ -13,7 +13,8 @@ only regular files are read, and `-o` may not be the spec, a directory or a spec
 
 The cache directory is $XPRC_CACHE_DIR or ~/.cache/xprc; a module's file name carries the
 sha256 of (spec text, defines, compiler version, compiler source), so a changed spec, option or
-compiler never reuses a stale module. Modules are imported from their file with importlib.
+compiler never reuses a stale module. The cache is private and sealed (cache.py); `load` runs
+the text whose seal it checked, compiled here, never bytecode the import system would find.
 
 `python -m xprc.compiler.driver --update-golden [SPEC...]` rewrites tests/golden/*.py (every
 existing golden file, plus the named specs) from specs/*.xpr.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import math
 import os
 import pathlib
@@ -31,10 +31,10 @@ import stat
 import sys
 import tempfile
 import threading
-import warnings
+import types
 from dataclasses import dataclass
 
-from xprc.compiler import ast, check, codegen, lower, parse, reuse, simplify
+from xprc.compiler import ast, cache, check, codegen, lower, parse, reuse, simplify
 from xprc.errors import DefineError, MissingOutputError, SpecError, XprError
 from xprc.resources import spec_path
 
@@ -80,8 +80,9 @@ def parse_defines(defines) -> dict[str, float | int]:
             digits = value.lstrip("+-")
             if digits.isdigit() and len(digits.lstrip("0")) > parse.MAX_INT_DIGITS:
                 raise too_large  # int() refuses past 4300 digits, float() overflows sooner
-            try:
-                value = int(value) if digits.isdigit() else float(value)
+            try:  # (leading zeros stripped: int() refuses more than 4300 digits, zeros too)
+                sign, significant = value[: len(value) - len(digits)], digits.lstrip("0") or "0"
+                value = int(sign + significant) if digits.isdigit() else float(value)
             except ValueError:
                 raise DefineError(
                     f"-D {name}: value must be a number, got '{value}'", filename="<command line>"
@@ -181,9 +182,7 @@ def compile_file(path, out=None, defines=None) -> pathlib.Path:
     path = spec_path(path)  # a path, or a shipped spec's name
     text = read_spec(path)
     if out is None:
-        out = _cache_path(path, text, parse_defines(defines))
-        _fill_cache(out, text, path, defines)
-        return out
+        return _cached(path, text, defines)[0]
     out = pathlib.Path(out)
     check_output(out, keep=(path,))
     write_atomic(out, compile_source(text, path.name, defines, path.parent), keep=(path,))
@@ -194,22 +193,29 @@ def load(path, defines=None):
     """Compile (cached) and import the spec at `path`; returns the generated module."""
     path = spec_path(path)  # a path, or a shipped spec's name
     text = read_spec(path)
-    target = _cache_path(path, text, parse_defines(defines))
-    mod_name = "xprc_generated_" + target.stem.rsplit("_", 1)[-1]
+    name = _cache_name(path, text, parse_defines(defines))
+    mod_name = "xprc_generated_" + name.removesuffix(".py").rsplit("_", 1)[-1]
     if mod_name in sys.modules:
         return sys.modules[mod_name]
-    _fill_cache(target, text, path, defines)
-    spec = importlib.util.spec_from_file_location(mod_name, target)
-    module = importlib.util.module_from_spec(spec)
+    target, source = _cached(path, text, defines, name)
+    module = types.ModuleType(mod_name, None)
+    module.__file__ = str(target)
     sys.modules[mod_name] = module
     try:
-        # Python's own compiler recurses over the module too: import it on the deep stack.
-        _deep(spec.loader.exec_module, module, filename=str(path))
+        # The very text whose seal was checked (or that was just compiled), compiled here: the
+        # import system would prefer a planted __pycache__/*.pyc. Python's own compiler
+        # recurses over the module too: compile and run it on the deep stack.
+        code = _deep(_compile_module, source, str(target), filename=str(path))
+        _deep(exec, code, module.__dict__, filename=str(path))
     except BaseException:
         del sys.modules[mod_name]
         raise
     module.SPEC_PATH = str(path)  # where the spec was loaded from (located trainer errors)
     return module
+
+
+def _compile_module(source: str, filename: str):
+    return compile(source, filename, "exec", dont_inherit=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,13 +307,21 @@ def read_spec(path: pathlib.Path) -> str:
 
 def check_output(out: pathlib.Path, keep=()) -> None:
     """Raise an XprError unless `out` can take a generated file: not one of `keep` (the spec
-    being compiled), not a directory or a special file, and under a folder, not a file."""
+    being compiled) nor a base spec it extends, not an existing spec file (.xpr), not a
+    directory or a special file, and under a folder, not a file."""
     out = pathlib.Path(out)
     if any(_same_file(out, pathlib.Path(k)) for k in keep):
         raise XprError(
             "refusing to overwrite the spec being compiled; choose another output file",
             filename=str(out),
         )
+    for k in keep:
+        if any(_same_file(out, base) for base, _ in _bases(pathlib.Path(k))):
+            raise XprError(
+                "refusing to overwrite a base spec of the spec being compiled (it extends "
+                "it); choose another output file",
+                filename=str(out),
+            )
     try:
         mode = os.stat(out).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -318,9 +332,23 @@ def check_output(out: pathlib.Path, keep=()) -> None:
         raise XprError("cannot write: is a directory", filename=str(out))
     if mode is not None and not stat.S_ISREG(mode):
         raise XprError("cannot write: not a regular file", filename=str(out))
+    if mode is not None and out.suffix.lower() == ".xpr":
+        raise XprError(
+            "refusing to overwrite a spec file (.xpr) with generated output; choose another "
+            "output file",
+            filename=str(out),
+        )
     parent = next((p for p in out.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise XprError(f"cannot write: {parent} is not a directory", filename=str(out))
+
+
+def _bases(spec: pathlib.Path) -> list:
+    """The base specs the spec file `spec` extends ([] when it cannot be read)."""
+    try:
+        return reuse.chain(spec, read_spec(spec))
+    except XprError:
+        return []
 
 
 def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
@@ -341,10 +369,10 @@ def _umask() -> int:
     return 0o022
 
 
-def write_atomic(out: pathlib.Path, source: str, keep=()) -> None:
+def write_atomic(out: pathlib.Path, source: str, keep=(), mode: int = 0o666) -> None:
     """Write `source` to `out` through a temporary sibling and a rename, with the permissions a
-    new file normally gets (0666 less the umask). `out` is checked with `check_output`; failures
-    raise an XprError naming `out` and leave no temporary file behind."""
+    new file normally gets (`mode`, 0666, less the umask). `out` is checked with `check_output`;
+    failures raise an XprError naming `out` and leave no temporary file behind."""
     out = pathlib.Path(out)
     check_output(out, keep)
     tmp = None
@@ -353,7 +381,7 @@ def write_atomic(out: pathlib.Path, source: str, keep=()) -> None:
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name[:40]}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(source)
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, mode & ~_umask())
         os.replace(tmp, out)
         tmp = None
     except OSError as e:
@@ -375,52 +403,36 @@ def _compiler_fingerprint() -> str:
     return h.hexdigest()
 
 
-# A cache file ends with a seal: the SHA-256 of the module above it. A file cut short (a full
-# disk, a killed copy) or edited by hand fails it and is compiled again, with a warning, instead
-# of failing to import (or importing half a module) on every load.
-_SEAL = "# xprc cache seal: sha256 "
-
-
-def _sealed(source: str) -> str:
-    source = source if source.endswith("\n") else source + "\n"
-    return f"{source}{_SEAL}{hashlib.sha256(source.encode()).hexdigest()}\n"
-
-
-def _intact(target: pathlib.Path) -> bool:
-    try:
-        data = target.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    body, seal, digest = data.rpartition(_SEAL)
-    return bool(seal) and digest == hashlib.sha256(body.encode()).hexdigest() + "\n"
-
-
-def _fill_cache(target: pathlib.Path, text: str, path: pathlib.Path, defines) -> None:
-    """Make the cache file `target` hold this spec's module, whole: compile it when it is
-    missing, and again (with a RuntimeWarning naming the file) when its seal fails."""
-    if target.exists():
-        if _intact(target):
-            return
-        warnings.warn(
-            f"{target}: damaged cache file (cut short or edited); compiled again",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    write_atomic(target, _sealed(compile_source(text, path.name, defines, path.parent)))
+def _cached(path: pathlib.Path, text: str, defines, name: str | None = None):
+    """(cache file, module text) for this spec: the cached module when its seal holds, else
+    compiled and written there (cache.py: where, and what is trusted)."""
+    name = name or _cache_name(path, text, parse_defines(defines))
+    where, target, source = cache.lookup(cache.place(), name)
+    if source is None:
+        source = cache.seal(compile_source(text, path.name, defines, path.parent), where.key)
+        write_atomic(target, source, mode=0o644)
+    return target, source
 
 
 def cache_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("XPRC_CACHE_DIR") or pathlib.Path.home() / ".cache" / "xprc")
+    return cache.configured_dir()
 
 
-def _cache_path(path: pathlib.Path, text: str, defines: dict) -> pathlib.Path:
+def _cache_name(path: pathlib.Path, text: str, defines: dict) -> str:
+    """The cache file name: the spec's stem (sanitised) and the sha256 of everything the
+    module depends on (spec text, defines, compiler, the base specs it extends)."""
     key = hashlib.sha256()
     key.update(text.encode("utf-8"))
     key.update(repr(sorted((k, float(v)) for k, v in defines.items())).encode())
     key.update(_compiler_fingerprint().encode())
     key.update(reuse.fingerprint(path, text).encode())  # the base specs it extends
     stem = "".join(c if c.isalnum() else "_" for c in path.stem)[:40] or "spec"
-    return cache_dir() / f"{stem}_{key.hexdigest()[:20]}.py"
+    return f"{stem}_{key.hexdigest()[:20]}.py"
+
+
+def _cache_path(path: pathlib.Path, text: str, defines: dict) -> pathlib.Path:
+    """Where the module of this spec is cached (in the configured directory)."""
+    return cache_dir() / _cache_name(path, text, defines)
 
 
 def _dump(node, indent: int = 0) -> str:

@@ -11,6 +11,7 @@ from xprc.compiler.library import BUILTINS, fold_pow
 from xprc.compiler.names import (
     _BINOP,
     _VERB,
+    BUILTIN_CONSTANTS,
     CAMERA_ATTRS,
     CAMERA_METHODS,
     CAMERA_MODELS,
@@ -77,6 +78,8 @@ class ExprChecks:
             return b.node
         if e.id in self.consts:
             return self.consts[e.id].node
+        if e.id in BUILTIN_CONSTANTS:
+            return _num(BUILTIN_CONSTANTS[e.id])
         if e.id == "pixel":
             if scope.context != "response":
                 raise self.err(ScopeError, "'pixel' is only available in the response", e.loc)
@@ -93,7 +96,7 @@ class ExprChecks:
             )
         if e.id in self.fns or e.id in BUILTINS:
             raise self.err(XprTypeError, f"function '{e.id}' used as a value (call it)", e.loc)
-        names = list(scope.vars) + list(self.consts)
+        names = list(scope.vars) + list(self.consts) + list(BUILTIN_CONSTANTS)
         if scope.context == "response":
             names.append("pixel")
         raise self.err(UnknownNameError, f"unknown name '{e.id}'" + suggest(e.id, names), e.loc)
@@ -229,7 +232,11 @@ class ExprChecks:
                 t = VecT(ta.m)
             else:
                 t = VecT(tb.n)
-            return self.node("matmul", t, a, b)
+            outer, self._cur_loc = self._cur_loc, loc  # a product over budget: at its `*`
+            try:
+                return self.node("matmul", t, a, b)
+            finally:
+                self._cur_loc = outer
         if op == "/" and isinstance(ta, MatT) and isinstance(tb, MatT):
             raise self.err(XprTypeError, fail, loc)
         t = self.broadcast(ta, tb)
@@ -244,8 +251,9 @@ class ExprChecks:
             if op == "*":
                 return _num(x * y)
             if y == 0:
-                raise self.err(StaticError, "division by zero", loc)
-            return _num(x / y)
+                what = "modulo" if op == "%" else "division"
+                raise self.err(StaticError, f"{what} by zero", loc)
+            return _num(x % y if op == "%" else x / y)  # %: floor modulo, as Python and jnp.mod
         return self.node(_BINOP[op], t, a, b)
 
     @staticmethod

@@ -18,7 +18,7 @@ import sympy
 
 from xprc.compiler import ast
 from xprc.compiler.ast import SCALAR, BoolT, MatT, Node, VecT
-from xprc.compiler.names import MAX_VEC, _fold_float, _is_int, _is_num, _num
+from xprc.compiler.names import MAX_VEC, _fold_float, _is_int, _is_num, _num, shown
 from xprc.compiler.symops import (
     Abs,
     Acos,
@@ -236,7 +236,9 @@ def _col_row(c: _Call) -> Node:
     if not _is_int(i):
         raise c.ck.err(StaticError, "index must be a compile-time integer", c.e.args[1].loc)
     if not 0 <= i.extra < size:
-        raise c.ck.err(StaticError, f"index {i.extra} out of range for {t}", c.e.args[1].loc)
+        raise c.ck.err(
+            StaticError, f"index {shown(i.extra)} out of range for {t}", c.e.args[1].loc
+        )
     typ = VecT(t.m if c.name == "col" else t.n)
     return c.call(typ, m, extra=ast.Static(c.name, (i.extra,)))
 
@@ -268,7 +270,7 @@ def _max_eigenvalue(c: _Call) -> Node:
 # ---------------------------------------------------------------------------------------------
 # Lowering: lowered arguments (SymPy scalars in nested tuples) -> the call's value.
 
-# SH constants (REFERENCE.md section 3).
+# SH constants: the real SH basis of degree 0-3 of the 3DGS code (Kerbl et al. 2023), as gsplat.
 SH_C0 = 0.28209479177387814
 SH_C1 = 0.4886025119029199
 SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792,
@@ -353,7 +355,7 @@ def quat_to_rotmat(q):
 
 
 def sh_basis(d, count: int) -> list:
-    """Real SH basis of REFERENCE.md section 3, constants included, first `count` terms."""
+    """The real SH basis of 3DGS (degree 0-3), constants included, first `count` terms."""
     x, y, z = d
     xx, yy, zz = x * x, y * y, z * z
     basis = [
@@ -460,9 +462,12 @@ class Builtin:
 
 
 def fold_pow(x, y):
-    """x ^ y of two numbers: exact for small integer powers, else a float (nan/inf, no error)."""
+    """x ^ y of two numbers: exact for small integer powers, else a float (nan/inf, no error;
+    0 ^ y for y < 0 is inf, as in IEEE and JAX)."""
     if isinstance(x, int) and isinstance(y, int) and 0 <= y <= 64 and abs(x) < 2**16:
         return x**y
+    if x == 0 and y < 0:
+        return math.inf
     return _fold_float(math.pow, float(x), float(y))
 
 
@@ -489,23 +494,43 @@ def _u(op, fold, doc=_ELEMENTWISE, sig=None) -> Callable:
     )
 
 
+# Folding uses the numerically stable forms JAX computes, so a value that is finite (however
+# large or small its intermediate steps) folds to that value: sigmoid(-1000) is 0, not an
+# overflow reported as "not finite". The poles fold to what IEEE (and JAX) give.
+
+
 def _sigmoid(x):
-    return 1 / (1 + math.exp(-x))
+    if x >= 0:
+        return 1 / (1 + math.exp(-x))
+    e = math.exp(x)  # x < 0: never overflows (1 / (1 + exp(-x)) would for x < -709)
+    return e / (1 + e)
 
 
 def _softplus(x):
     return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
 
+def _log(x):
+    return -math.inf if x == 0 else math.log(x)
+
+
+def _log1p(x):
+    return -math.inf if x == -1 else math.log1p(x)
+
+
+def _rsqrt(x):
+    return math.inf if x == 0 else 1 / math.sqrt(x)
+
+
 _UNARY = {
-    "exp": _u(Exp, math.exp), "log": _u(Log, math.log), "sqrt": _u(Sqrt, math.sqrt),
-    "rsqrt": _u(RSqrt, lambda x: 1 / math.sqrt(x)), "sin": _u(Sin, math.sin),
+    "exp": _u(Exp, math.exp), "log": _u(Log, _log), "sqrt": _u(Sqrt, math.sqrt),
+    "rsqrt": _u(RSqrt, _rsqrt), "sin": _u(Sin, math.sin),
     "cos": _u(Cos, math.cos), "tan": _u(Tan, math.tan), "asin": _u(Asin, math.asin),
     "acos": _u(Acos, math.acos), "atan": _u(Atan, math.atan), "tanh": _u(Tanh, math.tanh),
     "abs": _u(Abs, abs), "sigmoid": _u(Sigmoid, _sigmoid), "floor": _u(Floor, math.floor),
     "ceil": _u(Ceil, math.ceil), "sign": _u(Sign, lambda x: float((x > 0) - (x < 0))),
     "softplus": _u(Softplus, _softplus, _ACCURATE, "`softplus(x)` = `log(1 + exp(x))`"),
-    "log1p": _u(Log1p, math.log1p, _ACCURATE, "`log1p(x)` = `log(1 + x)`"),
+    "log1p": _u(Log1p, _log1p, _ACCURATE, "`log1p(x)` = `log(1 + x)`"),
     "expm1": _u(Expm1, math.expm1, _ACCURATE, "`expm1(x)` = `exp(x) - 1`"),
 }  # fmt: skip
 
@@ -542,8 +567,8 @@ TABLE: dict[str, Builtin] = {
     "row": Builtin(_col_row, lambda args, ints: args[0][ints[0]], (("`row(M, i)`", _INDEXED),)),
     "quat_to_rotmat": Builtin(_quat_to_rotmat, _plain(quat_to_rotmat), (("`quat_to_rotmat(q)`",
                               "unit quaternion (w, x, y, z) -> `mat3`"),)),
-    "eval_sh": Builtin(_eval_sh, _plain(eval_sh), (("`eval_sh(sh, dir)`", "real SH of "
-                       "REFERENCE.md section 3 (degree from the rows), -> `vec3`"),)),
+    "eval_sh": Builtin(_eval_sh, _plain(eval_sh), (("`eval_sh(sh, dir)`", "the real SH of "
+                       "3DGS, degree 0-3 (from the rows), -> `vec3`"),)),
     "max_eigenvalue": Builtin(_max_eigenvalue, _plain(max_eigenvalue), (("`max_eigenvalue(M)`",
                               "symmetric `mat2`: `mid + sqrt(max(mid^2 - det, 0))`"),)),
     "cutoff": Builtin(lambda c: c.ck.cutoff(c.args, c.e), _lower_cutoff, (

@@ -132,7 +132,7 @@ class Lowerer:
             return tuple(args)
         if op == "get":
             return args[0][node.extra]
-        if op in ("neg", "add", "sub", "mul", "div", "pow"):
+        if op in ("neg", "add", "sub", "mul", "div", "mod", "pow"):
             return self.elementwise(op, *args)
         if op == "matmul":
             return matmul(node.args[0].type, args[0], node.args[1].type, args[1])

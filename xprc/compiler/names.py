@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import difflib
 import math
+import sys
 from dataclasses import dataclass
 
 from xprc.compiler import ast
-from xprc.compiler.ast import BOOL, SCALAR, Loc, MatT, Node, VecT
+from xprc.compiler.ast import BOOL, SCALAR, ArrayT, Loc, MatT, Node, VecT
 
 MAX_LOOP = 1024  # iterations of one static loop or comprehension
-MAX_NODES = 200_000  # IR nodes per spec: a guard against accidental exponential unrolling
+# Scalar operations per spec, as `work` estimates them from the IR: a guard against accidental
+# exponential unrolling and against matrix products that lower to hundreds of thousands of
+# scalar terms (a 64x64 product is 524,288). Lowering and simplifying run at roughly 10k-50k
+# operations a second, so a spec at the budget compiles in under a minute or so.
+MAX_NODES = 200_000
 MAX_VEC = 64  # components of a vector / rows or columns of a matrix
 
 # Names the generated Python uses, and Python builtins that must never appear as spec names.
@@ -22,6 +27,9 @@ _PY_RESERVED = {
     "jnp", "jax", "lax", "rt", "np", "math", "self", "cls",
 }  # fmt: skip
 _LANG_RESERVED = {"camera", "ray", "pixel", "raw", "T", "true", "false"}
+# Built-in constants: a spec's own constant, parameter or variable of the same name shadows one
+# (specs written before `pi` existed define it themselves).
+BUILTIN_CONSTANTS = {"pi": math.pi}
 
 CAMERA_ATTRS = {
     "rotation": MatT(3, 3),
@@ -53,12 +61,14 @@ REQUIRED = {"centre": VecT(2), "depth": SCALAR, "valid": BOOL}
 OPTIONAL_OUTPUTS = {"ellipse": VecT(3)}
 
 _VERB = {
-    "+": "add", "-": "subtract", "*": "multiply", "/": "divide", "^": "raise",
+    "+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "take the modulo of",
+    "^": "raise",
     "<": "compare", "<=": "compare", ">": "compare", ">=": "compare", "==": "compare",
     "!=": "compare", "and": "combine", "or": "combine",
 }  # fmt: skip
-_BINOP = {"+": "add", "-": "sub", "*": "mul", "/": "div", "^": "pow", "<": "lt", "<=": "le",
-          ">": "gt", ">=": "ge", "==": "eq", "!=": "ne", "and": "and", "or": "or"}  # fmt: skip
+_BINOP = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod", "^": "pow", "<": "lt",
+          "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne", "and": "and",
+          "or": "or"}  # fmt: skip
 
 
 def suggest(name: str, candidates) -> str:
@@ -66,12 +76,53 @@ def suggest(name: str, candidates) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def shown(n) -> str:
+    """A number in a message: an integer of more than 15 digits as `1.796e+308`."""
+    return f"{float(n):.4g}" if isinstance(n, int) and abs(n) >= 10**15 else str(n)
+
+
+def size_digits(text: str) -> int | None:
+    """A size written in a name (`vec3`, `mat3x4`) or a type (`sh(3)`): its value, without
+    converting thousands of digits (Python refuses more than 4300); MAX_VEC + 1 for any size
+    too long to be valid; None when `text` is not digits without a leading zero."""
+    if not (text.isascii() and text.isdigit()) or text[0] == "0":
+        return None
+    return int(text) if len(text) <= 6 else 10**6
+
+
 def vec_size(name: str) -> int | None:
-    for prefix in ("vec",):
-        rest = name[len(prefix) :]
-        if name.startswith(prefix) and rest.isdigit() and rest[0] != "0":
-            return int(rest)
-    return None
+    """`vecN` -> N (10**6 for any N of more than 6 digits); None for other names."""
+    return size_digits(name[3:]) if name.startswith("vec") else None
+
+
+def scalars(t) -> int:
+    """Scalar components of a value of type `t` (1 for scalars and bools)."""
+    if isinstance(t, VecT):
+        return t.n
+    if isinstance(t, MatT):
+        return t.m * t.n
+    if isinstance(t, ArrayT):
+        return t.n * scalars(t.elem)
+    return 1
+
+
+_ELEMENTWISE_OPS = frozenset(
+    ("neg", "add", "sub", "mul", "div", "mod", "pow", "lt", "le", "gt", "ge", "eq", "ne", "and",
+     "or", "not")
+)  # fmt: skip
+
+
+def work(op: str, typ, args) -> int:
+    """The scalar operations a checked node lowers to, estimated from its types (what the
+    node budget counts): an elementwise op on a mat4 is 16, a product of an m x k and a k x n
+    matrix 2 m k n, a built-in call its result's and arguments' components; 1 otherwise."""
+    if op == "matmul":
+        return 2 * scalars(typ) * args[0].type.n  # (the inner size: columns, or vector length)
+    if op in _ELEMENTWISE_OPS:
+        return scalars(typ)
+    if op == "call":
+        return scalars(typ) + sum(scalars(a.type) for a in args)
+    return 1
 
 
 def _is_num(node: Node) -> bool:
@@ -97,7 +148,16 @@ class _Scope:
         self.vars: dict[str, _Binding] = dict(locals_ or {})
 
 
+# The largest integer a float64 holds: an integer folded past it (`s = s * s` in a loop, a
+# product of large powers) becomes +-inf, a float, as the generated code would compute it,
+# instead of growing without bound (minutes of big-integer arithmetic, then an OverflowError
+# where it meets a float).
+FLOAT_MAX_INT = int(sys.float_info.max)
+
+
 def _num(value) -> Node:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > FLOAT_MAX_INT:
+        value = math.inf if value > 0 else -math.inf
     return Node("num", SCALAR, (), value)
 
 
@@ -111,7 +171,7 @@ def _fold_float(f, *xs):
 
 
 _PREC = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "+": 5, "-": 5,
-         "*": 6, "/": 6, "^": 8}  # fmt: skip
+         "*": 6, "/": 6, "%": 6, "^": 8}  # fmt: skip
 
 
 def unparse(e: ast.Expr, prec: int = 0) -> str:

@@ -17,6 +17,7 @@ from xprc.compiler.names import (
     _Binding,
     _is_num,
     _Scope,
+    size_digits,
     suggest,
     unparse,
     vec_size,
@@ -176,8 +177,9 @@ class ParamChecks:
             return VecT(n)
         if name.startswith("mat"):
             dims = name[3:].split("x")
-            if 1 <= len(dims) <= 2 and all(d.isdigit() and d[0] != "0" for d in dims):
-                m, n = int(dims[0]), int(dims[-1])
+            sizes = [size_digits(d) for d in dims]
+            if 1 <= len(dims) <= 2 and None not in sizes:
+                m, n = sizes[0], sizes[-1]
                 if m <= MAX_VEC and n <= MAX_VEC:
                     return MatT(m, n)
         raise self.err(UnknownNameError, f"unknown type '{name}'" + suggest(name, _TYPE_NAMES), loc)

@@ -17,6 +17,7 @@ from xprc.errors import ParseError
 from xprc.resources import GRAMMAR_PATH  # grammar/xpr.lark (xprc/grammar in a wheel)
 
 MAX_INT_DIGITS = 308  # 10**308 < 1.8e308, the largest float64
+MAX_SIZE_DIGITS = 6  # a size or degree in a type, `sh(3)`
 # Deepest nesting of the parse tree (brackets, calls, unary signs, terms of one sum...). The
 # later stages recurse over it; driver.py runs them with a stack sized for this depth.
 MAX_DEPTH = 2000
@@ -67,7 +68,9 @@ class _Build(Transformer):
             text = str(arg)
             if not text.isdigit():
                 raise _Located(f"expected an integer, got '{text}'", _loc(arg))
-            arg = int(text)
+            if len(text.lstrip("0")) > MAX_SIZE_DIGITS:  # int() refuses past 4300 digits
+                raise _Located(f"number too large ({len(text)} digits)", _loc(arg))
+            arg = int(text.lstrip("0") or "0")
         return ast.TypeRef(_loc(name), str(name), arg)
 
     def param(self, meta, c):
@@ -168,7 +171,8 @@ class _Build(Transformer):
         # digits beyond float range are a located error, not an OverflowError later.
         if text.isdigit() and len(text.lstrip("0")) > MAX_INT_DIGITS:
             raise _Located(f"number too large (more than {MAX_INT_DIGITS} digits)", _loc(c[0]))
-        value = int(text) if text.isdigit() else float(text)
+        # (leading zeros stripped: int() refuses more than 4300 digits, zeros included)
+        value = int(text.lstrip("0") or "0") if text.isdigit() else float(text)
         if not math.isfinite(value):
             raise _Located("number too large (beyond the float64 range)", _loc(c[0]))
         return ast.Num(_loc(c[0]), value, text)

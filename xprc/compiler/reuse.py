@@ -7,10 +7,12 @@ the same kind and name (a `param`, `const` or `fn`, the `density`), the derived 
 checked as one spec, so it compiles exactly like its hand-expanded copy.
 
 Every location in a base file carries that file's name (`Loc.file`), so an error inside it
-points at the base file's line. Paths are relative to the spec that names them, must end in
-`.xpr`, and may use only letters, digits, `_`, `-`, `.` and `/` (not absolute); the file is
-only ever parsed, never executed. A missing file, a cycle, or more than MAX_DEPTH levels are
-located errors at the path.
+points at the base file's line. The base is found as `xprc.load` finds a spec (`locate`): a
+path relative to the spec that names it, ending in `.xpr`, when that file exists (or the path
+has a folder in it), else a shipped spec's name (`"3dgs"` or `"3dgs.xpr"`). Only letters,
+digits, `_`, `-`, `.` and `/` are allowed (not absolute); the file is only ever parsed, never
+executed. A missing file, a cycle, or more than MAX_DEPTH levels are located errors at the
+path.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ import re
 
 from xprc.compiler import ast
 from xprc.errors import ReuseError, XprError
+from xprc.resources import shipped_specs
 
 MAX_DEPTH = 16
-_PATH = re.compile(r"^[A-Za-z0-9_.\-/]+\.xpr$")
+_PATH = re.compile(r"^[A-Za-z0-9_.\-/]+$")
 
 
 def _err(spec: ast.Spec, message: str, loc: ast.Loc) -> ReuseError:
@@ -42,16 +45,36 @@ def _primitive(spec: ast.Spec) -> ast.Primitive | None:
     return next((i for i in spec.items if isinstance(i, ast.Primitive) and i.base), None)
 
 
-def _base_path(spec: ast.Spec, prim: ast.Primitive, spec_dir: pathlib.Path) -> pathlib.Path:
-    rel = prim.base
-    if not _PATH.match(rel) or rel.startswith("/") or "//" in rel:
-        raise _err(
-            spec,
-            f"base spec path '{rel}' is not allowed (a relative path ending in .xpr, of "
-            "letters, digits, '_', '-', '.' and '/')",
-            prim.base_loc,
+def locate(rel: str, spec_dir) -> pathlib.Path | str:
+    """The file `extends "rel"` names, or why it names none (a message). As for `xprc.load`
+    and the command line: a path (relative to `spec_dir`, ending in .xpr) when that file
+    exists or `rel` has a folder in it; else a shipped spec's name, with or without .xpr."""
+    folder = "/" in rel  # a path (a name has no folder)
+    bad_path = rel.startswith("/") or "//" in rel or (folder and not rel.endswith(".xpr"))
+    if not _PATH.match(rel) or bad_path:
+        return (
+            f"base spec '{rel}' is not allowed (a shipped spec's name, or a relative path "
+            "ending in .xpr, of letters, digits, '_', '-', '.' and '/')"
         )
-    return spec_dir / rel
+    path = pathlib.Path(spec_dir) / rel
+    if rel.endswith(".xpr") and (folder or path.exists()):
+        return path
+    shipped = shipped_specs()
+    if not folder and rel.removesuffix(".xpr") in shipped:
+        return shipped[rel.removesuffix(".xpr")]
+    if rel.endswith(".xpr"):
+        return path  # missing: reading it says so
+    return (
+        f"no shipped spec '{rel}' (shipped: {', '.join(shipped) or 'none'}); "
+        "a base spec file's path ends in .xpr"
+    )
+
+
+def _base_path(spec: ast.Spec, prim: ast.Primitive, spec_dir: pathlib.Path) -> pathlib.Path:
+    found = locate(prim.base, spec_dir)
+    if isinstance(found, str):
+        raise _err(spec, found, prim.base_loc)
+    return found
 
 
 def _display(filename: str, rel: str) -> str:
@@ -81,7 +104,10 @@ def resolve(spec: ast.Spec, spec_dir, _chain: tuple = ()) -> ast.Spec:
         problem = e.message.removeprefix("cannot read spec: ")
         message = f"cannot read base spec '{prim.base}': {problem}"
         raise _err(spec, message, prim.base_loc) from None
-    name = _display(prim.loc.file or spec.filename, prim.base)
+    if path == spec_dir / prim.base:
+        name = _display(prim.loc.file or spec.filename, prim.base)
+    else:  # a shipped spec by name: no machine's path reaches messages or the module
+        name = path.name
     base = parse.parse(text, name)
     base = ast.Spec(_relocate(base.items, name), name, text, dict(base.sources))
     base.sources.setdefault(name, text)
@@ -124,19 +150,21 @@ def _relocate(obj, file: str):
     return obj
 
 
-def fingerprint(path, text: str) -> str:
-    """sha256 over the texts of the base specs `text` extends (for the module cache key); ""
-    when it extends nothing. Problems are left to the compile, which reports them."""
+def chain(path, text: str) -> list[tuple[pathlib.Path, str]]:
+    """(file, text) of each base spec that `text` (the spec at `path`) extends, nearest first,
+    found without parsing (for the cache key and the `-o` check). Problems are left to the
+    compile, which reports them: the list stops there."""
     from xprc.compiler import driver
 
-    h = hashlib.sha256()
+    out: list[tuple[pathlib.Path, str]] = []
     seen = set()
     path = pathlib.Path(path)
     for _ in range(MAX_DEPTH + 1):
         m = re.search(r'^\s*primitive\s+\w+\s+extends\s+"([^"\n\\]*)"', text, re.MULTILINE)
-        if m is None or not _PATH.match(m.group(1)):
+        found = locate(m.group(1), path.parent) if m is not None else None
+        if not isinstance(found, pathlib.Path):
             break
-        path = path.parent / m.group(1)
+        path = found
         if str(path.resolve()) in seen:
             break
         seen.add(str(path.resolve()))
@@ -144,5 +172,15 @@ def fingerprint(path, text: str) -> str:
             text = driver.read_spec(path)
         except XprError:
             break
-        h.update(text.encode("utf-8"))
-    return h.hexdigest() if seen else ""
+        out.append((path, text))
+    return out
+
+
+def fingerprint(path, text: str) -> str:
+    """sha256 over the texts of the base specs `text` extends (for the module cache key); ""
+    when it extends nothing."""
+    bases = chain(path, text)
+    h = hashlib.sha256()
+    for _, base_text in bases:
+        h.update(base_text.encode("utf-8"))
+    return h.hexdigest() if bases else ""

@@ -31,6 +31,7 @@ from xprc.compiler.symops import (
     Gt,
     Log,
     Log1p,
+    Mod,
     PowF,
     Recip,
     RSqrt,
@@ -201,7 +202,8 @@ def _dangerous(e) -> bool:
         ex = e.exp
         return not (ex.is_Integer and ex >= 0)
     return isinstance(
-        e, (Exp, Expm1, Log, Log1p, Tan, Asin, Acos, Atan2, CameraCall, Recip, Sqrt, RSqrt, PowF)
+        e,
+        (Exp, Expm1, Log, Log1p, Tan, Asin, Acos, Atan2, CameraCall, Recip, Sqrt, RSqrt, PowF, Mod),
     )
 
 
@@ -225,7 +227,7 @@ class _Guard:
             c = self.guard(c)
             a = _Protect(c, True, self.made, self.fs).run(self.guard(a))
             b = _Protect(c, False, self.made, self.fs).run(self.guard(b))
-            out = Where(c, a, b)
+            out = rebuild(e, [c, a, b])
         else:
             out = rebuild(e, [self.guard(a) for a in e.args])
         self.memo[e] = out
@@ -252,12 +254,14 @@ class _Protect:
         if not e.args or is_boolean(e):
             out = e
         elif isinstance(e, Where):
-            out = Where(e.args[0], self.run(e.args[1]), self.run(e.args[2]))
+            out = rebuild(e, [e.args[0], self.run(e.args[1]), self.run(e.args[2])])
         elif _dangerous(e):
             if isinstance(e, sympy.Pow):
                 out = sympy.Pow(self.wrap(self.run(e.base), sympy.S.One), e.exp)
             elif isinstance(e, PowF):  # only the base can make x ** y blow up
                 out = PowF(self.wrap(self.run(e.args[0]), sympy.S.One), self.run(e.args[1]))
+            elif isinstance(e, Mod):  # only the divisor can (x mod 0 is nan)
+                out = Mod(self.run(e.args[0]), self.wrap(self.run(e.args[1]), sympy.S.One))
             elif isinstance(e, CameraCall):
                 m, k, *xs = e.args
                 out = CameraCall(m, k, *[self.wrap(self.run(x), sympy.S.One) for x in xs])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from xprc.compiler import ast
 from xprc.compiler.ast import ArrayT, Loc, MatT, Node, ScalarT, VecT
-from xprc.compiler.names import MAX_LOOP, _Binding, _is_int, _num, _Scope, suggest
+from xprc.compiler.names import MAX_LOOP, _Binding, _is_int, _num, _Scope, shown, suggest
 from xprc.errors import DuplicateError, ScopeError, StaticError, UnknownNameError, XprTypeError
 
 
@@ -146,7 +146,7 @@ class StatementChecks:
         if hi.extra - lo.extra > MAX_LOOP:
             raise self.err(
                 StaticError,
-                f"loop of {hi.extra - lo.extra} iterations is too long (at most {MAX_LOOP})",
+                f"loop of {shown(hi.extra - lo.extra)} iterations is too long (at most {MAX_LOOP})",
                 stop.loc,
             )
         return lo.extra, hi.extra
@@ -159,7 +159,9 @@ class StatementChecks:
         if size is None:
             raise self.err(XprTypeError, f"cannot index {target_type}", e.loc)
         if not 0 <= n.extra < size:
-            raise self.err(StaticError, f"index {n.extra} out of range for {target_type}", e.loc)
+            raise self.err(
+                StaticError, f"index {shown(n.extra)} out of range for {target_type}", e.loc
+            )
         return n.extra
 
     @staticmethod

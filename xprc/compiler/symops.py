@@ -43,6 +43,13 @@ class PowF(Op):
     nargs = 2
 
 
+class Mod(Op):
+    """x mod y, the floor modulo (the sign of y, as Python's % and jnp.mod), printed as
+    jnp.mod. Our own rather than SymPy's Mod, which rewrites its arguments when built."""
+
+    nargs = 2
+
+
 class Where(Op):
     """where(cond, a, b), elementwise select."""
 
@@ -259,6 +266,8 @@ def scalar_op(op, a, b=None):
         if _is_number(a):
             return _num(-_fnum(a)) if isinstance(a, sympy.Float) else -a
         return -a
+    if op == "mod":
+        return modulo(a, b)
     if _is_number(a) and _is_number(b) and op != "pow":
         # (SymPy's Float(0.0) == 0 is False: compare as Python floats)
         if op == "div" and _fnum(b) == 0.0:
@@ -303,6 +312,15 @@ def power(a, b):
     if b == sympy.Rational(-1, 2):
         return RSqrt(a)
     return PowF(a, b)
+
+
+def modulo(a, b):
+    """a mod b (floor modulo); numbers fold as jnp.mod computes (x mod 0 is nan)."""
+    if _is_number(a) and _is_number(b):
+        if a.is_Integer and b.is_Integer and int(b) != 0:
+            return sympy.Integer(int(a) % int(b))
+        return _num(_safe(lambda x, y: math.nan if y == 0 else x % y, _fnum(a), _fnum(b)))
+    return Mod(a, b)
 
 
 def recip(x):
@@ -401,10 +419,9 @@ def lnot(a):
 
 
 def sum_all(xs):
-    acc = xs[0]
-    for x in xs[1:]:
-        acc = acc + x
-    return acc
+    """xs[0] + xs[1] + ...: one Add built at once (adding one term at a time rebuilds the
+    growing sum each time: quadratic in its length)."""
+    return xs[0] if len(xs) == 1 else sympy.Add(*xs)
 
 
 def dot(a, b):
