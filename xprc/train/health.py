@@ -53,24 +53,27 @@ def check_initial(params: dict, cameras, names: list[str], points, path=None) ->
         )
 
 
-def check_step(
+def diverged(info: dict) -> bool:
+    """Whether a step's info (host values with "loss" and "finite" {name: bool}) shows a
+    non-finite loss or parameter."""
+    return not np.isfinite(float(info["loss"])) or bool(nonfinite(info["finite"]))
+
+
+def divergence_error(
     step: int, info: dict, cameras, names: list[str], points, checkpoint: str, path=None
-) -> None:
-    """A TrainError (located at the run folder `path`) when training step `step` made the loss
-    or any parameter non-finite. info: the step's host values with "loss" and "finite"
-    {name: bool}; checkpoint: what the run folder keeps (a sentence); the rest as in
-    `input_magnitudes`."""
+) -> TrainError:
+    """The error for training step `step` that made the loss or a parameter non-finite
+    (`diverged`), located at the run folder `path`. checkpoint: what the run folder keeps (a
+    sentence); the rest as in `input_magnitudes`."""
     loss = float(info["loss"])
     bad = nonfinite(info["finite"])
-    if np.isfinite(loss) and not bad:
-        return
     what = []
     if not np.isfinite(loss):
         what.append(f"the loss is {loss}")
     if bad:
         what.append(f"{', '.join(bad)} became non-finite")
     hint = input_magnitudes(cameras, names, points)
-    raise TrainError(
+    return TrainError(
         f"training diverged at step {step}: {' and '.join(what)} (the step was not applied; "
         f"{checkpoint}). Often an input far outside the scene: {hint}",
         path,

@@ -321,9 +321,9 @@ class Run:
             if int(info["dropped"]) == 0:
                 break
             self.capacity.grow(int(info["entries_needed"]), self.step + 1, "train")
-        kept = "no checkpoint is written" if self.out is None else self._kept()
-        cams = self.data["cameras"]
-        health.check_step(self.step + 1, info, cams, self.names, self.points, kept, self.out)
+        if health.diverged(info):
+            raise health.divergence_error(self.step + 1, info, self.data["cameras"], self.names,
+                                          self.points, self._kept(), self.out)  # fmt: skip
         self.state = state
         counts = {k: int(info[k]) for k in self.strategy.count_names}
         if any(counts.values()):
@@ -369,6 +369,9 @@ class Run:
             self.saved_step = self.step
 
     def _kept(self) -> str:
+        """What the run folder keeps of this run (for an error that stops it)."""
+        if self.out is None:
+            return "no checkpoint is written"
         if self.saved_step is None:
             return "no checkpoint of this run was written"
         return f"{self.ckpt_path} keeps step {self.saved_step}"
