@@ -5,11 +5,18 @@ use_sample_covariance=False, data_range=1)`: the window is scipy's `gaussian_fil
 (truncate 3.5 -> radius 5), borders are reflected (`mode="symmetric"` in NumPy terms), the SSIM
 map is cropped by the window radius before averaging, and channels are averaged. The same
 function, differentiable, is the structural term of the training loss.
+
+Images under 11 pixels on a side: scikit-image refuses them ("win_size exceeds image extent") and
+the cropped map would be empty (a NaN mean). Here the window shrinks to the largest that fits, the
+same Gaussian (sigma 1.5) cut at radius (min(H, W) - 1) // 2 and renormalised, which is what
+scikit-image computes with that truncation (tests/test_metrics.py), and `ssim` warns that the
+value is not the standard 11x11 SSIM (`ssim_radius` says which window an image size gets).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +33,22 @@ def gaussian_window(sigma: float = SSIM_SIGMA, radius: int = SSIM_RADIUS) -> np.
     return w / w.sum()
 
 
+def ssim_radius(height: int, width: int) -> int:
+    """The SSIM window radius for an image of this size: SSIM_RADIUS (an 11x11 window), or the
+    largest radius whose window fits an image under 11 pixels on a side (0 for one pixel)."""
+    return max(0, min(SSIM_RADIUS, (min(int(height), int(width)) - 1) // 2))
+
+
+def small_image_message(height: int, width: int) -> str:
+    r = ssim_radius(height, width)
+    n = 2 * SSIM_RADIUS + 1
+    return (
+        f"SSIM of {height}x{width} images: the standard {n}x{n} window does not fit, using "
+        f"{2 * r + 1}x{2 * r + 1} (the sigma {SSIM_SIGMA} Gaussian cut at radius {r}); the value "
+        f"is not comparable with an {n}x{n} SSIM"
+    )
+
+
 def _filter(img: jax.Array, taps: np.ndarray) -> jax.Array:
     """Separable 'valid' filtering of a reflect-padded image: [H + 2r, W + 2r, C] -> [H, W, C]."""
     r = (len(taps) - 1) // 2
@@ -35,12 +58,15 @@ def _filter(img: jax.Array, taps: np.ndarray) -> jax.Array:
     return sum(float(t) * rows[:, j : j + w] for j, t in enumerate(taps))
 
 
-def ssim_map(a: jax.Array, b: jax.Array, data_range: float = 1.0) -> jax.Array:
-    """Per-pixel SSIM of images a, b [H, W, C] -> [H, W, C] (not cropped)."""
+def ssim_map(
+    a: jax.Array, b: jax.Array, data_range: float = 1.0, radius: int = SSIM_RADIUS
+) -> jax.Array:
+    """Per-pixel SSIM of images a, b [H, W, C] -> [H, W, C] (not cropped), with the Gaussian
+    window cut at `radius` (at most (min(H, W) - 1) // 2: the reflected border must fit)."""
     a = jnp.asarray(a)
     b = jnp.asarray(b).astype(a.dtype)
-    taps = gaussian_window()
-    r = SSIM_RADIUS
+    r = int(radius)
+    taps = gaussian_window(radius=r)
     pad = ((r, r), (r, r), (0, 0))
     stack = jnp.concatenate([a, b, a * a, b * b, a * b], axis=-1)
     mu = _filter(jnp.pad(stack, pad, mode="symmetric"), taps)
@@ -59,11 +85,15 @@ def ssim_map(a: jax.Array, b: jax.Array, data_range: float = 1.0) -> jax.Array:
 def ssim(a: jax.Array, b: jax.Array, data_range: float = 1.0) -> jax.Array:
     """Mean SSIM of images a, b [H, W, C] (values in [0, data_range]) -> scalar.
 
-    Needs H, W > 10 (the window radius is cropped from each border, as scikit-image does).
+    The window radius is cropped from each border, as scikit-image does. Images under 11 pixels
+    on a side get a smaller window (`ssim_radius`) and a RuntimeWarning (at trace time under jit).
     """
-    s = ssim_map(a, b, data_range)
-    r = SSIM_RADIUS
-    return jnp.mean(s[r:-r, r:-r])
+    h, w = jnp.shape(a)[:2]
+    r = ssim_radius(h, w)
+    if r < SSIM_RADIUS:
+        warnings.warn(small_image_message(h, w), RuntimeWarning, stacklevel=2)
+    s = ssim_map(a, b, data_range, r)
+    return jnp.mean(s[r : h - r, r : w - r])
 
 
 def psnr(a: jax.Array, b: jax.Array, data_range: float = 1.0) -> jax.Array:

@@ -14,8 +14,10 @@ Modules, one job each:
   strategy    the strategy interface and MCMC;  adc: adaptive density control
   camera_opt  pose and intrinsics refinement
   step        the jitted train step and evaluation
-  checkpoint  save / load the train state
-  outputs     the run folder
+  checkpoint  save / load the train state (checked: a malformed one is a located error)
+  health      divergence: a non-finite loss or parameter stops the run
+  folder      the run folder: checked, locked, train.log, writes that fail cleanly
+  outputs     the run folder's reports
   loop        train()
   demo        demo()
 """

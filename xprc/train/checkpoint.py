@@ -3,10 +3,17 @@
 Written atomically by `xprc.io.save_checkpoint` (temporary sibling, fsync, rename, fsync of the
 folder), so a kill at any moment leaves the previous checkpoint intact; a `.tmp` left by a kill
 during a write is removed when the next run starts.
+
+A checkpoint is untrusted input: `load` checks every array against the run's own state (shape,
+dtype, finite parameters) and every metadata field the trainer reads (`META`), and a mismatch is
+a TrainError naming the file and the entry, never a traceback.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 from pathlib import Path
 
 import jax
@@ -35,47 +42,205 @@ def _leaves(tree) -> dict[str, np.ndarray]:
 
 
 def save(path: Path, state: dict, meta: dict) -> None:
+    """Write the train state and `meta` atomically; a failed write (a full disk) is a
+    TrainError naming the file, and the previous checkpoint is left as it was."""
     tree = {
         "params": {k: np.asarray(v) for k, v in state["params"].items()},
         "state": {k: np.asarray(state[k]) for k in _ARRAYS},
     }
     for name in _TREES:
         tree[name] = _leaves(state[name])
-    save_checkpoint(path, tree, meta)
+    try:
+        save_checkpoint(path, tree, meta)
+    except OSError as e:
+        raise TrainError(
+            f"cannot write the checkpoint ({e.strerror or e}); the previous one, if any, is kept",
+            path,
+        ) from None
+
+
+# ------------------------------------------------------------------------------ metadata
+
+
+# What a `run_inputs` key comes from on the command line (the resume error's advice).
+RESUME_HINTS = (("spec.", ("spec", "-D constants")), ("data.", ("--data", "--downscale")))
+
+
+def _digest(*parts) -> str:
+    """A short sha256 of arrays and bytes."""
+    h = hashlib.sha256()
+    for a in parts:
+        h.update(a if isinstance(a, bytes) else np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+def run_inputs(method, train_set, cameras, names: list[str], background) -> dict:
+    """What a run fits besides its options, as JSON values keyed for the resume check: the
+    spec (its text's sha256, each constant with -D overrides applied), the training data
+    (folder, views, image size, a digest of their cameras and of the points) and the background
+    the run composites on (given or inferred from the data). A checkpoint records them; a resume
+    with others is refused. cameras: the training views' stacked Camera; names: their names."""
+    root = getattr(train_set, "root", None)
+    arrays = [np.asarray(a, np.float32) for a in (cameras.viewmat, cameras.K, cameras.dist)]
+    out = {
+        "spec.sha256": getattr(method, "SPEC_SHA256", ""),
+        **{f"spec.constants.{k}": float(v) for k, v in getattr(method, "CONSTANTS", {}).items()},
+        "data.folder": None if root is None else str(Path(root).resolve()),
+        "data.views": len(names),
+        "data.image_size": f"{cameras.width}x{cameras.height}",
+        "data.cameras": _digest(*arrays, json.dumps([cameras.model, *names]).encode()),
+        "data.background": [float(c) for c in np.asarray(background)],
+    }
+    points = getattr(train_set, "points", None)
+    if points is not None:
+        colors = getattr(train_set, "colors", None)
+        colors = np.zeros(0, np.float32) if colors is None else np.asarray(colors, np.float32)
+        out["data.points"] = _digest(np.asarray(points, np.float32), colors)
+    return json.loads(json.dumps(out))
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _rows(*numbers: str):
+    """A list of objects, each with an integer 'step' and these number fields."""
+
+    def ok(v) -> bool:
+        return isinstance(v, list) and all(
+            isinstance(r, dict) and _int(r.get("step")) and all(_number(r.get(k)) for k in numbers)
+            for r in v
+        )
+
+    return ok
+
+
+# field: (check, what it must be). A field may be missing (older checkpoints lack some; the
+# trainer then uses this run's value), but one that is present must pass its check.
+META = {
+    "method": (lambda v: isinstance(v, str), "a string"),
+    "spec_sha256": (lambda v: isinstance(v, str), "a string"),
+    "seed": (_int, "an integer"),
+    "strategy": (lambda v: isinstance(v, str), "a string"),
+    "steps": (lambda v: _int(v) and v >= 0, "an integer >= 0"),
+    "elapsed": (lambda v: _number(v) and 0 <= v < math.inf, "a finite number >= 0"),
+    "history": (_rows("loss", "psnr"), "a list of objects with 'step', 'loss' and 'psnr'"),
+    "evals": (_rows("psnr", "ssim"), "a list of objects with 'step', 'psnr' and 'ssim'"),
+    "entry_capacity": (lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    "eval_entry_capacity": (lambda v: _int(v) and v >= 1, "an integer >= 1"),
+    "capacity_raises": (lambda v: isinstance(v, list), "a list"),
+    "densification": (
+        lambda v: isinstance(v, dict) and all(_int(x) for x in v.values()),
+        "an object of integer counts",
+    ),
+    "background": (
+        lambda v: isinstance(v, list) and len(v) == 3 and all(_number(c) for c in v),
+        "a list of 3 numbers (RGB)",
+    ),
+    "config": (lambda v: isinstance(v, dict), "an object"),
+    "inputs": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_meta(meta, path: Path) -> dict:
+    """`meta` when every field the trainer reads has the right type, else a TrainError."""
+    if not isinstance(meta, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+        raise TrainError(
+            f"corrupt checkpoint: its metadata is {kind.get(type(meta), 'a number')}, not a JSON "
+            "object",
+            path,
+        )
+    for field, (ok, what) in META.items():
+        if field in meta and not ok(meta[field]):
+            raise TrainError(
+                f"corrupt checkpoint: metadata field '{field}' must be {what}, got "
+                f"{_short(meta[field])}",
+                path,
+            )
+    return meta
+
+
+# -------------------------------------------------------------------------------- arrays
+
+
+def _describe(a) -> str:
+    return f"{a.dtype}{list(a.shape)}"
+
+
+def _array(group: dict, key: str, want, where: str, path: Path, hint: str = "") -> np.ndarray:
+    """The stored array `group[key]` when it has `want`'s shape and dtype (`where` names it)."""
+    a = group.get(key)
+    if a is None:
+        raise TrainError(f"checkpoint lacks entry '{where}'{hint}", path)
+    if not isinstance(a, np.ndarray):
+        raise TrainError(f"corrupt checkpoint: '{where}' is a group of entries, not an array", path)
+    if a.shape != tuple(want.shape) or a.dtype != want.dtype:
+        raise TrainError(
+            f"checkpoint entry '{where}' is {_describe(a)}, this run needs {_describe(want)}{hint}",
+            path,
+        )
+    return a
+
+
+def _group(tree: dict, name: str, path: Path) -> dict:
+    group = tree.get(name, {})
+    if not isinstance(group, dict):
+        raise TrainError(f"corrupt checkpoint: '{name}' is an array, not a group of entries", path)
+    return group
 
 
 def _restore(tree: dict, template, what: str, path: Path):
     leaves, treedef = jax.tree_util.tree_flatten(template)
-    stored = tree.get(what, {})
+    stored = _group(tree, what, path)
     if len(stored) != len(leaves):
         raise TrainError(
             f"checkpoint {what} state has {len(stored)} arrays, this run needs {len(leaves)} "
             "(different strategy or camera options?)",
             path,
         )
-    out = [jnp.asarray(stored[str(i)]) for i in range(len(leaves))]
-    for a, b in zip(out, leaves, strict=True):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            raise TrainError(f"checkpoint {what} state does not match this run", path)
+    out = [
+        jnp.asarray(_array(stored, str(i), leaf, f"{what}/{i}", path))
+        for i, leaf in enumerate(leaves)
+    ]
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-def load(path: Path, template: dict) -> tuple[dict, dict]:
-    """(state shaped like `template`, meta); TrainError when it does not fit this run."""
-    tree, meta = load_checkpoint(path)
-    try:
-        params = {k: jnp.asarray(tree["params"][k]) for k in template["params"]}
-        arrays = {k: jnp.asarray(tree["state"][k]) for k in _ARRAYS}
-    except KeyError as e:
-        raise TrainError(f"checkpoint lacks entry {e}", path) from None
-    for name, arr in params.items():
-        want = template["params"][name]
-        if arr.shape != want.shape or arr.dtype != want.dtype:
+def _params(tree: dict, template: dict, path: Path) -> dict:
+    stored = _group(tree, "params", path)
+    out = {}
+    for name, want in template.items():
+        hint = " (a checkpoint of another spec, capacity or strategy?)"
+        a = _array(stored, name, want, f"params/{name}", path, hint)
+        bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+        if bad:
             raise TrainError(
-                f"checkpoint parameter '{name}' is {arr.dtype}{list(arr.shape)}, this run needs "
-                f"{want.dtype}{list(want.shape)} (different capacity or method?)",
+                f"checkpoint parameter '{name}' holds {bad} non-finite values (a diverged run?)",
                 path,
             )
+        out[name] = jnp.asarray(a)
+    return out
+
+
+def load(path: Path, template: dict) -> tuple[dict, dict]:
+    """(state shaped like `template`, meta); TrainError when it does not fit this run or is
+    malformed (naming the entry or metadata field)."""
+    tree, meta = load_checkpoint(path)
+    meta = check_meta(meta, path)
+    params = _params(tree, template["params"], path)
+    group = _group(tree, "state", path)
+    arrays = {k: jnp.asarray(_array(group, k, template[k], f"state/{k}", path)) for k in _ARRAYS}
+    if int(arrays["step"]) < 0:
+        raise TrainError(f"corrupt checkpoint: 'state/step' is {int(arrays['step'])}", path)
     state = {"params": params, **arrays}
     for name in _TREES:
         state[name] = _restore(tree, template[name], name, path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,6 +18,8 @@ _REPORTING = ("steps", "eval_every", "checkpoint_every", "log_every", "progress"
               "sheet_views")  # fmt: skip
 # render options that bound or report, and leave every rendered value unchanged
 _RENDER_POLICY = ("memory_budget", "on_overflow")
+# seeds a run accepts: jax.random.PRNGKey keeps 32 bits without x64 (larger seeds would collide)
+SEED_MAX = 2**32 - 1
 
 
 class TrainError(XprError):
@@ -129,6 +132,11 @@ class TrainConfig:
     normal_from: int | None = None
 
     def __post_init__(self) -> None:
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TrainError(f"seed must be an integer, got {seed!r}")
+        if not 0 <= int(seed) <= SEED_MAX:
+            raise TrainError(f"seed must be in 0..{SEED_MAX} (2**32 - 1), got {int(seed)}")
         if self.strategy not in STRATEGIES:
             raise TrainError(
                 f"unknown strategy {self.strategy!r} (expected {' or '.join(STRATEGIES)})"

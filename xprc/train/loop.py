@@ -4,13 +4,16 @@ One accepted step = one call of the jitted step (`xprc.train.step`). A step whos
 dropped (primitive, tile) entries for lack of capacity is discarded, never applied: the capacity
 bucket is raised (`entry_bucket` of 1.25 x the entries needed; one compile per bucket), the step
 is redone from the same state and "entry capacity raised to N" is logged. The bucket starts from
-an exact count on the training cameras and is stored in checkpoints. SIGTERM and SIGINT finish
-the current step, save a checkpoint and return `interrupted=True`.
+an exact count on the training cameras and is stored in checkpoints. SIGTERM, SIGHUP and SIGINT
+finish the current step, save a checkpoint and return `interrupted=True`. A step that makes the
+loss or a parameter non-finite is not applied: the run stops with a TrainError
+(`xprc.train.health`). The run folder is prepared, locked and logged by `xprc.train.folder`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import signal
 import sys
 import threading
@@ -22,11 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import __version__
 from ..pipeline import RenderConfig, entry_bucket
 from ..pipeline.binning import TileGrid
 from ..pipeline.capacity import MemoryBudgetError, check_memory
 from . import checkpoint as ckpt
-from . import losses_2dgs
+from . import folder as run_folder
+from . import health, losses_2dgs
 from .camera_opt import corrections_optimizer, init_corrections, pivot_depths
 from .config import TrainConfig, TrainError, TrainResult
 from .data import ViewOrder, infer_background, stack_views
@@ -39,15 +44,15 @@ from .strategy import make_strategy
 GROWTH = 1.25  # a raised capacity bucket leaves this much headroom over the entries needed
 
 
-def log(msg: str, progress: bool = True) -> None:
-    if progress:
-        from tqdm import tqdm
-
-        tqdm.write(msg, file=sys.stderr)
+# the signals that stop a run at the next step boundary with a checkpoint (SIGHUP: a closed
+# terminal or ssh session; not on every platform)
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)
+)
 
 
 class StopRequest:
-    """While active, SIGTERM / SIGINT only set `signal_name`; the loop stops at the next step
+    """While active, STOP_SIGNALS only set `signal_name`; the loop stops at the next step
     boundary (handlers are installed from the main thread only)."""
 
     def __init__(self) -> None:
@@ -60,7 +65,7 @@ class StopRequest:
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in STOP_SIGNALS:
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 
@@ -78,11 +83,12 @@ class Capacity:
     method: object = None  # with `grid`: the memory budget check of a raised bucket
     grid: TileGrid | None = None
     raises: list = dataclasses.field(default_factory=list)
+    log: Callable = print  # the run's TrainLog
 
     def config(self) -> RenderConfig:
         return dataclasses.replace(self.base, max_entries=self.bucket, on_overflow="ignore")
 
-    def grow(self, needed: int, step: int, what: str, progress: bool) -> None:
+    def grow(self, needed: int, step: int, what: str) -> None:
         new = entry_bucket(int(needed * GROWTH))
         if new <= self.bucket:  # a saturated count: at least double
             new = entry_bucket(2 * self.bucket)
@@ -96,7 +102,7 @@ class Capacity:
                 ) from None
         self.bucket = new
         self.raises.append({"step": step, "what": what, "needed": needed, "capacity": new})
-        log(f"entry capacity raised to {new} ({what} step {step} needed {needed})", progress)
+        self.log(f"entry capacity raised to {new} ({what} step {step} needed {needed})")
 
 
 def _initial_bucket(method, params, cameras, base: RenderConfig) -> int:
@@ -109,9 +115,9 @@ def _initial_bucket(method, params, cameras, base: RenderConfig) -> int:
     return int(sized_config(method, params, cameras, base, margin=GROWTH).max_entries)
 
 
-def _capacity(method, params, cameras, base: RenderConfig) -> Capacity:
+def _capacity(method, params, cameras, base: RenderConfig, log) -> Capacity:
     grid = TileGrid(int(cameras.width), int(cameras.height), base.tile_size)
-    return Capacity(base, _initial_bucket(method, params, cameras, base), method, grid)
+    return Capacity(base, _initial_bucket(method, params, cameras, base), method, grid, log=log)
 
 
 def _pivots(train_set, views) -> np.ndarray:
@@ -143,7 +149,10 @@ def _hyper(method, config: TrainConfig, strategy, scale: float, background) -> d
 class Run:
     """The state of one training run between steps (host side)."""
 
-    def __init__(self, method, train_set, test_set, out_dir, config: TrainConfig, devices: int):
+    def __init__(
+        self, method, train_set, test_set, out_dir, config: TrainConfig, devices: int, log=None
+    ):
+        self.log = log or run_folder.TrainLog(None, config.progress)
         if devices < 1 or devices > jax.device_count():
             raise TrainError(f"asked for {devices} devices, {jax.device_count()} available")
         if int(getattr(method, "NUM_FEATURES", 3)) != 3:
@@ -155,6 +164,8 @@ class Run:
         self.strategy = make_strategy(config.strategy, method)
         config.regularised(method)  # regularisers "on" without the outputs stops here
         train_views = views_of(train_set)
+        points = getattr(train_set, "points", None)
+        self.points, self.names = points, view_names(train_views)  # (the divergence hint)
         self.test_views = views_of(test_set) if test_set is not None else train_views
         self.data = stack_views(train_views, "training", alphas=bool(config.random_background))
         self.test_data = stack_views(self.test_views, "test")
@@ -163,19 +174,22 @@ class Run:
         self.scale = scene_scale(train_set)
         self.hyper = _hyper(method, config, self.strategy, self.scale, background)
         self.hyper["pose_pivot"] = jnp.asarray(_pivots(train_set, train_views))
-        points = getattr(train_set, "points", None)
         n_points = len(points) if points is not None and len(points) else config.num_random_points
         cap = config.capacity or self.strategy.default_capacity(n_points, config)
         params, used = init_params(method, train_set, config, capacity=cap)
+        cams = self.data["cameras"], self.test_data["cameras"]
+        health.check_initial(params, cams[0], self.names, points, self.out)
+        self.inputs = ckpt.run_inputs(method, train_set, cams[0], self.names, background)
         self.state = self._initial_state(params, used, len(train_views))
-        self.capacity = _capacity(method, params, self.data["cameras"], config.render)
-        self.eval_capacity = _capacity(method, params, self.test_data["cameras"], config.render)
+        self.capacity = _capacity(method, params, cams[0], config.render, self.log)
+        self.eval_capacity = _capacity(method, params, cams[1], config.render, self.log)
         self.order = ViewOrder(config.seed, len(train_views))
         self.history: list[dict] = []
         self.evals: list[dict] = []
         self.events: dict = {k: 0 for k in self.strategy.count_names}
         self.elapsed_before = 0.0
         self.interrupted = False
+        self.saved_step: int | None = None  # the step of the checkpoint in the run folder
 
     def _initial_state(self, params, used, n_views: int) -> dict:
         config = self.config
@@ -227,6 +241,7 @@ class Run:
             "densification": self.events,
             "background": [float(c) for c in np.asarray(self.hyper["background"])],
             "config": self.config.trajectory(),
+            "inputs": self.inputs,
         }
 
     def resume(self) -> None:
@@ -235,7 +250,7 @@ class Run:
             return
         stale = ckpt.remove_stale_tmp(path)
         if stale is not None:
-            log(f"removed {stale} left by an interrupted checkpoint write", self.config.progress)
+            self.log(f"removed {stale} left by an interrupted checkpoint write")
         if not path.is_file():
             return
         state, meta = ckpt.load(path, self.state)
@@ -255,30 +270,37 @@ class Run:
         self.capacity.bucket = int(meta.get("entry_capacity", self.capacity.bucket))
         self.eval_capacity.bucket = int(meta.get("eval_entry_capacity", self.eval_capacity.bucket))
         self.events.update(meta.get("densification", {}))
-        log(f"resuming from {path} at step {self.step}", self.config.progress)
+        self.saved_step = self.step
+        self.log(f"resuming from {path} at step {self.step}")
 
     def _check_same_options(self, meta: dict, path: Path) -> None:
-        """A resumed run continues the checkpoint's exactly only with the same options: any
-        other difference is a located TrainError naming each option; a new `steps` is logged
-        (the learning-rate and SH schedules then follow the new length)."""
-        theirs = meta.get("config")
+        """A resumed run continues the checkpoint's exactly only with the same options and
+        inputs (spec, constants, data, background; `ckpt.run_inputs`): any other difference is a
+        located TrainError naming each with both values; a new `steps` is logged (the
+        learning-rate and SH schedules then follow the new length)."""
+        mine, theirs = self.config.trajectory(), meta.get("config")
         if theirs is None:  # written before checkpoints recorded their options
-            log(f"{path} does not record its options: assuming this run's", True)
-            return
-        mine = self.config.trajectory()
+            self.log(f"{path} does not record its options: assuming this run's", always=True)
+            theirs = mine
+        if "inputs" in meta:
+            mine, theirs = {**mine, **self.inputs}, {**theirs, **meta["inputs"]}
+        else:  # written before checkpoints recorded their spec and data
+            self.log(f"{path} does not record its spec and data: assuming this run's", always=True)
         changed = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         if changed:
             said = "; ".join(f"{k}: {theirs.get(k)!r} -> {mine.get(k)!r}" for k in changed)
+            same = [w for key, words in ckpt.RESUME_HINTS for w in words
+                    if any(k.startswith(key) for k in changed)] + ["options"]  # fmt: skip
+            same = ", ".join(same[:-1]) + " and " + same[-1] if len(same) > 1 else same[0]
             raise TrainError(
                 f"checkpoint was written with other options ({said}); resume with the same "
-                "options, or start a new run folder",
+                f"{same}, or start a new run folder",
                 path,
             )
         if meta.get("steps") not in (None, self.config.steps):
-            log(
+            self.log(
                 f"resuming a {meta['steps']}-step run as a {self.config.steps}-step run: the "
-                "learning-rate and SH schedules follow the new length",
-                self.config.progress,
+                "learning-rate and SH schedules follow the new length"
             )
 
     def replicate(self) -> None:
@@ -298,16 +320,17 @@ class Run:
             info = jax.device_get(info)
             if int(info["dropped"]) == 0:
                 break
-            self.capacity.grow(
-                int(info["entries_needed"]), self.step + 1, "train", self.config.progress
-            )
+            self.capacity.grow(int(info["entries_needed"]), self.step + 1, "train")
+        if health.diverged(info):
+            raise health.divergence_error(self.step + 1, info, self.data["cameras"], self.names,
+                                          self.points, self._kept(), self.out)  # fmt: skip
         self.state = state
         counts = {k: int(info[k]) for k in self.strategy.count_names}
         if any(counts.values()):
             for k, v in counts.items():
                 self.events[k] += v
             text = ", ".join(f"{k} {v}" for k, v in counts.items())
-            log(f"step {self.step}: {self.config.strategy} {text}", self.config.progress)
+            self.log(f"step {self.step}: {self.config.strategy} {text}")
         return info
 
     def evaluate(self, elapsed: float, keep_images: bool = False) -> tuple[dict, list]:
@@ -324,7 +347,7 @@ class Run:
                 )  # fmt: skip
                 if int(dropped) == 0:
                     break
-                self.eval_capacity.grow(int(needed), self.step, "eval", self.config.progress)
+                self.eval_capacity.grow(int(needed), self.step, "eval")
             rows.append({"name": names[i], "psnr": float(p), "ssim": float(s)})
             if keep_images:
                 images.append(np.asarray(img))
@@ -343,6 +366,15 @@ class Run:
     def save(self, elapsed: float) -> None:
         if self.ckpt_path is not None:
             ckpt.save(self.ckpt_path, self.state, self.meta(elapsed))
+            self.saved_step = self.step
+
+    def _kept(self) -> str:
+        """What the run folder keeps of this run (for an error that stops it)."""
+        if self.out is None:
+            return "no checkpoint is written"
+        if self.saved_step is None:
+            return "no checkpoint of this run was written"
+        return f"{self.ckpt_path} keeps step {self.saved_step}"
 
 
 def train(
@@ -368,30 +400,37 @@ def train(
     callback(step, info): after every step (info: loss, psnr, live, ... as numbers).
     on_step(step, params): after every step, with the raw parameters (device arrays), e.g. for a
     live viewer; it must not modify them.
-    SIGTERM, SIGINT or a KeyboardInterrupt from a callback save a checkpoint and return early
-    with `interrupted=True`. devices: train data-parallel on this many devices, one view per
+    SIGTERM, SIGHUP, SIGINT or a KeyboardInterrupt from a callback save a checkpoint and return
+    early with `interrupted=True`. devices: train data-parallel on this many devices, one view per
     device and step (the loss is the mean over those views).
+    The run folder is created before the first step and locked while the run lasts; train.log
+    in it records what the console shows (appended on resume). A run that diverges (a loss or
+    parameter that is not finite) or cannot write its files stops with a TrainError.
     """
     config = config or TrainConfig()
-    run = Run(method, train_set, test_set, out_dir, config, devices)
-    if resume:
-        run.resume()
-    elif run.ckpt_path is not None and ckpt.remove_stale_tmp(run.ckpt_path) is not None:
-        log("removed a checkpoint .tmp left by an interrupted write", config.progress)
-    run.replicate()
-    if run.step == 0 and not run.evals:
-        run.evals.append(run.evaluate(0.0)[0])
-    initial_psnr = run.evals[0]["psnr"] if run.evals and run.evals[0]["step"] == 0 else None
-    with StopRequest() as stop:
-        timing = _loop(run, stop, callback, on_step)
-        elapsed = run.elapsed_before + timing["elapsed"]
-        if run.out is not None:
-            run.out.mkdir(parents=True, exist_ok=True)
+    with run_folder.opened(out_dir, config.progress) as log:
+        log.file(f"xprc {__version__} train {getattr(method, 'NAME', '?')}"
+                 f"{' (resume)' if resume else ''}: {json.dumps(config.to_json())}")  # fmt: skip
+        run = Run(method, train_set, test_set, out_dir, config, devices, log)
+        log.file(f"inputs: {json.dumps(run.inputs)}")
+        if resume:
+            run.resume()
+        elif run.ckpt_path is not None and ckpt.remove_stale_tmp(run.ckpt_path) is not None:
+            log("removed a checkpoint .tmp left by an interrupted write")
+        run.replicate()
+        if run.step == 0 and not run.evals:
+            run.evals.append(run.evaluate(0.0)[0])
+            first = run.evals[0]
+            log.file(f"step 0: test PSNR {first['psnr']:.2f} SSIM {first['ssim']:.4f}")
+        initial_psnr = run.evals[0]["psnr"] if run.evals and run.evals[0]["step"] == 0 else None
+        with StopRequest() as stop:
+            timing = _loop(run, stop, callback, on_step)
+            elapsed = run.elapsed_before + timing["elapsed"]
             run.save(elapsed)
-    if stop.signal_name is not None:
-        run.interrupted = True
-        log(f"{stop.signal_name}: stopped at step {run.step}", True)
-    return _finish(run, elapsed, timing["speed"], initial_psnr)
+        if stop.signal_name is not None:
+            run.interrupted = True
+            log(f"{stop.signal_name}: stopped at step {run.step}", always=True)
+        return _finish(run, elapsed, timing["speed"], initial_psnr)
 
 
 def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
@@ -415,6 +454,10 @@ def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
                        "primitives": int(info["live"])}  # fmt: skip
                 rec.update({k: float(info[k]) for k in ("distortion", "normal") if k in info})
                 run.history.append(rec)
+                run.log.file(
+                    f"step {step}/{config.steps}: "
+                    + ", ".join(f"{k} {v:.6g}" for k, v in rec.items() if k != "step")
+                )
                 if pbar is not None:
                     pbar.set_postfix(loss=f"{rec['loss']:.4f}", psnr=f"{rec['psnr']:.2f}",
                                      live=rec["primitives"], refresh=False)  # fmt: skip
@@ -424,8 +467,7 @@ def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
             if _due(step, config.eval_every, config.steps):
                 rec, _ = run.evaluate(elapsed)
                 run.evals.append(rec)
-                log(f"step {step}: test PSNR {rec['psnr']:.2f} SSIM {rec['ssim']:.4f}",
-                    config.progress)  # fmt: skip
+                run.log(f"step {step}: test PSNR {rec['psnr']:.2f} SSIM {rec['ssim']:.4f}")
             if _due(step, config.checkpoint_every, config.steps):
                 run.save(elapsed)
             if callback is not None:
@@ -458,7 +500,11 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
         run.evals[-1] = final
     if run.interrupted:
         where = f"; checkpoint saved to {run.ckpt_path}" if run.ckpt_path is not None else ""
-        log(f"interrupted at step {run.step}{where}", config.progress)
+        run.log(f"interrupted at step {run.step}{where}")
+    run.log.file(
+        f"step {run.step}: final test PSNR {final['psnr']:.4f} SSIM {final['ssim']:.4f}, "
+        f"{final['primitives']} primitives, {speed:.2f} steps/s, {elapsed:.1f} s of training"
+    )
     params = {k: np.asarray(v) for k, v in run.state["params"].items()}
     cams = {k: np.asarray(v).tolist() for k, v in run.state["cams"].items()} or None
     if cams is not None and "pose" in cams:  # the depths the rotations turn about

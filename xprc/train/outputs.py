@@ -1,5 +1,8 @@
 """What a run leaves in its folder: metrics.json, config.json, curves.png, sheet.png,
 renders/*.png and, when the spec declares the 3DGS layout (`xprc.io.gaussian_layout`), scene.ply.
+
+Each file is written through a temporary sibling and a rename (`folder.write_atomic`): a failed
+write (a full disk) is a TrainError naming the file and leaves the one it would replace whole.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import numpy as np
 
 from .. import __version__
 from .adc import ADC
+from .folder import write_atomic, writing
 
 
 @dataclasses.dataclass
@@ -52,10 +56,12 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
 
     if rec.renders:
         for name, img in zip(view_names(rec.test_views), rec.renders, strict=True):
-            plots.save_png(out / "renders" / f"{_safe(name)}.png", img)
+            path = out / "renders" / f"{_safe(name)}.png"
+            write_atomic(path, lambda p, img=img: plots.save_png(p, img))
         pairs = [(rec.test_images[i], rec.renders[i]) for i in range(len(rec.renders))]
-        plots.comparison_sheet(out / "sheet.png", pairs[: rec.config.sheet_views])
-    plots.training_curves(out / "curves.png", rec.history, rec.evals)
+        sheet = pairs[: rec.config.sheet_views]
+        write_atomic(out / "sheet.png", lambda p: plots.comparison_sheet(p, sheet))
+    write_atomic(out / "curves.png", lambda p: plots.training_curves(p, rec.history, rec.evals))
     _write_ply(out / "scene.ply", rec)
     method = rec.method
     run = {
@@ -91,8 +97,9 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         "cameras": rec.cameras,
         "config": run["config"],
     }
-    (out / "metrics.json").write_text(json.dumps(report, indent=1) + "\n")
-    (out / "config.json").write_text(json.dumps(run, indent=1) + "\n")
+    for name, data in (("metrics.json", report), ("config.json", run)):
+        text = json.dumps(data, indent=1) + "\n"
+        write_atomic(out / name, lambda p, text=text: p.write_text(text, encoding="utf-8"))
 
 
 def _write_ply(path: Path, rec: RunRecord) -> None:
@@ -101,4 +108,6 @@ def _write_ply(path: Path, rec: RunRecord) -> None:
     layout = gaussian_layout(rec.method.PARAMS)
     if layout is None:
         return
-    save_ply(path, {key: rec.params[name][rec.used] for key, name in layout.items()})
+    # save_ply writes atomically itself
+    with writing(path):
+        save_ply(path, {key: rec.params[name][rec.used] for key, name in layout.items()})

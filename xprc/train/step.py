@@ -227,6 +227,11 @@ def step_fn(key: StepKey):
             "live": strategy.live(method.activate(new_params), used, hyper),
             "dropped": stats["dropped"],
             "entries_needed": stats["entries_needed"],
+            # one flag per parameter and camera correction (xprc.train.health)
+            "finite": {
+                **{k: jnp.all(jnp.isfinite(v)) for k, v in new_params.items()},
+                **{f"camera {k}": jnp.all(jnp.isfinite(v)) for k, v in new_state["cams"].items()},
+            },
             **counts,
         }
         if key.random_background:

@@ -1,0 +1,572 @@
+"""Issue 26, the trainer's user errors on tests/test_train.py's tiny scene: a diverging run stops
+with an error; resume refuses another spec, constants or data; the run folder is checked before
+training, locked against a second trainer and logged to train.log; a failed write is an error
+naming the file that keeps the last checkpoint; SIGHUP saves like SIGTERM; seeds are range-checked;
+a malformed checkpoint is an error naming the file and the entry.
+
+Every run uses one render capacity (RENDER), so the train step compiles once for the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import types
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, load_handwritten
+from test_train import METHOD, _annotated, _config, _tiny_scene
+
+from xprc import __version__
+from xprc import train as tr
+from xprc.cli import main
+from xprc.demo_scene import generate_demo_scene
+from xprc.errors import XprError
+from xprc.io import load_checkpoint
+from xprc.pipeline import RenderConfig
+from xprc.train.folder import Lock
+
+RENDER = RenderConfig(max_entries=1024)  # the tiny scene's bucket, fixed: one compile
+ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _cfg(**kw):
+    base = dict(steps=3, eval_every=0, checkpoint_every=0, save_renders=False, log_every=1)
+    base.update(kw)
+    return _config(render=RENDER, **base)
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    train_set, test_set = _tiny_scene()
+    return dataclasses.replace(train_set, root=tmp_path_factory.mktemp("data")), test_set
+
+
+@pytest.fixture(scope="module")
+def base(scene, tmp_path_factory):
+    """A finished 3-step run folder (copy it before changing it)."""
+    out = tmp_path_factory.mktemp("base")
+    tr.train(METHOD, *scene, out, _cfg())
+    return out
+
+
+def _copy(base: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    shutil.copytree(base, out)
+    return out
+
+
+# ------------------------------------------------------------------------------ divergence
+
+
+def test_diverging_run_stops_naming_step_parameters_and_inputs(scene, tmp_path):
+    """Issue 26: a view with fx = 1e30 drove the parameters to NaN and the run exited 0, saving
+    NaN checkpoints. Now the step that went non-finite is not applied; the error names it, the
+    parameters and the largest inputs; the checkpoint before it stays, and no outputs are
+    written from a diverged state."""
+    train_set, test_set = scene
+    views = list(train_set.views)
+    K = views[3].K.copy()
+    K[0, 0] = 1e30
+    views[3] = dataclasses.replace(views[3], K=K)
+    bad = dataclasses.replace(train_set, views=tuple(views))
+    with pytest.raises(tr.TrainError) as info:
+        tr.train(METHOD, bad, test_set, tmp_path, _cfg(steps=12, checkpoint_every=1))
+    message = (
+        f"{tmp_path}: error: training diverged at step 3: means, quats, scales became "
+        f"non-finite (the step was not applied; {tmp_path / 'checkpoint.npz'} keeps step 2). "
+        "Often an input far outside the scene: the largest inputs: camera centre at distance "
+        "4.27 (view 'v3'), focal length 1e+30 px (view 'v4'), point at distance 1.3 (point 73)"
+    )
+    assert str(info.value) == message
+    tree, _ = load_checkpoint(tmp_path / "checkpoint.npz")
+    assert int(tree["state"]["step"]) == 2
+    assert all(np.isfinite(a).all() for a in tree["params"].values())
+    assert not (tmp_path / "metrics.json").exists()
+    assert (tmp_path / "train.log").read_text().splitlines()[-1].endswith(message)
+    assert not (tmp_path / "train.lock").exists()  # released on the error
+
+
+def test_non_finite_initial_parameters_are_an_error(scene, tmp_path):
+    """A spec init that overflows float32 is an error before the first step."""
+    method = _annotated(
+        load_handwritten(),
+        means={"lr": 1.6e-4, "role": "position", "init": 1e39},
+        scales={"role": "scale"},
+        opacities={"role": "opacity"},
+    )
+    with pytest.warns(RuntimeWarning, match="overflow encountered in cast"):  # numpy's own
+        with pytest.raises(tr.TrainError) as info:
+            tr.train(method, *scene, tmp_path, _cfg())
+    assert str(info.value) == (
+        f"{tmp_path}: error: the initial parameters means are not finite (made by the spec's "
+        "init rules from the dataset: the largest inputs: camera centre at distance 4.27 (view "
+        "'v3'), focal length 34.3 px (view 'v1'), point at distance 1.3 (point 73))"
+    )
+
+
+# -------------------------------------------------------------------------------- resume
+
+
+def _variant(module, **attrs):
+    """A copy of `module` with `attrs` replaced (another spec of the same name)."""
+    out = types.ModuleType(module.__name__ + "_variant")
+    vars(out).update({k: v for k, v in vars(module).items() if not k.startswith("__")}, **attrs)
+    return out
+
+
+def _downscaled(dataset):
+    """Every view at half size, as --downscale 2 loads it."""
+    views = []
+    for v in dataset.views:
+        K = v.K.copy()
+        K[:2] /= 2.0
+        image = v.image.reshape(16, 2, 16, 2, 3).mean(axis=(1, 3))
+        views.append(dataclasses.replace(v, image=image, K=K, width=16, height=16))
+    return dataclasses.replace(dataset, views=tuple(views))
+
+
+def test_resume_refuses_other_constants_spec_and_data(scene, base, tmp_path):
+    """Issue 26: a resume with other -D constants, another spec of the same name, or another
+    --data / --downscale continued the checkpoint silently. Each difference is now named with
+    both values, before any step."""
+    train_set, test_set = scene
+    out = _copy(base, tmp_path)
+    path = out / "checkpoint.npz"
+    theirs = load_checkpoint(path)[1]["inputs"]
+    advice = "or start a new run folder"
+    cases = [
+        (
+            _variant(METHOD, CONSTANTS={"eps2d": 0.5}),
+            train_set,
+            "(spec.constants.eps2d: 0.3 -> 0.5); resume with the same spec, -D constants and "
+            f"options, {advice}",
+        ),
+        (
+            _variant(METHOD, SPEC_SHA256="ab" * 32),
+            train_set,
+            f"(spec.sha256: '' -> '{'ab' * 32}'); resume with the same spec, -D constants and "
+            f"options, {advice}",
+        ),
+        (
+            METHOD,
+            dataclasses.replace(train_set, root=tmp_path),
+            f"(data.folder: '{train_set.root}' -> '{tmp_path}'); resume with the same --data, "
+            f"--downscale and options, {advice}",
+        ),
+    ]
+    for method, data, said in cases:
+        with pytest.raises(tr.TrainError) as info:
+            tr.train(method, data, test_set, out, _cfg(), resume=True)
+        assert str(info.value) == f"{path}: error: checkpoint was written with other options {said}"
+    with pytest.raises(tr.TrainError) as info:
+        tr.train(METHOD, _downscaled(train_set), test_set, out, _cfg(), resume=True)
+    pattern = (
+        rf"\(data\.cameras: '{theirs['data.cameras']}' -> '[0-9a-f]{{16}}'; data\.image_size: "
+        r"'32x32' -> '16x16'\); resume with the same --data, --downscale and options, or start "
+        "a new run folder"
+    )
+    assert re.search(pattern, str(info.value)), str(info.value)
+    assert load_checkpoint(path)[1] == load_checkpoint(base / "checkpoint.npz")[1]  # untouched
+
+
+# ------------------------------------------------------------------------------ run folder
+
+
+def test_run_folder_that_is_or_lies_under_a_file_is_refused_before_training(scene, tmp_path):
+    """Issue 26: `--out` under a file trained to the end, then failed with a traceback."""
+    blocker = tmp_path / "file"
+    blocker.write_text("mine")
+    with pytest.raises(tr.TrainError) as info:
+        tr.train(METHOD, *scene, blocker, _cfg())
+    assert str(info.value) == f"{blocker}: error: the run folder is an existing file, not a folder"
+    with pytest.raises(tr.TrainError) as info:
+        tr.train(METHOD, *scene, blocker / "sub" / "run", _cfg())
+    assert str(info.value) == (
+        f"{blocker}/sub/run: error: cannot create the run folder: {blocker} is a file, not a folder"
+    )
+    assert blocker.read_text() == "mine" and sorted(tmp_path.iterdir()) == [blocker]
+
+
+_HOLDER = (
+    "import sys, time; from pathlib import Path; from xprc.train.folder import Lock; "
+    "Lock(Path(sys.argv[1])).acquire(); print('locked', flush=True); time.sleep(300)"
+)
+
+
+def test_second_trainer_on_one_folder_is_refused_naming_the_holder(scene, tmp_path):
+    """Issue 26: two trainers on one --out wrote over each other. The second is refused, naming
+    the folder and the first one's pid; the lock dies with its holder."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(tr.TrainError) as info:
+            tr.train(METHOD, *scene, tmp_path, _cfg())
+        assert str(info.value) == (
+            f"{tmp_path}: error: the run folder is in use by another training (pid {holder.pid}, "
+            "lock file train.lock); wait for it to end, or train into another folder"
+        )
+    finally:
+        holder.kill()
+        holder.communicate()  # (closes its stdout)
+    assert tr.train(METHOD, *scene, tmp_path, _cfg()).step == 3  # a killed holder holds nothing
+    assert not (tmp_path / "train.lock").exists()
+
+
+def test_lock_is_released_on_exit_and_refuses_in_process(tmp_path):
+    first, second = Lock(tmp_path), Lock(tmp_path)
+    assert first.acquire()
+    with pytest.raises(tr.TrainError, match=rf"in use by another training \(pid {os.getpid()},"):
+        second.acquire()
+    first.release()
+    assert not (tmp_path / "train.lock").exists()
+    assert second.acquire()
+    assert (tmp_path / "train.lock").read_text() == f"{os.getpid()}\n"
+    second.release()
+
+
+def test_full_disk_at_a_checkpoint_is_an_error_that_keeps_the_last_one(
+    scene, tmp_path, monkeypatch
+):
+    """Issue 26: an OSError writing a checkpoint (ENOSPC) was a traceback. Now an error naming
+    the file; the checkpoint of step 2 is whole and no .tmp is left."""
+    real, calls = np.savez, []
+
+    def savez(f, **arrays):
+        calls.append(1)
+        if len(calls) == 2:
+            f.write(b"PK\x03\x04 half an archive")
+            raise ENOSPC
+        real(f, **arrays)
+
+    monkeypatch.setattr(np, "savez", savez)
+    with pytest.raises(tr.TrainError) as info:
+        tr.train(METHOD, *scene, tmp_path, _cfg(steps=4, checkpoint_every=2))
+    path = tmp_path / "checkpoint.npz"
+    assert str(info.value) == (
+        f"{path}: error: cannot write the checkpoint (No space left on device); the previous "
+        "one, if any, is kept"
+    )
+    assert int(load_checkpoint(path)[0]["state"]["step"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.npz", "train.log"]
+
+
+@pytest.mark.parametrize(
+    "name", ["renders/v0.png", "sheet.png", "curves.png", "scene.ply", "metrics.json"]
+)
+def test_full_disk_on_an_output_names_the_file(scene, tmp_path, monkeypatch, name):
+    """Every output goes through a temporary file and a rename; a failure is an error naming
+    the file (here the rename fails as on a full disk) and leaves no temporary file; the final
+    checkpoint was written before."""
+    real = os.replace
+
+    def replace(src, dst):
+        if Path(dst) == tmp_path / name:
+            raise ENOSPC
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(tr.TrainError) as info:
+        tr.train(METHOD, *scene, tmp_path, _cfg(save_renders=True))
+    assert str(info.value) == f"{tmp_path / name}: error: cannot write (No space left on device)"
+    assert int(load_checkpoint(tmp_path / "checkpoint.npz")[0]["state"]["step"]) == 3
+    assert [p for p in tmp_path.rglob("*") if "tmp" in p.name] == []
+
+
+def test_sighup_saves_a_resumable_checkpoint_like_sigterm(scene, tmp_path):
+    """Issue 26: SIGHUP (a closed terminal) killed the run without a checkpoint. It now stops at
+    the step boundary with a checkpoint like SIGTERM; the resumed run equals an uninterrupted
+    one, and the handler in place before is restored."""
+    seen = []
+
+    def outer(signum, frame):  # (without the fix the signal lands here, not in the trainer)
+        seen.append(signum)
+
+    def hangup_at_2(step, info):
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGHUP)
+
+    before = signal.signal(signal.SIGHUP, outer)
+    try:
+        part = tr.train(METHOD, *scene, tmp_path / "cut", _cfg(steps=4), callback=hangup_at_2)
+        assert signal.getsignal(signal.SIGHUP) is outer
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    assert seen == []
+    assert part.interrupted and part.step == 2
+    log = (tmp_path / "cut" / "train.log").read_text()
+    assert "SIGHUP: stopped at step 2" in log
+    resumed = tr.train(METHOD, *scene, tmp_path / "cut", _cfg(steps=4), resume=True)
+    whole = tr.train(METHOD, *scene, tmp_path / "whole", _cfg(steps=4))
+    for name, value in whole.params.items():
+        np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
+
+
+# --------------------------------------------------------------------------------- log
+
+
+_STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
+
+
+def test_train_log_records_the_console_and_is_appended_on_resume(scene, tmp_path):
+    """Issue 26: the run folder kept no log. train.log now has the configuration, inputs,
+    progress lines, evaluations, warnings and final metrics; a resume appends to it."""
+
+    def warn_at_2(step, info):
+        if step == 2:
+            warnings.warn("a warning during the run", UserWarning, stacklevel=1)
+
+    config = _cfg(eval_every=2)
+    with pytest.warns(UserWarning, match="a warning during the run"):
+        tr.train(METHOD, *scene, tmp_path, config, callback=warn_at_2)
+    tr.train(METHOD, *scene, tmp_path, _cfg(steps=4, eval_every=2), resume=True)
+    lines = (tmp_path / "train.log").read_text().splitlines()
+    assert all(re.match(_STAMP, line) for line in lines), lines
+    lines = [line[20:] for line in lines]
+    head = f"xprc {__version__} train {METHOD.NAME}: "
+    assert lines[0].startswith(head) and json.loads(lines[0][len(head) :]) == config.to_json()
+    assert lines[1].startswith("inputs: {") and '"data.image_size": "32x32"' in lines[1]
+    number = r"-?[0-9.e+-]+"
+    expect = [
+        rf"step 0: test PSNR {number} SSIM {number}",
+        rf"step 1/3: loss {number}, psnr {number}, primitives 200",
+        rf"step 2/3: loss {number}, psnr {number}, primitives 200",
+        rf"step 2: test PSNR {number} SSIM {number}",
+        "warning: UserWarning: a warning during the run",
+        rf"step 3/3: loss {number}, psnr {number}, primitives 200",
+        rf"step 3: final test PSNR {number} SSIM {number}, 200 primitives, {number} steps/s, "
+        rf"{number} s of training",
+        rf"xprc {re.escape(__version__)} train {METHOD.NAME} \(resume\): \{{.*\}}",
+        r"inputs: \{.*\}",
+        "resuming a 3-step run as a 4-step run: the learning-rate and SH schedules follow the "
+        "new length",
+        f"resuming from {re.escape(str(tmp_path / 'checkpoint.npz'))} at step 3",
+        rf"step 4/4: loss {number}, psnr {number}, primitives 200",
+        rf"step 4: final test PSNR {number} SSIM {number}, 200 primitives, {number} steps/s, "
+        rf"{number} s of training",
+    ]
+    assert len(lines) == 2 + len(expect), lines
+    for line, pattern in zip(lines[2:], expect, strict=True):
+        assert re.fullmatch(pattern, line), (line, pattern)
+
+
+# -------------------------------------------------------------------------------- seed
+
+
+@pytest.mark.parametrize(
+    ("seed", "said"),
+    [
+        (-1, "must be in 0..4294967295 (2**32 - 1), got -1"),
+        (2**32, "must be in 0..4294967295 (2**32 - 1), got 4294967296"),
+        (2**80, f"must be in 0..4294967295 (2**32 - 1), got {2**80}"),
+        (1.5, "must be an integer, got 1.5"),
+        (True, "must be an integer, got True"),
+    ],
+)
+def test_seed_out_of_range_is_an_error(seed, said):
+    """Issue 26: --seed -1 and --seed 2**80 were tracebacks (numpy, jax); 2**32 and above
+    collided with smaller seeds (jax keeps 32 bits)."""
+    with pytest.raises(tr.TrainError) as info:
+        tr.TrainConfig(seed=seed)
+    assert str(info.value) == f"error: seed {said}"
+    assert tr.TrainConfig(seed=2**32 - 1).seed == 2**32 - 1
+
+
+@pytest.fixture(scope="module")
+def disk_scene(tmp_path_factory):
+    root = tmp_path_factory.mktemp("disk")
+    generate_demo_scene(root, n_train=2, n_test=1, size=(16, 16), seed=1, n_points=50)
+    return root
+
+
+def test_cli_seed_and_out_errors_are_one_line(disk_scene, tmp_path, capsys):
+    base = ["train", "--data", str(disk_scene), "--steps", "1"]
+    assert main([*base, "--out", str(tmp_path / "run"), "--seed", "-1"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: seed must be in 0..4294967295 (2**32 - 1), got -1\n"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main([*base, "--out", str(blocker / "run")]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"{blocker}/run: error: cannot create the run folder: {blocker} is a file, not a folder\n"
+    )
+
+
+# ---------------------------------------------------------------------- bad checkpoints
+
+
+def _write_raw(path: Path, tree: dict, meta) -> None:
+    """A checkpoint as xprc.io writes it, but with any tree and any metadata (bytes or JSON)."""
+    arrays = {}
+
+    def flat(node, prefix):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                flat(value, f"{prefix}{key}/")
+            else:
+                arrays[prefix + key] = value
+
+    flat(tree, "")
+    raw = meta if isinstance(meta, bytes) else json.dumps(meta).encode()
+    arrays["__meta__"] = np.frombuffer(raw, np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def _set(where: str, value):
+    """A mutation setting tree entry 'group/name' (or metadata field 'meta:name') to value;
+    value None deletes it."""
+
+    def mutate(tree, meta):
+        if where.startswith("meta:"):
+            node, key = meta, where[5:]
+        else:
+            group, key = where.split("/")
+            node = tree.setdefault(group, {})
+        if value is None:
+            del node[key]
+        else:
+            node[key] = value(node.get(key)) if callable(value) else value
+        return tree, meta
+
+    return mutate
+
+
+def _rename(tree, group, old, new):
+    tree[group][new] = tree[group].pop(old)
+    return tree
+
+
+def _nan_at_0(a):
+    a = a.copy()
+    a.flat[0] = np.nan
+    return a
+
+
+_F = "corrupt checkpoint: metadata field"
+BAD_CHECKPOINTS = [
+    ("meta list", lambda t, m: (t, [1, 2]), "corrupt checkpoint: its metadata is an array, not "
+     "a JSON object"),
+    ("meta string", lambda t, m: (t, "x"), "corrupt checkpoint: its metadata is a string, not a "
+     "JSON object"),
+    ("meta null", lambda t, m: (t, None), "corrupt checkpoint: its metadata is null, not a JSON "
+     "object"),
+    ("meta not utf-8", lambda t, m: (t, b"\xff{}"), "corrupt checkpoint metadata ('utf-8' codec "
+     "can't decode byte 0xff in position 0: invalid start byte)"),
+    ("seed string", _set("meta:seed", "0"), f"{_F} 'seed' must be an integer, got '0'"),
+    ("seed bool", _set("meta:seed", False), f"{_F} 'seed' must be an integer, got False"),
+    ("method number", _set("meta:method", 3), f"{_F} 'method' must be a string, got 3"),
+    ("steps negative", _set("meta:steps", -1), f"{_F} 'steps' must be an integer >= 0, got -1"),
+    ("elapsed string", _set("meta:elapsed", "1 s"),
+     f"{_F} 'elapsed' must be a finite number >= 0, got '1 s'"),
+    ("history object", _set("meta:history", {"step": 1}),
+     f"{_F} 'history' must be a list of objects with 'step', 'loss' and 'psnr', got {{'step': 1}}"),
+    ("history row", _set("meta:history", [{"step": "1", "loss": 1, "psnr": 2}]),
+     f"{_F} 'history' must be a list of objects with 'step', 'loss' and 'psnr', got "
+     "[{'step': '1', 'loss': 1, 'psnr': 2}]"),
+    ("evals psnr", _set("meta:evals", [{"step": 0, "psnr": None, "ssim": 1}]),
+     f"{_F} 'evals' must be a list of objects with 'step', 'psnr' and 'ssim', got "
+     "[{'step': 0, 'psnr': None, 'ssim': 1}]"),
+    ("capacity zero", _set("meta:entry_capacity", 0),
+     f"{_F} 'entry_capacity' must be an integer >= 1, got 0"),
+    ("eval capacity float", _set("meta:eval_entry_capacity", 1.5),
+     f"{_F} 'eval_entry_capacity' must be an integer >= 1, got 1.5"),
+    ("raises object", _set("meta:capacity_raises", {}), f"{_F} 'capacity_raises' must be a list, "
+     "got {}"),
+    ("densification", _set("meta:densification", {"relocated": "3"}),
+     f"{_F} 'densification' must be an object of integer counts, got {{'relocated': '3'}}"),
+    ("background short", _set("meta:background", [1, 1]),
+     f"{_F} 'background' must be a list of 3 numbers (RGB), got [1, 1]"),
+    ("background name", _set("meta:background", "white"),
+     f"{_F} 'background' must be a list of 3 numbers (RGB), got 'white'"),
+    ("config list", _set("meta:config", []), f"{_F} 'config' must be an object, got []"),
+    ("inputs number", _set("meta:inputs", 3), f"{_F} 'inputs' must be an object, got 3"),
+    ("long value", _set("meta:seed", "x" * 100),
+     f"{_F} 'seed' must be an integer, got '{'x' * 56}..."),
+    ("param missing", _set("params/means", None), "checkpoint lacks entry 'params/means' (a "
+     "checkpoint of another spec, capacity or strategy?)"),
+    ("param shape", _set("params/means", np.zeros((10, 3), np.float32)),
+     "checkpoint entry 'params/means' is float32[10, 3], this run needs float32[260, 3] (a "
+     "checkpoint of another spec, capacity or strategy?)"),
+    ("param dtype", _set("params/scales", lambda a: a.astype(np.float64)),
+     "checkpoint entry 'params/scales' is float64[260, 3], this run needs float32[260, 3] (a "
+     "checkpoint of another spec, capacity or strategy?)"),
+    ("param text", _set("params/sh", np.array(["a"])),
+     "checkpoint entry 'params/sh' is <U1[1], this run needs float32[260, 16, 3] (a "
+     "checkpoint of another spec, capacity or strategy?)"),
+    ("param group", _set("params/means", {"x": np.zeros(3)}),
+     "corrupt checkpoint: 'params/means' is a group of entries, not an array"),
+    ("param nan", _set("params/opacities", _nan_at_0),
+     "checkpoint parameter 'opacities' holds 1 non-finite values (a diverged run?)"),
+    ("params array", lambda t, m: ({**t, "params": np.zeros(3)}, m),
+     "corrupt checkpoint: 'params' is an array, not a group of entries"),
+    ("step missing", _set("state/step", None), "checkpoint lacks entry 'state/step'"),
+    ("step dtype", _set("state/step", np.float32(1)),
+     "checkpoint entry 'state/step' is float32[], this run needs int32[]"),
+    ("step negative", _set("state/step", np.int32(-4)), "corrupt checkpoint: 'state/step' is -4"),
+    ("key shape", _set("state/key", np.zeros(3, np.uint32)),
+     "checkpoint entry 'state/key' is uint32[3], this run needs uint32[2]"),
+    ("used dtype", _set("state/used", lambda a: a.astype(np.uint8)),
+     "checkpoint entry 'state/used' is uint8[260], this run needs bool[260]"),
+    ("opt count", _set("opt/10", None), "checkpoint opt state has 10 arrays, this run needs 11 "
+     "(different strategy or camera options?)"),
+    ("opt leaf", _set("opt/3", np.zeros((260, 3), np.float32)),
+     "checkpoint entry 'opt/3' is float32[260, 3], this run needs float32[260, 4]"),
+    ("opt renamed", lambda t, m: (_rename(t, "opt", "3", "x"), m),
+     "checkpoint lacks entry 'opt/3'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("mutate", "said"), [c[1:] for c in BAD_CHECKPOINTS],
+                         ids=[c[0] for c in BAD_CHECKPOINTS])  # fmt: skip
+def test_malformed_checkpoint_is_an_error_naming_file_and_entry(
+    scene, base, tmp_path, mutate, said
+):
+    """Issue 26: a checkpoint with metadata that is not an object, fields of the wrong type,
+    a background of the wrong shape, or arrays missing or of the wrong shape or dtype was a
+    traceback (or resumed into garbage). Each is an error naming the file and the entry."""
+    out = _copy(base, tmp_path)
+    path = out / "checkpoint.npz"
+    tree, meta = load_checkpoint(path)
+    _write_raw(path, *mutate(tree, meta))
+    with pytest.raises(XprError) as info:
+        tr.train(METHOD, *scene, out, _cfg(), resume=True)
+    assert str(info.value) == f"{path}: error: {said}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (b"not a zip", "not an xprc checkpoint (not an .npz archive)"),
+        (b"", "not an xprc checkpoint (not an .npz archive)"),
+    ],
+)
+def test_unreadable_checkpoint_is_an_error_naming_it(scene, base, tmp_path, raw, said):
+    out = _copy(base, tmp_path)
+    (out / "checkpoint.npz").write_bytes(raw)
+    with pytest.raises(XprError) as info:
+        tr.train(METHOD, *scene, out, _cfg(), resume=True)
+    assert str(info.value) == f"{out / 'checkpoint.npz'}: error: {said}"
+
+
+def test_truncated_checkpoint_is_an_error_naming_it(scene, base, tmp_path):
+    out = _copy(base, tmp_path)
+    path = out / "checkpoint.npz"
+    path.write_bytes(path.read_bytes()[:5000])
+    with pytest.raises(XprError) as info:
+        tr.train(METHOD, *scene, out, _cfg(), resume=True)
+    assert str(info.value).startswith(f"{path}: error: truncated or corrupt checkpoint (")

@@ -1,0 +1,198 @@
+"""The run folder: checked and created before any training, locked against a second trainer,
+with `train.log` (what the console shows, appended on resume) and writes that fail cleanly.
+
+- A run folder that is a file, or lies under one, is a TrainError before the first step (it used
+  to fail at the first checkpoint, after the training).
+- `train.lock` holds an exclusive `flock` and the holder's pid while a trainer runs; a second
+  trainer on the same folder is refused, naming the folder and that pid. The kernel releases the
+  lock when its holder exits however it ends (an error, a signal, a kill); the file is removed
+  by a clean exit.
+- Every file the run writes goes through a temporary sibling and a rename, and an OSError
+  (a full disk, a read-only folder) is a TrainError naming the file: the checkpoint written
+  before it stays whole.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import XprError
+from .config import TrainError
+
+LOCK = "train.lock"
+LOG = "train.log"
+
+
+def prepare(out) -> Path:
+    """`out` as a Path, created with its parents; a TrainError when it is or lies under a file
+    or cannot be created."""
+    out = Path(out)
+    above = next(p for p in (out, *out.parents) if p.exists() or p == p.parent)
+    if above == out and not out.is_dir():
+        raise TrainError("the run folder is an existing file, not a folder", out)
+    if above != out and not above.is_dir():
+        raise TrainError(f"cannot create the run folder: {above} is a file, not a folder", out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TrainError(f"cannot create the run folder ({e.strerror or e})", out) from None
+    return out
+
+
+class Lock:
+    """An exclusive lock on the run folder (`train.lock`, flock'ed, with the holder's pid)."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / LOCK
+        self.fd: int | None = None
+
+    def acquire(self) -> bool:
+        """Take the lock (False where the platform has no flock: nothing is locked)."""
+        try:
+            import fcntl
+        except ImportError:  # not POSIX
+            return False
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                problem = f"cannot create the lock file ({e.strerror or e})"
+                raise TrainError(problem, self.path) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+                os.close(fd)
+                raise TrainError(
+                    f"the run folder is in use by another training (pid {holder}, lock file "
+                    f"{LOCK}); wait for it to end, or train into another folder",
+                    self.path.parent,
+                ) from None
+            except OSError as e:  # e.g. a file system without locks
+                os.close(fd)
+                raise TrainError(f"cannot lock ({e.strerror or e})", self.path) from None
+            # The holder before us may have removed the file between our open and our lock:
+            # the lock then guards a deleted file, so start again on the new one.
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            self.path.unlink()  # before the unlock: a waiting trainer then retries on a new file
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+
+class TrainLog:
+    """Messages of a run: to the console (stderr, through tqdm so a progress bar is not torn)
+    when `progress` or `always`, and to `train.log` in the run folder (if any), time-stamped."""
+
+    def __init__(self, path: Path | None, progress: bool) -> None:
+        self.path, self.progress = path, progress
+        self._file = None
+        if path is not None:
+            with writing(path):
+                self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close)
+
+    def __call__(self, msg: str, always: bool = False, console: bool = True) -> None:
+        if console and (self.progress or always):
+            from tqdm import tqdm
+
+            tqdm.write(msg, file=sys.stderr)
+        self.file(msg)
+
+    def file(self, msg: str) -> None:
+        """Write `msg` to train.log only."""
+        if self._file is None:
+            return
+        stamp = datetime.datetime.now().isoformat(sep=" ", timespec="seconds")
+        with writing(self.path):
+            for line in msg.splitlines() or [""]:
+                self._file.write(f"{stamp} {line}\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+@contextmanager
+def writing(path: Path):
+    """Turn an OSError while writing `path` into a TrainError naming it."""
+    try:
+        yield
+    except OSError as e:
+        raise TrainError(f"cannot write ({e.strerror or e})", path) from None
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """`write(tmp)` then rename tmp to `path` (the temporary name keeps the suffix, which image
+    writers read the format from); an OSError is a TrainError naming `path`, and the file it
+    would have replaced is left as it was."""
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            write(tmp)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+
+@contextmanager
+def opened(out, progress: bool) -> Iterator[TrainLog]:
+    """The run's TrainLog, its folder `out` prepared and locked for the block (None: no folder,
+    the console only). Python warnings raised in the block go to train.log as well as to their
+    usual place, and the error that ends a run is logged before it propagates."""
+    if out is None:
+        yield TrainLog(None, progress)
+        return
+    out = prepare(out)
+    lock = Lock(out)
+    locked = lock.acquire()
+    try:
+        log = TrainLog(out / LOG, progress)
+        try:
+            if not locked:
+                log("no file locks on this platform: a second trainer on this folder is not "
+                    "detected", always=True)  # fmt: skip
+            with warnings.catch_warnings():
+                shown = warnings.showwarning
+
+                def show(message, category, filename, lineno, file=None, line=None):
+                    log.file(f"warning: {category.__name__}: {message}")
+                    shown(message, category, filename, lineno, file, line)
+
+                warnings.showwarning = show
+                yield log
+        except XprError as e:
+            log.file(str(e))
+            raise
+        except BaseException as e:
+            log.file(f"stopped by {type(e).__name__}: {e}")
+            raise
+        finally:
+            log.close()
+    finally:
+        lock.release()
