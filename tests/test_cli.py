@@ -66,17 +66,15 @@ def test_usage_error_exits_2():
     assert e.value.code == 2
 
 
-def test_register_subcommand(capsys):
+def test_add_a_subcommand(capsys, monkeypatch):
     def run(args):
         print("hello", args.name)
         return 0
 
-    cli.register("hello", "say hello", lambda p: p.add_argument("name"), run)
-    try:
-        assert cli.main(["hello", "world"]) == 0
-        assert capsys.readouterr().out == "hello world\n"
-    finally:
-        del cli.COMMANDS["hello"]
+    hello = cli.Command("say hello", lambda p: p.add_argument("name"), run, "nothing")
+    monkeypatch.setitem(cli.COMMANDS, "hello", hello)
+    assert cli.main(["hello", "world"]) == 0
+    assert capsys.readouterr().out == "hello world\n"
 
 
 def test_console_entry_point(tmp_path):

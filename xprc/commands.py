@@ -1,7 +1,8 @@
-"""`xprc render`, `xprc train` and `xprc demo`: the command-line face of the pipeline and trainer.
+"""`xprc render`, `train`, `view` and `demo`: the command-line face of the pipeline and trainer,
+and the argument types every command shares.
 
-Registered into `xprc.cli` (see `register` there); every user mistake is an XprError, which the
-CLI prints without a traceback.
+Listed in `xprc.cli.COMMANDS` (this module never imports `xprc.cli`); every user mistake is an
+XprError, which the CLI prints without a traceback.
 """
 
 from __future__ import annotations
@@ -9,11 +10,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import re
 from pathlib import Path
 
-from .cli import add_define_option, register
 from .errors import DataError, XprError
 
 SCENE_HELP = "a run folder (its checkpoint.npz, else scene.ply), a checkpoint (.npz) or a 3DGS PLY"
@@ -55,6 +53,18 @@ def rgb(text: str) -> tuple[float, float, float]:
     return values
 
 
+def add_define_option(p: argparse.ArgumentParser) -> None:
+    """`-D NAME=VALUE`, repeatable: override a constant of the spec."""
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a constant of the spec (repeatable)",
+    )
+
+
 def spec_option(p: argparse.ArgumentParser) -> None:
     from .resources import DEFAULT_SPEC_NAME, shipped_specs
 
@@ -77,64 +87,9 @@ def _devices_option(p: argparse.ArgumentParser) -> None:
         "--devices",
         default="1",
         help="devices to use: a number or 'all' (multi-host: set XPRC_COORDINATOR, "
-        "XPRC_NUM_PROCESSES, XPRC_PROCESS_ID)",
+        "XPRC_NUM_PROCESSES, XPRC_PROCESS_ID, and XPRC_COORDINATOR_TIMEOUT, the seconds to wait "
+        "for the other processes, default 60)",
     )
-
-
-def _setup_devices(args) -> int:
-    import jax
-
-    from .distributed import initialize
-
-    if os.environ.get("XPRC_COORDINATOR"):
-        address = _coordinator(os.environ["XPRC_COORDINATOR"])
-        processes = _env_int("XPRC_NUM_PROCESSES", 1)
-        process_id = _env_int("XPRC_PROCESS_ID", 0, processes)
-        try:
-            initialize(address, processes, process_id)
-        except (RuntimeError, ValueError) as e:  # no coordinator there, a port in use, ...
-            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-            raise XprError(f"could not join the multi-host run at {address}: {first}") from None
-    if args.devices == "all":
-        return jax.device_count()
-    try:
-        n = int(args.devices)
-    except ValueError:
-        raise XprError(f"--devices must be a number or 'all', not '{args.devices}'") from None
-    if not 1 <= n <= jax.device_count():
-        raise XprError(
-            f"--devices {n}: {jax.device_count()} device(s) available ({jax.default_backend()})"
-        )
-    return n
-
-
-def _coordinator(text: str) -> str:
-    """XPRC_COORDINATOR as HOST:PORT (a name, an IPv4 address or a [bracketed] IPv6 one, and a
-    port in 1..65535); anything else is an XprError, not a wait for a coordinator that cannot
-    exist (jax.distributed waits up to 5 minutes)."""
-    host, sep, port = text.rpartition(":")
-    name_ok = re.fullmatch(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]", host) is not None
-    if not (sep and name_ok and port.isdigit() and port.isascii() and 1 <= int(port) <= 65535):
-        raise XprError(
-            f"XPRC_COORDINATOR is {text[:80]!r}: it must be HOST:PORT (e.g. host0:1234), "
-            "a port in 1..65535"
-        )
-    return text
-
-
-def _env_int(name: str, low: int, below: int | None = None) -> int:
-    """An integer environment variable of a multi-host run (XPRC_COORDINATOR is set), in
-    [low, below); missing or anything else is an XprError naming it."""
-    text = os.environ.get(name)
-    try:
-        value = int(text) if text is not None and text.strip() == text else None
-    except ValueError:
-        value = None
-    if value is None or value < low or (below is not None and value >= below):
-        allowed = f"an integer >= {low}" if below is None else f"an integer in 0..{below - 1}"
-        got = "is not set" if text is None else f"is {text[:40]!r}"
-        raise XprError(f"{name} {got}: XPRC_COORDINATOR is set, so it must be {allowed}")
-    return value
 
 
 # ------------------------------------------------------------------------- trained scenes
@@ -203,7 +158,7 @@ def inferred_background(train_views) -> list[float]:
 # ------------------------------------------------------------------------------------ render
 
 
-def _render_args(p: argparse.ArgumentParser) -> None:
+def add_render_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scene", help=SCENE_HELP)
     spec_option(p)
     p.add_argument("--data", required=True, help="dataset folder (Blender or COLMAP)")
@@ -281,7 +236,7 @@ def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
     return [out]
 
 
-def _render(args) -> int:
+def run_render(args) -> int:
     import numpy as np
 
     from .datasets import load_scene
@@ -323,7 +278,7 @@ def _render(args) -> int:
 # ------------------------------------------------------------------------------------- train
 
 
-def _train_args(p: argparse.ArgumentParser) -> None:
+def add_train_args(p: argparse.ArgumentParser) -> None:
     spec_option(p)
     p.add_argument("--data", required=True, help="dataset folder (Blender or COLMAP)")
     p.add_argument("--out", required=True, help="run folder")
@@ -389,11 +344,12 @@ def viewer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=positive_int, default=8080, help="viewer: port")
 
 
-def _train(args) -> int:
+def run_train(args) -> int:
     from .datasets import load_scene
+    from .distributed import setup_devices
     from .train import TrainConfig, train
 
-    devices = _setup_devices(args)
+    devices = setup_devices(args.devices)
     method = load_method(args)
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
     config = TrainConfig(
@@ -449,7 +405,7 @@ def _report(result) -> None:
 # -------------------------------------------------------------------------------------- demo
 
 
-def _demo_args(p: argparse.ArgumentParser) -> None:
+def add_demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="xprc-demo", help="run folder")
     p.add_argument("--steps", type=positive_int, default=1500, help="optimisation steps")
     p.add_argument("--spec", default="3dgs", help="a .xpr file or the name of a shipped spec")
@@ -458,7 +414,7 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _demo(args) -> int:
+def run_demo(args) -> int:
     from .compiler.driver import load
     from .train import demo
 
@@ -470,7 +426,7 @@ def _demo(args) -> int:
 # -------------------------------------------------------------------------------------- view
 
 
-def _view_args(p: argparse.ArgumentParser) -> None:
+def add_view_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scene", help=SCENE_HELP)
     spec_option(p)
     p.add_argument(
@@ -489,15 +445,7 @@ def _view_args(p: argparse.ArgumentParser) -> None:
     viewer_options(p)
 
 
-def _view(args) -> int:
+def run_view(args) -> int:
     from .viewer import serve
 
     return serve(args)
-
-
-register("render", "render a scene from a dataset camera", _render_args, _render)
-register("train", "train any spec on a Blender or COLMAP dataset", _train_args, _train)
-register("view", "look at a trained scene in the browser (needs xprc[viewer])", _view_args, _view)
-register(
-    "demo", "generate the bundled demo scene and train 3DGS on it (no download)", _demo_args, _demo
-)

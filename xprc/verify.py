@@ -388,7 +388,7 @@ def verify_file(path, defines=None, **kwargs) -> Report:
 
 
 def add_arguments(p) -> None:
-    from xprc.cli import add_define_option
+    from xprc.commands import add_define_option
 
     p.add_argument("spec", help="the .xpr spec")
     add_define_option(p)

@@ -1,0 +1,107 @@
+"""The command line under odd use: `python -m`, odd encodings, odd argument values, odd files,
+memory running out, a coordinator that is not there. Each case was a traceback, a silent
+surprise or a long wait; each is now a message (or works)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from xprc import cli
+
+COMMAND_NAMES = ["compile", "check", "verify", "render", "train", "view", "demo"]
+
+
+def _xprc(*argv, env=None, **kwargs) -> subprocess.CompletedProcess:
+    """Run `python ARGV...` in a fresh interpreter with this checkout on the path."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(
+        [sys.executable, *argv], capture_output=True, env=env, cwd=ROOT, timeout=120, **kwargs
+    )
+
+
+@pytest.mark.parametrize("module", ["xprc", "xprc.cli"])
+def test_python_m_lists_every_command(module):
+    """`python -m xprc.cli` listed only compile/check/verify (the registry was filled by
+    imports, and the module ran as __main__ beside the imported xprc.cli); `python -m xprc`
+    did not exist."""
+    r = _xprc("-m", module, "--help", text=True)
+    assert r.returncode == 0, r.stderr
+    listed = [line.split()[0] for line in r.stdout.splitlines() if line.startswith("    ")]
+    assert [c for c in listed if c in COMMAND_NAMES] == COMMAND_NAMES
+    assert list(cli.COMMANDS) == COMMAND_NAMES
+
+
+def test_python_m_xprc_runs_a_command():
+    r = _xprc("-m", "xprc", "demo", "--help", text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: xprc demo [-h] [--out OUT] [--steps STEPS]")
+
+
+# ------------------------------------------------------------------------ multi-host timeout
+
+
+def _multi_host_env(monkeypatch, address: str, timeout: str | None) -> None:
+    monkeypatch.setenv("XPRC_COORDINATOR", address)
+    monkeypatch.setenv("XPRC_NUM_PROCESSES", "2")
+    monkeypatch.setenv("XPRC_PROCESS_ID", "1")
+    if timeout is None:
+        monkeypatch.delenv("XPRC_COORDINATOR_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("XPRC_COORDINATOR_TIMEOUT", timeout)
+
+
+def test_unreachable_coordinator_is_a_message_after_the_timeout(tmp_path, capsys, monkeypatch):
+    """A valid HOST:PORT where nothing listens made jax.distributed wait 300 s and then abort
+    the process (SIGABRT, no Python exception); now the wait is XPRC_COORDINATOR_TIMEOUT
+    seconds and ends in a message naming the coordinator."""
+    import socket
+    import time
+
+    with socket.socket() as closed:  # bound, not listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"
+        _multi_host_env(monkeypatch, address, "1")
+        start = time.monotonic()
+        assert cli.main(["train", "--data", str(tmp_path), "--out", str(tmp_path / "r")]) == 1
+        elapsed = time.monotonic() - start
+    assert 0.9 < elapsed < 5
+    assert capsys.readouterr().err.splitlines() == [
+        f"joining the multi-host run at {address} as process 1 of 2 (waiting up to 1 s: "
+        "XPRC_COORDINATOR_TIMEOUT)",
+        f"error: no coordinator at {address} after 1 s (Connection refused): is process 0 "
+        "running there? (XPRC_COORDINATOR; XPRC_COORDINATOR_TIMEOUT sets the wait)",
+    ]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "abc", "1.5", "86401", " 3"])
+def test_bad_coordinator_timeout_is_a_message(value, tmp_path, capsys, monkeypatch):
+    _multi_host_env(monkeypatch, "127.0.0.1:1", value)
+    assert cli.main(["train", "--data", str(tmp_path), "--out", str(tmp_path / "r")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: XPRC_COORDINATOR_TIMEOUT is {value!r}: XPRC_COORDINATOR is set, so it must be "
+        "an integer in 1..86400"
+    )
+
+
+def test_coordinator_timeout_reaches_jax(tmp_path, capsys, monkeypatch):
+    """The default (60 s) and a set XPRC_COORDINATOR_TIMEOUT are what jax.distributed is given
+    (its own default is 300 s)."""
+    import jax
+
+    import xprc.distributed
+
+    seen = []
+    monkeypatch.setattr(xprc.distributed, "wait_for_coordinator", lambda *a: None)
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **kw: seen.append(kw))
+    for timeout in (None, "7"):
+        _multi_host_env(monkeypatch, "localhost:1234", timeout)
+        assert cli.main(["train", "--data", str(tmp_path / "none"), "--out", "r"]) == 1
+    assert [kw["initialization_timeout"] for kw in seen] == [60, 7]
+    assert seen[0]["coordinator_address"] == "localhost:1234" and seen[0]["process_id"] == 1
+    assert "(waiting up to 60 s: XPRC_COORDINATOR_TIMEOUT)" in capsys.readouterr().err
