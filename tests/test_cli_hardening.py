@@ -105,3 +105,44 @@ def test_coordinator_timeout_reaches_jax(tmp_path, capsys, monkeypatch):
     assert [kw["initialization_timeout"] for kw in seen] == [60, 7]
     assert seen[0]["coordinator_address"] == "localhost:1234" and seen[0]["process_id"] == 1
     assert "(waiting up to 60 s: XPRC_COORDINATOR_TIMEOUT)" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ help texts
+
+
+def _options():
+    """(command, option, action, its help as shown) for every option of every command."""
+    import argparse
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        formatter = p._get_formatter()
+        for action in p._actions:
+            if action.option_strings and action.dest != "help":
+                yield name, action.option_strings[-1], action, formatter._expand_help(action)
+
+
+def test_every_default_is_shown_once():
+    """`xprc verify --help` said 'random scenes of each kind (default 2) (default: 2)' and
+    'largest allowed difference (1e-06) (default: 1e-06)': the help spelled the default and
+    the formatter added it again."""
+    import re
+
+    seen = set()
+    for command, option, action, text in _options():
+        seen.add(command)
+        where = f"xprc {command} {option}: {text!r}"
+        assert len(re.findall(r"\bdefault\b", text, re.IGNORECASE)) <= 1, where
+        d = action.default
+        spelled = {f"({d})"} | ({f"({d:g})"} if isinstance(d, float) else set())
+        assert not any(s in (action.help or "") for s in spelled), where
+    assert seen == set(COMMAND_NAMES)
+
+
+def test_verify_help_shows_each_default_once(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["verify", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--seeds SEEDS random scenes of each kind (default: 2)" in out
+    assert "--tol TOL largest allowed difference (default: 1e-06)" in out

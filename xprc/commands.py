@@ -88,7 +88,7 @@ def _devices_option(p: argparse.ArgumentParser) -> None:
         default="1",
         help="devices to use: a number or 'all' (multi-host: set XPRC_COORDINATOR, "
         "XPRC_NUM_PROCESSES, XPRC_PROCESS_ID, and XPRC_COORDINATOR_TIMEOUT, the seconds to wait "
-        "for the other processes, default 60)",
+        "for the other processes: 60 unless set)",
     )
 
 

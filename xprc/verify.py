@@ -392,14 +392,14 @@ def add_arguments(p) -> None:
 
     p.add_argument("spec", help="the .xpr spec")
     add_define_option(p)
-    p.add_argument("--seeds", type=int, default=2, help="random scenes of each kind (default 2)")
+    p.add_argument("--seeds", type=int, default=2, help="random scenes of each kind")
     p.add_argument(
         "--models",
         default=None,
         help="camera models, comma-separated (default: every model the spec accepts, its "
         f"'cameras'; models: {','.join(MODELS)})",
     )
-    p.add_argument("--tol", type=float, default=TOL, help=f"largest allowed difference ({TOL:g})")
+    p.add_argument("--tol", type=float, default=TOL, help="largest allowed difference")
 
 
 def run(args) -> int:
