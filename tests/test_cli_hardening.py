@@ -146,3 +146,39 @@ def test_verify_help_shows_each_default_once(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "--seeds SEEDS random scenes of each kind (default: 2)" in out
     assert "--tol TOL largest allowed difference (default: 1e-06)" in out
+
+
+# --------------------------------------------------------------------------- odd encodings
+
+ODD_NAME = b"caf\xc3\xa9-\xff.xpr"  # UTF-8 "caf\u00e9-" and a byte that is not UTF-8
+
+
+@pytest.mark.parametrize(
+    "encoding,shown",
+    [("ascii:strict", b"caf\\xe9-\\udcff.xpr"), ("utf-8:strict", b"caf\xc3\xa9-\\udcff.xpr")],
+)
+def test_undecodable_file_name_with_a_strict_output_encoding(encoding, shown, tmp_path):
+    """A file name that is not UTF-8, or not ASCII on an ASCII stdout, was a UnicodeEncodeError
+    traceback when printed (after the work was done); now what cannot be shown is escaped."""
+    spec = tmp_path / os.fsdecode(ODD_NAME)
+    spec.write_text((ROOT / "specs" / "3dgs.xpr").read_text())
+    r = _xprc("-m", "xprc", "check", bytes(spec), env={"PYTHONIOENCODING": encoding})
+    assert (r.returncode, r.stderr) == (0, b"")
+    assert r.stdout == bytes(tmp_path) + b"/" + shown + b": ok (Gaussian3D, 5 parameters)\n"
+
+
+def test_undecodable_and_non_ascii_arguments_on_stderr(tmp_path):
+    """Messages on stderr (an XprError, an argparse usage error): escaped, one line, never a
+    UnicodeEncodeError."""
+    missing = bytes(tmp_path / "caf\xe9") + b"\xff.xpr"
+    r = _xprc("-m", "xprc", "check", missing, env={"PYTHONIOENCODING": "ascii:strict"})
+    assert r.returncode == 1 and b"Traceback" not in r.stderr
+    assert r.stderr.startswith(bytes(tmp_path) + b"/caf\\xe9\\udcff.xpr: error: cannot read spec")
+    r = _xprc(
+        "-m", "xprc", "compile", "x", "--emit", b"\xe9\xff", env={"PYTHONIOENCODING": "ascii"}
+    )
+    assert r.returncode == 2 and b"Traceback" not in r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        b"xprc compile: error: argument --emit: invalid choice: '\\udce9\\udcff' (choose from "
+        b"'ast', 'checked', 'sympy', 'jax')"
+    )

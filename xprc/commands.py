@@ -12,7 +12,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from .errors import DataError, XprError
+from .errors import DataError, XprError, printable
 
 SCENE_HELP = "a run folder (its checkpoint.npz, else scene.ply), a checkpoint (.npz) or a 3DGS PLY"
 RENDER_KINDS = ("rgb", "depth", "alpha")
@@ -271,7 +271,7 @@ def run_render(args) -> int:
                 save_png(target, kind_image(out, args.kind))
         except OSError as e:
             raise XprError(f"cannot write: {e.strerror or e}", filename=str(target)) from None
-        print(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}")
+        print(printable(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}"))
     return 0
 
 
@@ -379,7 +379,7 @@ def run_train(args) -> int:
             wait=True,
         )
         server.watch()
-        print(f"viewer: {server.url} (updates with each checkpoint)")
+        print(printable(f"viewer: {server.url} (updates with each checkpoint)"))
     try:
         result = train(method, train_set, test_set, args.out, config, resume=args.resume, **kwargs)
     finally:
@@ -396,7 +396,7 @@ def _report(result) -> None:
         print(
             f"step {result.step}: test PSNR {m.get('psnr', float('nan')):.2f} dB{start}, "
             f"SSIM {m.get('ssim', float('nan')):.4f}, {m.get('primitives', '?')} primitives, "
-            f"{result.steps_per_second:.1f} steps/s -> {result.out_dir}"
+            + printable(f"{result.steps_per_second:.1f} steps/s -> {result.out_dir}")
         )
     if result.interrupted:
         print("interrupted: checkpoint saved; continue with --resume")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xprc.errors import XprError
+from xprc.errors import XprError, printable
 
 MODELS = ("pinhole", "opencv", "fisheye", "ortho")
 SCENES = ("random", "large", "near", "edge-on", "behind")
@@ -418,5 +418,5 @@ def run(args) -> int:
     report = verify_file(
         args.spec, args.defines, models=models, seeds=tuple(range(args.seeds)), tol=args.tol
     )
-    print(report.format())
+    print(printable(report.format()))
     return 0 if report.ok else 1

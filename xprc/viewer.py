@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import XprError
+from .errors import XprError, printable
 
 KINDS = {"RGB": "rgb", "Depth": "depth", "Alpha": "alpha"}
 
@@ -350,7 +350,7 @@ def serve(args) -> int:
         host=args.host,
         port=args.port,
     )
-    print(f"viewer: {viewer.url} (Ctrl-C to stop)", flush=True)
+    print(printable(f"viewer: {viewer.url} (Ctrl-C to stop)"), flush=True)
     try:
         while True:
             time.sleep(1.0)
