@@ -4,6 +4,7 @@ surprise or a long wait; each is now a message (or works)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -182,3 +183,56 @@ def test_undecodable_and_non_ascii_arguments_on_stderr(tmp_path):
         b"xprc compile: error: argument --emit: invalid choice: '\\udce9\\udcff' (choose from "
         b"'ast', 'checked', 'sympy', 'jax')"
     )
+
+
+# ---------------------------------------------------------------------------- out of memory
+
+
+@pytest.fixture(scope="module")
+def tiny_scene(tmp_path_factory):
+    from xprc.demo_scene import generate_demo_scene
+
+    root = tmp_path_factory.mktemp("scene")
+    generate_demo_scene(root, n_train=3, n_test=2, size=(40, 32), seed=1, n_points=300)
+    return root
+
+
+def test_huge_capacity_is_an_out_of_memory_message(tiny_scene, tmp_path, capsys):
+    """`--capacity 100000000000000` was a numpy _ArrayMemoryError traceback; now one line says
+    what ran out and which options reduce it."""
+    argv = ["train", "--data", str(tiny_scene), "--out", str(tmp_path / "r"), "--steps", "1"]
+    assert cli.main([*argv, "--capacity", "100000000000000"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: xprc train ran out of memory (Unable to allocate 728. TiB for an array with "
+        "shape (99999999999700,) and data type int64): use a larger --downscale or a smaller "
+        "--capacity"
+    )
+
+
+@pytest.mark.parametrize(
+    "error,shown",
+    [
+        (MemoryError(), "out of memory"),
+        (RuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 9 bytes\nmore"),
+         "out of device memory (RESOURCE_EXHAUSTED: Out of memory allocating 9 bytes)"),
+    ],
+)  # fmt: skip
+def test_out_of_memory_names_the_options_that_reduce_it(error, shown, capsys, monkeypatch):
+    """Host memory (MemoryError) and device memory (XLA's RESOURCE_EXHAUSTED) running out in
+    any command: a message naming that command's options, exit 1; another RuntimeError is
+    not hidden."""
+
+    def run(args):
+        raise error
+
+    monkeypatch.setitem(
+        cli.COMMANDS, "render", dataclasses.replace(cli.COMMANDS["render"], run=run)
+    )
+    assert cli.main(["render", "x.ply", "--data", "d"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: xprc render ran {shown}: use a larger --downscale, a smaller --max-entries, or "
+        "one --view at a time\n"
+    )
+    error = RuntimeError("something else")
+    with pytest.raises(RuntimeError, match="something else"):
+        cli.main(["render", "x.ply", "--data", "d"])

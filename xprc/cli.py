@@ -193,11 +193,11 @@ def escape_unencodable_output() -> None:
 
 def _out_of_memory(e: BaseException) -> str | None:
     """What ran out, for a MemoryError (host memory) or XLA's RESOURCE_EXHAUSTED (device)."""
+    first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
     if isinstance(e, MemoryError):
-        return "out of memory"
-    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"out of memory ({first})" if first else "out of memory"
     if isinstance(e, RuntimeError) and first.startswith("RESOURCE_EXHAUSTED"):
-        return f"out of device memory ({first[:200]})"
+        return f"out of device memory ({first})"
     return None
 
 
