@@ -236,3 +236,173 @@ def test_out_of_memory_names_the_options_that_reduce_it(error, shown, capsys, mo
     error = RuntimeError("something else")
     with pytest.raises(RuntimeError, match="something else"):
         cli.main(["render", "x.ply", "--data", "d"])
+
+
+# --------------------------------------------------------------- the spec a scene was trained with
+
+
+def _scene_params() -> dict:
+    """50 primitives in front of the tiny scene's cameras, with the parameters of 3DGS (which
+    LinPrim's octahedron and 3DGUT share)."""
+    from xprc.scenes import random_scene
+
+    params = random_scene(50, seed=0)
+    params["means"] = params["means"] * 0.2
+    return params
+
+
+def _checkpoint(path, spec: str | None, **meta):
+    """A checkpoint with the metadata the trainer writes (`method`, `spec_sha256`)."""
+    import xprc
+    from xprc.io import save_checkpoint
+
+    if spec is not None:
+        method = xprc.load(spec)
+        meta = {"method": method.NAME, "spec_sha256": method.SPEC_SHA256, **meta}
+    save_checkpoint(path, {"params": _scene_params()}, meta)
+    return path
+
+
+def _render(scene, data, out, *extra) -> int:
+    return cli.main(["render", str(scene), "--data", str(data), "-o", str(out), *extra])
+
+
+def test_render_uses_the_spec_the_scene_was_trained_with(tiny_scene, tmp_path, capsys):
+    """An octahedron scene (LinPrim) rendered without --spec was rendered as 3DGS (the --spec
+    default; the parameters are the same), silently; now the recorded spec is used."""
+    import numpy as np
+
+    import xprc
+    from xprc.datasets import load_scene
+
+    ckpt = _checkpoint(tmp_path / "run.npz", "linprim_octahedron")
+    assert _render(ckpt, tiny_scene, tmp_path / "v.npy") == 0
+    assert capsys.readouterr().err == ""
+    got = np.load(tmp_path / "v.npy")
+    cam = load_scene(tiny_scene)[1].views[0].camera()
+    method = xprc.load("linprim_octahedron")
+    want = xprc.render(method, _scene_params(), cam, background=np.zeros(3, np.float32)).image
+    # 3DGS differs from it by 0.86 here: what the render was before
+    assert np.abs(got - np.asarray(want)).max() < 1e-5
+
+
+def test_render_with_another_spec_than_recorded_names_both(tiny_scene, tmp_path, capsys):
+    import xprc
+
+    ckpt = _checkpoint(tmp_path / "run.npz", "linprim_octahedron")
+    assert _render(ckpt, tiny_scene, tmp_path / "v.png", "--spec", "3dgs") == 1
+    octahedron, gaussian = (xprc.load(n).SPEC_SHA256[:12] for n in ("linprim_octahedron", "3dgs"))
+    assert capsys.readouterr().err == (
+        f"{ckpt}: error: the scene was trained with spec 'Octahedron' (sha256 {octahedron}...), "
+        f"but --spec 3dgs is 'Gaussian3D' (sha256 {gaussian}...); leave out --spec to use it "
+        "(the shipped linprim_octahedron)\n"
+    )
+    assert not (tmp_path / "v.png").exists()
+
+
+def test_view_with_another_spec_than_recorded_names_both(tmp_path, capsys):
+    ckpt = _checkpoint(tmp_path / "run.npz", "linprim_octahedron")
+    assert cli.main(["view", str(ckpt), "--spec", "3dgs", "--port", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{ckpt}: error: the scene was trained with spec 'Octahedron' (sha256 ")
+    assert "but --spec 3dgs is 'Gaussian3D'" in err
+
+
+def test_render_of_an_unshipped_spec_needs_it(tiny_scene, tmp_path, capsys):
+    """A scene of a spec that is not shipped: an error asking for it; --spec FILE is taken."""
+    import xprc
+    from xprc.resources import shipped_specs
+    from xprc.trained import load_trained, scene_method
+
+    own = tmp_path / "mine.xpr"
+    own.write_text("# my copy\n" + shipped_specs()["linprim_octahedron"].read_text())
+    ckpt = _checkpoint(tmp_path / "run.npz", str(own))
+    assert _render(ckpt, tiny_scene, tmp_path / "v.png") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{ckpt}: error: the scene was trained with spec 'Octahedron' (sha256 ")
+    assert err.endswith("), which no shipped spec matches; give its .xpr file with --spec\n")
+    method = scene_method(load_trained(ckpt), str(own))
+    assert (
+        method.SPEC_SHA256
+        == xprc.load(own).SPEC_SHA256
+        != xprc.load("linprim_octahedron").SPEC_SHA256
+    )
+
+
+def test_render_of_a_scene_without_a_record_says_which_spec(tiny_scene, tmp_path, capsys):
+    from xprc.io import save_ply
+
+    ply = tmp_path / "scene.ply"
+    save_ply(ply, _scene_params())
+    assert _render(ply, tiny_scene, tmp_path / "v.png") == 0
+    assert capsys.readouterr().err == (
+        f"note: {ply}: no spec recorded with the scene; rendering it as 3dgs (--spec names "
+        "another)\n"
+    )
+    assert _render(ply, tiny_scene, tmp_path / "v.png", "--spec", "3dgs") == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("meta", [{"method": 5}, {"method": "X", "spec_sha256": "abc"}])
+def test_malformed_spec_record_names_the_file(meta, tiny_scene, tmp_path, capsys):
+    ckpt = _checkpoint(tmp_path / "run.npz", None, **meta)
+    assert _render(ckpt, tiny_scene, tmp_path / "v.png") == 1
+    assert capsys.readouterr().err == (
+        f"{ckpt}: error: 'method' must be the spec's primitive name and 'spec_sha256' its "
+        "sha256 (hex)\n"
+    )
+
+
+# ------------------------------------------------------------------- render never overwrites
+
+
+def _dataset_copy(tiny_scene, tmp_path):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_scene, data)
+    (data / "test" / "test_000.png").write_bytes(b"a file of the dataset")
+    return data
+
+
+OVERWRITES = [
+    # (scene, extra arguments, -o, the message after "-o '{o}': ")
+    ("ply", [], "{data}/test/r_0.png",
+     "{data}/test/r_0.png is a file in the dataset {data}; a render never writes over its input "
+     "(give an -o outside the dataset)"),
+    ("ply", ["--view", "all"], "{data}/test",
+     "{data}/test/test_000.png is a file in the dataset {data}; a render never writes over its "
+     "input (give an -o outside the dataset)"),
+    ("ply", [], "{tmp}/new/../data/test/r_1.png",
+     "{tmp}/new/../data/test/r_1.png is a file in the dataset {data}; a render never writes "
+     "over its input (give an -o outside the dataset)"),
+    ("npy", [], "{tmp}/scene.npy", "{tmp}/scene.npy is the scene being rendered"),
+    ("ply", ["--spec", "{tmp}/spec.npy"], "{tmp}/spec.npy",
+     "{tmp}/spec.npy is the spec being rendered"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("scene,extra,out,message", OVERWRITES, ids=[o[2] for o in OVERWRITES])
+def test_render_never_overwrites_its_inputs(scene, extra, out, message, tiny_scene, tmp_path,
+                                            capsys):  # fmt: skip
+    """-o onto a dataset image (or --view all into the image folder), the scene or the spec
+    was written over after the render; now it is refused before, naming the file."""
+    import shutil
+
+    from xprc.io import save_ply
+    from xprc.resources import shipped_specs
+
+    data = _dataset_copy(tiny_scene, tmp_path)
+    if scene == "ply":
+        path = tmp_path / "scene.ply"
+        save_ply(path, _scene_params())
+    else:  # a checkpoint under a name -o accepts
+        path = _checkpoint(tmp_path / "scene.npz", "3dgs").rename(tmp_path / "scene.npy")
+    shutil.copy(shipped_specs()["3dgs"], tmp_path / "spec.npy")
+    fill = {"data": data, "tmp": tmp_path}
+    before = {p: p.read_bytes() for p in (*data.rglob("*"), *tmp_path.glob("*.np?")) if p.is_file()}
+    o = out.format(**fill)
+    assert _render(path, data, o, *[e.format(**fill) for e in extra]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err == f"error: -o '{o}': " + message.format(**fill)
+    assert {p: p.read_bytes() for p in before} == before

@@ -8,8 +8,7 @@ XprError, which the CLI prints without a traceback.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
+import os
 from pathlib import Path
 
 from .errors import DataError, XprError, printable
@@ -65,13 +64,19 @@ def add_define_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def spec_option(p: argparse.ArgumentParser) -> None:
+def spec_option(p: argparse.ArgumentParser, scene: bool = False) -> None:
+    """--spec and -D; scene: the command reads a trained scene, which records its spec."""
     from .resources import DEFAULT_SPEC_NAME, shipped_specs
 
+    shipped = "a .xpr file, or the name of a shipped spec (" + ", ".join(shipped_specs()) + ")"
+    default = (
+        f" (default: the spec the scene records it was trained with; {DEFAULT_SPEC_NAME} for a "
+        "scene that records none, such as a PLY from elsewhere)"
+    )
     p.add_argument(
         "--spec",
-        default=DEFAULT_SPEC_NAME,
-        help="a .xpr file, or the name of a shipped spec (" + ", ".join(shipped_specs()) + ")",
+        default=None if scene else DEFAULT_SPEC_NAME,
+        help=shipped + (default if scene else ""),
     )
     add_define_option(p)
 
@@ -92,75 +97,12 @@ def _devices_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-# ------------------------------------------------------------------------- trained scenes
-
-
-@dataclasses.dataclass
-class Trained:
-    """A trained scene: raw parameters, the background it was trained on (None: unknown)."""
-
-    params: dict
-    background: tuple[float, ...] | None
-    source: Path  # the file the parameters came from
-    run_dir: Path | None  # the run folder, when the file sits in one
-
-
-def load_trained(path, train_views=None) -> Trained:
-    """A run folder, the trainer's checkpoint (.npz) or a 3DGS PLY -> `Trained`.
-
-    The background is the one the run recorded (checkpoint metadata or metrics.json); a run that
-    recorded none (it inferred it from the data) gets it re-inferred from `train_views` the way
-    the trainer does.
-    """
-    from .io import load_checkpoint, load_ply
-
-    path = Path(path)
-    if path.is_dir():
-        found = [path / n for n in ("checkpoint.npz", "scene.ply") if (path / n).is_file()]
-        if not found:
-            raise DataError(path, "not a run folder: no checkpoint.npz or scene.ply in it")
-        path = found[0]
-    meta: dict = {}
-    if path.suffix.lower() == ".ply":
-        params = load_ply(path)
-    else:
-        tree, meta = load_checkpoint(path)
-        # The trainer's checkpoint nests {params, opt, state}; a plain one is flat.
-        params = tree["params"] if isinstance(tree.get("params"), dict) else tree
-    run_dir = path.parent if (path.parent / "metrics.json").is_file() else None
-    background = meta.get("background")
-    if background is None and run_dir is not None:
-        background = _run_background(run_dir, train_views)
-    return Trained(params, None if background is None else tuple(background), path, run_dir)
-
-
-def _run_background(run_dir: Path, train_views):
-    try:
-        report = json.loads((run_dir / "metrics.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(report, dict):
-        return None
-    config = report.get("config") if isinstance(report.get("config"), dict) else {}
-    background = report.get("background", config.get("background"))
-    if background is None and "config" in report and train_views:
-        background = inferred_background(train_views)
-    return background
-
-
-def inferred_background(train_views) -> list[float]:
-    """The background the trainer infers from a dataset (median colour where alpha is 0)."""
-    from .train.data import infer_background
-
-    return [float(c) for c in infer_background(train_views)]
-
-
 # ------------------------------------------------------------------------------------ render
 
 
 def add_render_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scene", help=SCENE_HELP)
-    spec_option(p)
+    spec_option(p, scene=True)
     p.add_argument("--data", required=True, help="dataset folder (Blender or COLMAP)")
     p.add_argument("--split", default="test", choices=("train", "test"), help="dataset split")
     p.add_argument(
@@ -236,6 +178,29 @@ def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
     return [out]
 
 
+def _refuse_inputs(output: str, targets: list[Path], data: Path, inputs) -> None:
+    """-o never writes over what the render reads: a file in the dataset folder (its images,
+    its cameras), the scene or the spec. inputs: (path, what it is) pairs."""
+    for target in targets:
+        real = target.resolve()  # what the write will open ('..' after a folder it creates too)
+        if not real.exists():
+            continue
+        for path, what in inputs:
+            if path.name and path.exists() and os.path.samefile(real, path):
+                raise XprError(f"-o '{output}': {target} is the {what} being rendered")
+        if _inside(target, data) or _inside(real, data):
+            raise XprError(
+                f"-o '{output}': {target} is a file in the dataset {data}; a render never "
+                "writes over its input (give an -o outside the dataset)"
+            )
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether `path` lies in `folder`, as written or with links resolved."""
+    pairs = ((path.absolute(), folder.absolute()), (path.resolve(), folder.resolve()))
+    return any(p.is_relative_to(f) for p, f in pairs)
+
+
 def run_render(args) -> int:
     import numpy as np
 
@@ -243,6 +208,8 @@ def run_render(args) -> int:
     from .pipeline import RenderConfig, render
     from .pipeline.render import prepare_params
     from .plots import kind_image, save_png
+    from .resources import spec_path
+    from .trained import load_trained, scene_method
 
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
     views = (test_set if args.split == "test" else train_set).views
@@ -251,11 +218,15 @@ def run_render(args) -> int:
     chosen = _pick_views(views, args.view, args.split)
     targets = _output_paths(args.output, chosen, args.split, args.view == "all")
     trained = load_trained(args.scene, train_set.views)
-    method = load_method(args)
+    method = scene_method(trained, args.spec, args.defines)
     try:  # before any render: a scene of another spec is a message about its file
         prepare_params(method, trained.params)
     except XprError as e:
         raise DataError(trained.source, f"{e.message}; a scene of another --spec?") from None
+    inputs = [(trained.source, "scene")]
+    if args.spec is not None:  # (a recorded spec is a shipped .xpr, never a .png or .npy)
+        inputs.append((spec_path(args.spec), "spec"))
+    _refuse_inputs(args.output, targets, Path(args.data), inputs)
     choices = (args.background, trained.background, (0.0, 0.0, 0.0))
     bg = np.asarray(next(b for b in choices if b is not None), np.float32)
     config = RenderConfig(max_entries=args.max_entries)
@@ -367,6 +338,7 @@ def run_train(args) -> int:
     kwargs = {"devices": devices} if devices > 1 else {}
     server = None
     if args.view:
+        from .trained import inferred_background
         from .viewer import Viewer
 
         server = Viewer(
@@ -428,7 +400,7 @@ def run_demo(args) -> int:
 
 def add_view_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scene", help=SCENE_HELP)
-    spec_option(p)
+    spec_option(p, scene=True)
     p.add_argument(
         "--data",
         default=None,

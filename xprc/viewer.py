@@ -162,7 +162,7 @@ class Viewer:
         if isinstance(scene, dict):
             self.params, recorded = scene, None
         else:
-            from .commands import load_trained
+            from .trained import load_trained
 
             trained = load_trained(scene, self.views)
             self.params, recorded = trained.params, trained.background
@@ -331,7 +331,7 @@ class Viewer:
 
 def serve(args) -> int:
     """`xprc view`: serve until Ctrl-C."""
-    from .commands import load_method
+    from .trained import load_trained, scene_method
 
     views = []
     data = args.data
@@ -342,8 +342,9 @@ def serve(args) -> int:
         from .datasets import load_scene
 
         views = load_scene(data)[0].views
+    method = scene_method(load_trained(scene, views), args.spec, args.defines)
     viewer = Viewer(
-        load_method(args),
+        method,
         scene,
         views,
         background=args.background,
