@@ -119,7 +119,7 @@ def test_help_text_shows_defaults(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "--downscale DOWNSCALE image downscale factor (default: 1)" in out
     assert "--data DATA dataset folder (Blender or COLMAP) (required)" in out
-    assert f"({', '.join(shipped_specs())}) (default: 3dgs)" in out
+    assert f"({', '.join(shipped_specs())}) (default: the spec the scene records it" in out
 
 
 @pytest.mark.parametrize("name", ["3dgs", "3dgut", "linprim_octahedron", "linprim_tetrahedron.xpr"])

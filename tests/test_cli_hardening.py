@@ -25,6 +25,15 @@ def _xprc(*argv, env=None, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture(scope="module")
+def tiny_scene(tmp_path_factory):
+    from xprc.demo_scene import generate_demo_scene
+
+    root = tmp_path_factory.mktemp("scene")
+    generate_demo_scene(root, n_train=3, n_test=2, size=(40, 32), seed=1, n_points=300)
+    return root
+
+
 @pytest.mark.parametrize("module", ["xprc", "xprc.cli"])
 def test_python_m_lists_every_command(module):
     """`python -m xprc.cli` listed only compile/check/verify (the registry was filled by
@@ -188,24 +197,22 @@ def test_undecodable_and_non_ascii_arguments_on_stderr(tmp_path):
 # ---------------------------------------------------------------------------- out of memory
 
 
-@pytest.fixture(scope="module")
-def tiny_scene(tmp_path_factory):
-    from xprc.demo_scene import generate_demo_scene
+def test_out_of_memory_is_a_message(capsys, monkeypatch):
+    """numpy's MemoryError (`train --capacity 100000000000000` raised one in the trainer's
+    initialisation; that value is now a usage error) was a traceback; now one line says what ran
+    out and which options reduce it."""
+    import numpy as np
 
-    root = tmp_path_factory.mktemp("scene")
-    generate_demo_scene(root, n_train=3, n_test=2, size=(40, 32), seed=1, n_points=300)
-    return root
+    def run(args):
+        np.empty(10**15)  # 7.11 PiB: refused at once
+        return 0
 
-
-def test_huge_capacity_is_an_out_of_memory_message(tiny_scene, tmp_path, capsys):
-    """`--capacity 100000000000000` was a numpy _ArrayMemoryError traceback; now one line says
-    what ran out and which options reduce it."""
-    argv = ["train", "--data", str(tiny_scene), "--out", str(tmp_path / "r"), "--steps", "1"]
-    assert cli.main([*argv, "--capacity", "100000000000000"]) == 1
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "error: xprc train ran out of memory (Unable to allocate 728. TiB for an array with "
-        "shape (99999999999700,) and data type int64): use a larger --downscale or a smaller "
-        "--capacity"
+    monkeypatch.setitem(cli.COMMANDS, "train", dataclasses.replace(cli.COMMANDS["train"], run=run))
+    assert cli.main(["train", "--data", "d", "--out", "o"]) == 1
+    assert capsys.readouterr().err == (
+        "error: xprc train ran out of memory (Unable to allocate 7.11 PiB for an array with "
+        "shape (1000000000000000,) and data type float64): use a larger --downscale or a smaller "
+        "--capacity\n"
     )
 
 
@@ -406,3 +413,134 @@ def test_render_never_overwrites_its_inputs(scene, extra, out, message, tiny_sce
     err = capsys.readouterr().err.splitlines()[-1]
     assert err == f"error: -o '{o}': " + message.format(**fill)
     assert {p: p.read_bytes() for p in before} == before
+
+
+# ------------------------------------------------------------------- hostile argument values
+
+BIG = "100000000000000000000"  # 1e20: past int64
+USAGE_ERRORS = [
+    (["check", ""], "argument spec: expected a path, got '' (an empty string)"),
+    (["compile", ""], "argument spec: expected a path, got '' (an empty string)"),
+    (["verify", ""], "argument spec: expected a path, got '' (an empty string)"),
+    (["verify", "3dgs", "--seeds", BIG],
+     f"argument --seeds: expected a positive integer (1, 2, ...) up to 1000, got '{BIG}'"),
+    (["render", "", "--data", "d"], "argument scene: expected a path, got '' (an empty string)"),
+    (["render", "x", "--data", ""], "argument --data: expected a path, got '' (an empty string)"),
+    (["render", "x", "--data", "d", "-o", ""],
+     "argument -o/--output: expected a path, got '' (an empty string)"),
+    (["render", "x", "--data", "d", "--spec", ""],
+     "argument --spec: expected a path, got '' (an empty string)"),
+    (["render", "x", "--data", "d", "--max-entries", BIG],
+     f"argument --max-entries: expected a positive integer (1, 2, ...) up to 2147483647, got "
+     f"'{BIG}'"),
+    (["render", "x", "--data", "d", "--downscale", "9" * 5000],
+     "argument --downscale: expected a positive integer (1, 2, ...) up to 2147483647, got "
+     f"'{'9' * 57}...'"),
+    (["train", "--data", "d", "--out", ""],
+     "argument --out: expected a path, got '' (an empty string)"),
+    (["train", "--data", "d", "--out", "o", "--steps", BIG],
+     f"argument --steps: expected a positive integer (1, 2, ...) up to 2147483647, got '{BIG}'"),
+    (["train", "--data", "d", "--out", "o", "--capacity", BIG],
+     f"argument --capacity: expected a positive integer (1, 2, ...) up to 2147483647, got "
+     f"'{BIG}'"),
+    (["train", "--data", "d", "--out", "o", "--steps", "\u0661"],
+     "argument --steps: expected a positive integer (1, 2, ...), got '\u0661'"),
+    (["train", "--data", "d", "--out", "o", "--steps", "1\n2"],
+     "argument --steps: expected a positive integer (1, 2, ...), got '1\\n2'"),
+    (["train", "--data", "d", "--out", "o", "--seed", "-1"],
+     "argument --seed: expected an integer >= 0, got '-1'"),
+    (["train", "--data", "d", "--out", "o", "--seed", BIG],
+     f"argument --seed: expected an integer >= 0 up to 2147483647, got '{BIG}'"),
+    (["train", "--data", "d", "--out", "o", "--eval-every", "nan"],
+     "argument --eval-every: expected an integer >= 0, got 'nan'"),
+    (["train", "--data", "d", "--out", "o", "--view", "--port", "100000"],
+     "argument --port: expected a port number in 1..65535, got '100000'"),
+    (["train", "--data", "d", "--out", "o", "--view", "--host", ""],
+     "argument --host: expected a host name or IP address (e.g. 127.0.0.1, or 0.0.0.0 for every "
+     "interface), got ''"),
+    (["view", "", "--port", "1"], "argument scene: expected a path, got '' (an empty string)"),
+    (["view", "x", "--data", ""], "argument --data: expected a path, got '' (an empty string)"),
+    (["view", "x", "--port", "0"], "argument --port: expected a port number in 1..65535, got '0'"),
+    (["view", "x", "--host", "bad host\n"],
+     "argument --host: expected a host name or IP address (e.g. 127.0.0.1, or 0.0.0.0 for every "
+     "interface), got 'bad host\\n'"),
+    (["view", "x", "--background", "inf,0,0"],
+     "argument --background: expected three numbers in [0, 1] as R,G,B (e.g. 1,1,1 for white), "
+     "got 'inf,0,0'"),
+    (["demo", "--out", ""], "argument --out: expected a path, got '' (an empty string)"),
+    (["demo", "--spec", ""], "argument --spec: expected a path, got '' (an empty string)"),
+    (["demo", "--steps", BIG],
+     f"argument --steps: expected a positive integer (1, 2, ...) up to 2147483647, got '{BIG}'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv,message", USAGE_ERRORS, ids=[" ".join(a)[:60] for a, _ in USAGE_ERRORS]
+)
+def test_hostile_values_are_usage_errors(argv, message, capsys):
+    """Each was a traceback (OverflowError, ValueError from numpy or jax, a viser thread that
+    never returned), a wait, or work in the wrong place ('' is '.': `train --out ''` trained
+    into the current folder); now argparse rejects it naming the option, on one line."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"xprc {argv[0]}: {'error: ' + message}"
+    assert "Traceback" not in err
+
+
+RUN_ERRORS = [
+    (["train", "--data", "{data}", "--out", "{file}"],
+     "error: --out '{file}' is a file, not a folder"),
+    (["train", "--data", "{data}", "--out", "/dev/null"],
+     "error: --out '/dev/null' is a file, not a folder"),
+    (["train", "--data", "{data}", "--out", "{file}/run"],
+     "error: --out '{file}/run': {file} is a file, not a folder"),
+    (["train", "--data", "{data}", "--out", "{data}/./"],
+     "error: --out '{data}/./' is the dataset folder --data: the run's files (metrics.json, "
+     "renders/, checkpoint.npz, ...) would go among its own; give a run folder"),
+    (["demo", "--out", "{file}"], "error: --out '{file}' is a file, not a folder"),
+    (["render", "{file}", "--data", "{data}", "--view", "\u0661"],
+     "error: --view '\u0661': no such image in the test split; its views are r_0, r_1 (or an "
+     "index 0..1, or 'all')"),
+    (["view", "{file}", "--host", "192.0.2.1", "--port", "8123"],  # TEST-NET-1: not ours
+     "error: viewer: cannot listen on 192.0.2.1:8123 (Cannot assign requested address)"),
+    (["view", "{file}", "--host", "nonexistent.invalid", "--port", "8123"],
+     "error: viewer: cannot listen on nonexistent.invalid:8123 ("),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv,message", RUN_ERRORS, ids=[" ".join(a) for a, _ in RUN_ERRORS])
+def test_hostile_paths_and_hosts_are_messages(argv, message, tiny_scene, tmp_path, capsys):
+    """--out a file: a FileExistsError / NotADirectoryError traceback at the first checkpoint,
+    1000 steps in; --out the dataset folder: the run written among the dataset's files; --view
+    in another script's digits: view 1; --host that cannot be bound: viser never returned."""
+    from xprc.io import save_ply
+
+    if argv[0] == "view":
+        pytest.importorskip("viser")
+    scene = tmp_path / "scene.ply"
+    save_ply(scene, _scene_params())
+    fill = {"data": tiny_scene, "file": scene}
+    assert cli.main([a.format(**fill) for a in argv]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith(message.format(**fill)), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.ply"]
+
+
+def test_warnings_are_one_line_messages(capsys, monkeypatch):
+    """A warning (e.g. a render that dropped entries for --max-entries) printed the file, line
+    and source line of the warning call; the CLI shows 'warning: MESSAGE'."""
+    import warnings
+
+    def run(args):
+        warnings.warn(
+            "render dropped 3 entries\nfor lack of capacity", RuntimeWarning, stacklevel=2
+        )
+        return 0
+
+    monkeypatch.setitem(cli.COMMANDS, "check", dataclasses.replace(cli.COMMANDS["check"], run=run))
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # as outside pytest, which makes warnings errors
+        assert cli.main(["check", "x"]) == 0
+    assert capsys.readouterr().err == ("warning: render dropped 3 entries\\nfor lack of capacity\n")

@@ -22,10 +22,11 @@ import dataclasses
 import io
 import pathlib
 import sys
+import warnings
 from collections.abc import Callable
 
 from xprc import commands
-from xprc.commands import add_define_option
+from xprc.commands import add_define_option, path_arg
 from xprc.errors import XprError, printable
 
 
@@ -59,7 +60,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", help="a .xpr file, or the name of a shipped spec (e.g. 3dgs)")
+    p.add_argument(
+        "spec", type=path_arg, help="a .xpr file, or the name of a shipped spec (e.g. 3dgs)"
+    )
     add_define_option(p)
 
 
@@ -201,12 +204,19 @@ def _out_of_memory(e: BaseException) -> str | None:
     return None
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as the CLI shows it: `warning: MESSAGE`, one line, no source location."""
+    print(printable(f"warning: {message}"), file=sys.stderr if file is None else file)
+
+
 def main(argv: list[str] | None = None) -> int:
     escape_unencodable_output()
     args = build_parser().parse_args(argv)
     command = COMMANDS[args.command]
     try:
-        return int(command.run(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(command.run(args) or 0)
     except XprError as e:
         print(str(e), file=sys.stderr)
         return 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 from .errors import DataError, XprError, printable
@@ -17,26 +18,52 @@ SCENE_HELP = "a run folder (its checkpoint.npz, else scene.ply), a checkpoint (.
 RENDER_KINDS = ("rgb", "depth", "alpha")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (the error names the option and the allowed values)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1 or str(text).strip() != str(text):
-        raise argparse.ArgumentTypeError(f"expected a positive integer (1, 2, ...), got '{text}'")
-    return value
+INT32_MAX = 2**31 - 1  # counts, sizes and seeds end up in int32 arrays and XLA shapes
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got '{text}'")
-    return value
+def int_range(low: int, high: int, what: str):
+    """argparse type: an integer in low..high written in ASCII digits; `what` names the
+    allowed values in the error, which also names the option (argparse adds it)."""
+
+    def parse(text: str) -> int:
+        digits = re.fullmatch(r"[+-]?([0-9]+)", text)
+        value = None if digits is None else int(text) if len(digits[1]) <= 30 else high + 1
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {shown(text)}")
+        if value > high:
+            most = "" if str(high) in what else f" up to {high}"
+            raise argparse.ArgumentTypeError(f"expected {what}{most}, got {shown(text)}")
+        return value
+
+    return parse
+
+
+positive_int = int_range(1, INT32_MAX, "a positive integer (1, 2, ...)")
+non_negative_int = int_range(0, INT32_MAX, "an integer >= 0")
+port_number = int_range(1, 65535, "a port number in 1..65535")
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """An argument quoted for a message: escaped (printable) and cut to `limit` characters."""
+    cut = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"'{printable(cut)}'"
+
+
+def path_arg(text: str) -> str:
+    """argparse type: a path; an empty one (an unset shell variable) would mean '.'."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got '' (an empty string)")
+    return text
+
+
+def host_name(text: str) -> str:
+    """argparse type: a host name or IP address to listen on."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}", text):
+        raise argparse.ArgumentTypeError(
+            "expected a host name or IP address (e.g. 127.0.0.1, or 0.0.0.0 for every "
+            f"interface), got {shown(text)}"
+        )
+    return text
 
 
 def rgb(text: str) -> tuple[float, float, float]:
@@ -47,7 +74,7 @@ def rgb(text: str) -> tuple[float, float, float]:
         values = ()
     if len(values) != 3 or not all(0.0 <= v <= 1.0 for v in values):
         raise argparse.ArgumentTypeError(
-            f"expected three numbers in [0, 1] as R,G,B (e.g. 1,1,1 for white), got '{text}'"
+            f"expected three numbers in [0, 1] as R,G,B (e.g. 1,1,1 for white), got {shown(text)}"
         )
     return values
 
@@ -75,6 +102,7 @@ def spec_option(p: argparse.ArgumentParser, scene: bool = False) -> None:
     )
     p.add_argument(
         "--spec",
+        type=path_arg,
         default=None if scene else DEFAULT_SPEC_NAME,
         help=shipped + (default if scene else ""),
     )
@@ -101,9 +129,11 @@ def _devices_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_render_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scene", help=SCENE_HELP)
+    p.add_argument("scene", type=path_arg, help=SCENE_HELP)
     spec_option(p, scene=True)
-    p.add_argument("--data", required=True, help="dataset folder (Blender or COLMAP)")
+    p.add_argument(
+        "--data", type=path_arg, required=True, help="dataset folder (Blender or COLMAP)"
+    )
     p.add_argument("--split", default="test", choices=("train", "test"), help="dataset split")
     p.add_argument(
         "--view", default="0", help="view index, image name (e.g. r_0, test/r_0.png) or 'all'"
@@ -126,6 +156,7 @@ def add_render_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o",
         "--output",
+        type=path_arg,
         default="render.png",
         help="a .png (8-bit) or .npy (float32) file; a folder with --view all",
     )
@@ -134,7 +165,7 @@ def add_render_args(p: argparse.ArgumentParser) -> None:
 def _pick_views(views, view: str, split: str) -> list:
     if view == "all":
         return list(enumerate(views))
-    if view.isdigit():
+    if view.isascii() and view.isdigit():  # (int() takes other scripts' digits too)
         i = int(view)
         if i >= len(views):
             raise XprError(
@@ -162,11 +193,32 @@ def _pick_views(views, view: str, split: str) -> list:
     return chosen
 
 
-def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
+def _no_file_above(option: str, output: str) -> None:
+    """XprError when a folder `output` needs (one of its parents) is a file: found before the
+    work, not at its first write."""
     out = Path(output)
     above = next(p for p in (out, *out.parents) if p.exists() or p == p.parent)
-    if above != out and not above.is_dir():  # found before rendering, not at the first write
-        raise XprError(f"-o '{output}': {above} is a file, not a folder")
+    if above != out and not above.is_dir():
+        raise XprError(f"{option} '{output}': {above} is a file, not a folder")
+
+
+def check_run_folder(out: str, data: str | None = None) -> None:
+    """--out of train / demo: a folder, or where one can be made; not a file (it was a
+    traceback at the first checkpoint, 1000 steps in) nor the dataset folder itself."""
+    _no_file_above("--out", out)
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise XprError(f"--out '{out}' is a file, not a folder")
+    if data is not None and path.is_dir() and Path(data).is_dir() and os.path.samefile(path, data):
+        raise XprError(
+            f"--out '{out}' is the dataset folder --data: the run's files (metrics.json, "
+            "renders/, checkpoint.npz, ...) would go among its own; give a run folder"
+        )
+
+
+def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
+    out = Path(output)
+    _no_file_above("-o", output)
     if many:
         if out.exists() and not out.is_dir():
             raise XprError(f"-o '{output}': with --view all, -o is a folder; this is a file")
@@ -251,8 +303,10 @@ def run_render(args) -> int:
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
     spec_option(p)
-    p.add_argument("--data", required=True, help="dataset folder (Blender or COLMAP)")
-    p.add_argument("--out", required=True, help="run folder")
+    p.add_argument(
+        "--data", type=path_arg, required=True, help="dataset folder (Blender or COLMAP)"
+    )
+    p.add_argument("--out", type=path_arg, required=True, help="run folder")
     p.add_argument("--steps", type=positive_int, default=7000, help="optimisation steps")
     p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
     p.add_argument(
@@ -261,7 +315,7 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="static primitive count (default: the number of initial points)",
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed")
     p.add_argument(
         "--eval-every", type=non_negative_int, default=1000, help="test every N steps (0: off)"
     )
@@ -311,8 +365,10 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
 
 
 def viewer_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="viewer: address to listen on")
-    p.add_argument("--port", type=positive_int, default=8080, help="viewer: port")
+    p.add_argument(
+        "--host", type=host_name, default="127.0.0.1", help="viewer: address to listen on"
+    )
+    p.add_argument("--port", type=port_number, default=8080, help="viewer: port")
 
 
 def run_train(args) -> int:
@@ -320,6 +376,7 @@ def run_train(args) -> int:
     from .distributed import setup_devices
     from .train import TrainConfig, train
 
+    check_run_folder(args.out, args.data)
     devices = setup_devices(args.devices)
     method = load_method(args)
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
@@ -378,9 +435,11 @@ def _report(result) -> None:
 
 
 def add_demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="xprc-demo", help="run folder")
+    p.add_argument("--out", type=path_arg, default="xprc-demo", help="run folder")
     p.add_argument("--steps", type=positive_int, default=1500, help="optimisation steps")
-    p.add_argument("--spec", default="3dgs", help="a .xpr file or the name of a shipped spec")
+    p.add_argument(
+        "--spec", type=path_arg, default="3dgs", help="a .xpr file or the name of a shipped spec"
+    )
     p.add_argument(
         "--resume", action="store_true", help="continue from the run folder's checkpoint"
     )
@@ -390,6 +449,7 @@ def run_demo(args) -> int:
     from .compiler.driver import load
     from .train import demo
 
+    check_run_folder(args.out)
     result = demo(args.out, method=load(args.spec), steps=args.steps, resume=args.resume)
     _report(result)
     return 0
@@ -399,10 +459,11 @@ def run_demo(args) -> int:
 
 
 def add_view_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scene", help=SCENE_HELP)
+    p.add_argument("scene", type=path_arg, help=SCENE_HELP)
     spec_option(p, scene=True)
     p.add_argument(
         "--data",
+        type=path_arg,
         default=None,
         help="dataset folder: its cameras are drawn and the first one starts the view "
         "(default: the run folder's scene/ when it has one, as a demo run does; else none)",

@@ -27,6 +27,7 @@ from xprc.errors import XprError, printable
 MODELS = ("pinhole", "opencv", "fisheye", "ortho")
 SCENES = ("random", "large", "near", "edge-on", "behind")
 TOL = 1e-6
+MAX_SEEDS = 1000  # x 5 scenes x 4 camera models renders: hours already
 _FLAG = "verify__whole_image"  # extra parameter of the wrapper (`__`: never a spec name)
 
 
@@ -388,11 +389,16 @@ def verify_file(path, defines=None, **kwargs) -> Report:
 
 
 def add_arguments(p) -> None:
-    from xprc.commands import add_define_option
+    from xprc.commands import add_define_option, int_range, path_arg
 
-    p.add_argument("spec", help="the .xpr spec")
+    p.add_argument("spec", type=path_arg, help="the .xpr spec")
     add_define_option(p)
-    p.add_argument("--seeds", type=int, default=2, help="random scenes of each kind")
+    p.add_argument(
+        "--seeds",
+        type=int_range(1, MAX_SEEDS, "a positive integer (1, 2, ...)"),
+        default=2,
+        help="random scenes of each kind",
+    )
     p.add_argument(
         "--models",
         default=None,
