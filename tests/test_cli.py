@@ -66,17 +66,15 @@ def test_usage_error_exits_2():
     assert e.value.code == 2
 
 
-def test_register_subcommand(capsys):
+def test_add_a_subcommand(capsys, monkeypatch):
     def run(args):
         print("hello", args.name)
         return 0
 
-    cli.register("hello", "say hello", lambda p: p.add_argument("name"), run)
-    try:
-        assert cli.main(["hello", "world"]) == 0
-        assert capsys.readouterr().out == "hello world\n"
-    finally:
-        del cli.COMMANDS["hello"]
+    hello = cli.Command("say hello", lambda p: p.add_argument("name"), run, "nothing")
+    monkeypatch.setitem(cli.COMMANDS, "hello", hello)
+    assert cli.main(["hello", "world"]) == 0
+    assert capsys.readouterr().out == "hello world\n"
 
 
 def test_console_entry_point(tmp_path):
@@ -121,7 +119,7 @@ def test_help_text_shows_defaults(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "--downscale DOWNSCALE image downscale factor (default: 1)" in out
     assert "--data DATA dataset folder (Blender or COLMAP) (required)" in out
-    assert f"({', '.join(shipped_specs())}) (default: 3dgs)" in out
+    assert f"({', '.join(shipped_specs())}) (default: the spec the scene records it" in out
 
 
 @pytest.mark.parametrize("name", ["3dgs", "3dgut", "linprim_octahedron", "linprim_tetrahedron.xpr"])

@@ -102,7 +102,7 @@ def test_failure_to_join_the_multi_host_run_is_a_message(tiny_scene, tmp_path, c
     for name, value in (("COORDINATOR", "[::1]:1234"), ("NUM_PROCESSES", "2"), ("PROCESS_ID", "1")):
         monkeypatch.setenv(f"XPRC_{name}", value)
     assert main(["train", "--data", str(tiny_scene), "--out", str(tmp_path / "run")]) == 1
-    assert capsys.readouterr().err.strip() == (
+    assert capsys.readouterr().err.splitlines()[-1] == (
         "error: could not join the multi-host run at [::1]:1234: DEADLINE_EXCEEDED: Barrier "
         "timed out"
     )
@@ -148,6 +148,20 @@ def test_train_command_writes_a_run_folder(tiny_scene, tiny_run, capsys):
     assert main(["train", "--data", str(tiny_scene), "--out", out, "--devices", "x"]) == 1
 
 
+def test_a_run_records_its_spec(tiny_run, capsys):
+    """What `xprc render` / `view` read to pick the spec is what the trainer writes: the
+    checkpoint's metadata, and metrics.json beside a PLY."""
+    import xprc
+    from xprc.trained import SpecRecord, load_trained, shipped_spec_of
+
+    sha = xprc.load("3dgs").SPEC_SHA256
+    ckpt = tiny_run / "checkpoint.npz"
+    assert load_trained(tiny_run).spec == SpecRecord("Gaussian3D", sha, ckpt)
+    record = load_trained(tiny_run / "scene.ply").spec
+    assert record == SpecRecord("Gaussian3D", sha, tiny_run / "metrics.json")
+    assert shipped_spec_of(record).name == "3dgs.xpr"
+
+
 def _render_npy(scene, data, tmp_path, *extra) -> np.ndarray:
     out = tmp_path / "view.npy"
     assert main(["render", str(scene), "--data", str(data), "-o", str(out), *extra]) == 0
@@ -158,9 +172,9 @@ def test_render_of_a_run_equals_the_trainers_render(tiny_scene, tiny_run, tmp_pa
     """The PLY, the checkpoint and the run folder render the trainer's own test view, on the
     background the run was trained with (the demo scene is composited on white)."""
     import xprc
-    from xprc.commands import load_trained
     from xprc.datasets import load_scene
     from xprc.plots import to_uint8
+    from xprc.trained import load_trained
 
     ply = _render_npy(tiny_run / "scene.ply", tiny_scene, tmp_path, "--view", "r_1")
     ckpt = _render_npy(tiny_run / "checkpoint.npz", tiny_scene, tmp_path, "--view", "r_1")

@@ -1,45 +1,69 @@
-"""`xprc render`, `xprc train` and `xprc demo`: the command-line face of the pipeline and trainer.
+"""`xprc render`, `train`, `view` and `demo`: the command-line face of the pipeline and trainer,
+and the argument types every command shares.
 
-Registered into `xprc.cli` (see `register` there); every user mistake is an XprError, which the
-CLI prints without a traceback.
+Listed in `xprc.cli.COMMANDS` (this module never imports `xprc.cli`); every user mistake is an
+XprError, which the CLI prints without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
 import re
 from pathlib import Path
 
-from .cli import add_define_option, register
-from .errors import DataError, XprError
+from .errors import DataError, XprError, printable
 
 SCENE_HELP = "a run folder (its checkpoint.npz, else scene.ply), a checkpoint (.npz) or a 3DGS PLY"
 RENDER_KINDS = ("rgb", "depth", "alpha")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (the error names the option and the allowed values)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1 or str(text).strip() != str(text):
-        raise argparse.ArgumentTypeError(f"expected a positive integer (1, 2, ...), got '{text}'")
-    return value
+INT32_MAX = 2**31 - 1  # counts, sizes and seeds end up in int32 arrays and XLA shapes
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got '{text}'")
-    return value
+def int_range(low: int, high: int, what: str):
+    """argparse type: an integer in low..high written in ASCII digits; `what` names the
+    allowed values in the error, which also names the option (argparse adds it)."""
+
+    def parse(text: str) -> int:
+        digits = re.fullmatch(r"[+-]?([0-9]+)", text)
+        value = None if digits is None else int(text) if len(digits[1]) <= 30 else high + 1
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {shown(text)}")
+        if value > high:
+            most = "" if str(high) in what else f" up to {high}"
+            raise argparse.ArgumentTypeError(f"expected {what}{most}, got {shown(text)}")
+        return value
+
+    return parse
+
+
+positive_int = int_range(1, INT32_MAX, "a positive integer (1, 2, ...)")
+non_negative_int = int_range(0, INT32_MAX, "an integer >= 0")
+port_number = int_range(1, 65535, "a port number in 1..65535")
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """An argument quoted for a message: escaped (printable) and cut to `limit` characters."""
+    cut = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"'{printable(cut)}'"
+
+
+def path_arg(text: str) -> str:
+    """argparse type: a path; an empty one (an unset shell variable) would mean '.'."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got '' (an empty string)")
+    return text
+
+
+def host_name(text: str) -> str:
+    """argparse type: a host name or IP address to listen on."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}", text):
+        raise argparse.ArgumentTypeError(
+            "expected a host name or IP address (e.g. 127.0.0.1, or 0.0.0.0 for every "
+            f"interface), got {shown(text)}"
+        )
+    return text
 
 
 def rgb(text: str) -> tuple[float, float, float]:
@@ -50,18 +74,37 @@ def rgb(text: str) -> tuple[float, float, float]:
         values = ()
     if len(values) != 3 or not all(0.0 <= v <= 1.0 for v in values):
         raise argparse.ArgumentTypeError(
-            f"expected three numbers in [0, 1] as R,G,B (e.g. 1,1,1 for white), got '{text}'"
+            f"expected three numbers in [0, 1] as R,G,B (e.g. 1,1,1 for white), got {shown(text)}"
         )
     return values
 
 
-def spec_option(p: argparse.ArgumentParser) -> None:
+def add_define_option(p: argparse.ArgumentParser) -> None:
+    """`-D NAME=VALUE`, repeatable: override a constant of the spec."""
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a constant of the spec (repeatable)",
+    )
+
+
+def spec_option(p: argparse.ArgumentParser, scene: bool = False) -> None:
+    """--spec and -D; scene: the command reads a trained scene, which records its spec."""
     from .resources import DEFAULT_SPEC_NAME, shipped_specs
 
+    shipped = "a .xpr file, or the name of a shipped spec (" + ", ".join(shipped_specs()) + ")"
+    default = (
+        f" (default: the spec the scene records it was trained with; {DEFAULT_SPEC_NAME} for a "
+        "scene that records none, such as a PLY from elsewhere)"
+    )
     p.add_argument(
         "--spec",
-        default=DEFAULT_SPEC_NAME,
-        help="a .xpr file, or the name of a shipped spec (" + ", ".join(shipped_specs()) + ")",
+        type=path_arg,
+        default=None if scene else DEFAULT_SPEC_NAME,
+        help=shipped + (default if scene else ""),
     )
     add_define_option(p)
 
@@ -77,136 +120,20 @@ def _devices_option(p: argparse.ArgumentParser) -> None:
         "--devices",
         default="1",
         help="devices to use: a number or 'all' (multi-host: set XPRC_COORDINATOR, "
-        "XPRC_NUM_PROCESSES, XPRC_PROCESS_ID)",
+        "XPRC_NUM_PROCESSES, XPRC_PROCESS_ID, and XPRC_COORDINATOR_TIMEOUT, the seconds to wait "
+        "for the other processes: 60 unless set)",
     )
-
-
-def _setup_devices(args) -> int:
-    import jax
-
-    from .distributed import initialize
-
-    if os.environ.get("XPRC_COORDINATOR"):
-        address = _coordinator(os.environ["XPRC_COORDINATOR"])
-        processes = _env_int("XPRC_NUM_PROCESSES", 1)
-        process_id = _env_int("XPRC_PROCESS_ID", 0, processes)
-        try:
-            initialize(address, processes, process_id)
-        except (RuntimeError, ValueError) as e:  # no coordinator there, a port in use, ...
-            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-            raise XprError(f"could not join the multi-host run at {address}: {first}") from None
-    if args.devices == "all":
-        return jax.device_count()
-    try:
-        n = int(args.devices)
-    except ValueError:
-        raise XprError(f"--devices must be a number or 'all', not '{args.devices}'") from None
-    if not 1 <= n <= jax.device_count():
-        raise XprError(
-            f"--devices {n}: {jax.device_count()} device(s) available ({jax.default_backend()})"
-        )
-    return n
-
-
-def _coordinator(text: str) -> str:
-    """XPRC_COORDINATOR as HOST:PORT (a name, an IPv4 address or a [bracketed] IPv6 one, and a
-    port in 1..65535); anything else is an XprError, not a wait for a coordinator that cannot
-    exist (jax.distributed waits up to 5 minutes)."""
-    host, sep, port = text.rpartition(":")
-    name_ok = re.fullmatch(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]", host) is not None
-    if not (sep and name_ok and port.isdigit() and port.isascii() and 1 <= int(port) <= 65535):
-        raise XprError(
-            f"XPRC_COORDINATOR is {text[:80]!r}: it must be HOST:PORT (e.g. host0:1234), "
-            "a port in 1..65535"
-        )
-    return text
-
-
-def _env_int(name: str, low: int, below: int | None = None) -> int:
-    """An integer environment variable of a multi-host run (XPRC_COORDINATOR is set), in
-    [low, below); missing or anything else is an XprError naming it."""
-    text = os.environ.get(name)
-    try:
-        value = int(text) if text is not None and text.strip() == text else None
-    except ValueError:
-        value = None
-    if value is None or value < low or (below is not None and value >= below):
-        allowed = f"an integer >= {low}" if below is None else f"an integer in 0..{below - 1}"
-        got = "is not set" if text is None else f"is {text[:40]!r}"
-        raise XprError(f"{name} {got}: XPRC_COORDINATOR is set, so it must be {allowed}")
-    return value
-
-
-# ------------------------------------------------------------------------- trained scenes
-
-
-@dataclasses.dataclass
-class Trained:
-    """A trained scene: raw parameters, the background it was trained on (None: unknown)."""
-
-    params: dict
-    background: tuple[float, ...] | None
-    source: Path  # the file the parameters came from
-    run_dir: Path | None  # the run folder, when the file sits in one
-
-
-def load_trained(path, train_views=None) -> Trained:
-    """A run folder, the trainer's checkpoint (.npz) or a 3DGS PLY -> `Trained`.
-
-    The background is the one the run recorded (checkpoint metadata or metrics.json); a run that
-    recorded none (it inferred it from the data) gets it re-inferred from `train_views` the way
-    the trainer does.
-    """
-    from .io import load_checkpoint, load_ply
-
-    path = Path(path)
-    if path.is_dir():
-        found = [path / n for n in ("checkpoint.npz", "scene.ply") if (path / n).is_file()]
-        if not found:
-            raise DataError(path, "not a run folder: no checkpoint.npz or scene.ply in it")
-        path = found[0]
-    meta: dict = {}
-    if path.suffix.lower() == ".ply":
-        params = load_ply(path)
-    else:
-        tree, meta = load_checkpoint(path)
-        # The trainer's checkpoint nests {params, opt, state}; a plain one is flat.
-        params = tree["params"] if isinstance(tree.get("params"), dict) else tree
-    run_dir = path.parent if (path.parent / "metrics.json").is_file() else None
-    background = meta.get("background")
-    if background is None and run_dir is not None:
-        background = _run_background(run_dir, train_views)
-    return Trained(params, None if background is None else tuple(background), path, run_dir)
-
-
-def _run_background(run_dir: Path, train_views):
-    try:
-        report = json.loads((run_dir / "metrics.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(report, dict):
-        return None
-    config = report.get("config") if isinstance(report.get("config"), dict) else {}
-    background = report.get("background", config.get("background"))
-    if background is None and "config" in report and train_views:
-        background = inferred_background(train_views)
-    return background
-
-
-def inferred_background(train_views) -> list[float]:
-    """The background the trainer infers from a dataset (median colour where alpha is 0)."""
-    from .train.data import infer_background
-
-    return [float(c) for c in infer_background(train_views)]
 
 
 # ------------------------------------------------------------------------------------ render
 
 
-def _render_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scene", help=SCENE_HELP)
-    spec_option(p)
-    p.add_argument("--data", required=True, help="dataset folder (Blender or COLMAP)")
+def add_render_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scene", type=path_arg, help=SCENE_HELP)
+    spec_option(p, scene=True)
+    p.add_argument(
+        "--data", type=path_arg, required=True, help="dataset folder (Blender or COLMAP)"
+    )
     p.add_argument("--split", default="test", choices=("train", "test"), help="dataset split")
     p.add_argument(
         "--view", default="0", help="view index, image name (e.g. r_0, test/r_0.png) or 'all'"
@@ -229,6 +156,7 @@ def _render_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o",
         "--output",
+        type=path_arg,
         default="render.png",
         help="a .png (8-bit) or .npy (float32) file; a folder with --view all",
     )
@@ -237,7 +165,7 @@ def _render_args(p: argparse.ArgumentParser) -> None:
 def _pick_views(views, view: str, split: str) -> list:
     if view == "all":
         return list(enumerate(views))
-    if view.isdigit():
+    if view.isascii() and view.isdigit():  # (int() takes other scripts' digits too)
         i = int(view)
         if i >= len(views):
             raise XprError(
@@ -265,11 +193,32 @@ def _pick_views(views, view: str, split: str) -> list:
     return chosen
 
 
-def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
+def _no_file_above(option: str, output: str) -> None:
+    """XprError when a folder `output` needs (one of its parents) is a file: found before the
+    work, not at its first write."""
     out = Path(output)
     above = next(p for p in (out, *out.parents) if p.exists() or p == p.parent)
-    if above != out and not above.is_dir():  # found before rendering, not at the first write
-        raise XprError(f"-o '{output}': {above} is a file, not a folder")
+    if above != out and not above.is_dir():
+        raise XprError(f"{option} '{output}': {above} is a file, not a folder")
+
+
+def check_run_folder(out: str, data: str | None = None) -> None:
+    """--out of train / demo: a folder, or where one can be made; not a file (it was a
+    traceback at the first checkpoint, 1000 steps in) nor the dataset folder itself."""
+    _no_file_above("--out", out)
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise XprError(f"--out '{out}' is a file, not a folder")
+    if data is not None and path.is_dir() and Path(data).is_dir() and os.path.samefile(path, data):
+        raise XprError(
+            f"--out '{out}' is the dataset folder --data: the run's files (metrics.json, "
+            "renders/, checkpoint.npz, ...) would go among its own; give a run folder"
+        )
+
+
+def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
+    out = Path(output)
+    _no_file_above("-o", output)
     if many:
         if out.exists() and not out.is_dir():
             raise XprError(f"-o '{output}': with --view all, -o is a folder; this is a file")
@@ -281,13 +230,38 @@ def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
     return [out]
 
 
-def _render(args) -> int:
+def _refuse_inputs(output: str, targets: list[Path], data: Path, inputs) -> None:
+    """-o never writes over what the render reads: a file in the dataset folder (its images,
+    its cameras), the scene or the spec. inputs: (path, what it is) pairs."""
+    for target in targets:
+        real = target.resolve()  # what the write will open ('..' after a folder it creates too)
+        if not real.exists():
+            continue
+        for path, what in inputs:
+            if path.name and path.exists() and os.path.samefile(real, path):
+                raise XprError(f"-o '{output}': {target} is the {what} being rendered")
+        if _inside(target, data) or _inside(real, data):
+            raise XprError(
+                f"-o '{output}': {target} is a file in the dataset {data}; a render never "
+                "writes over its input (give an -o outside the dataset)"
+            )
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether `path` lies in `folder`, as written or with links resolved."""
+    pairs = ((path.absolute(), folder.absolute()), (path.resolve(), folder.resolve()))
+    return any(p.is_relative_to(f) for p, f in pairs)
+
+
+def run_render(args) -> int:
     import numpy as np
 
     from .datasets import load_scene
     from .pipeline import RenderConfig, render
     from .pipeline.render import prepare_params
     from .plots import kind_image, save_png
+    from .resources import spec_path
+    from .trained import load_trained, scene_method
 
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
     views = (test_set if args.split == "test" else train_set).views
@@ -296,11 +270,15 @@ def _render(args) -> int:
     chosen = _pick_views(views, args.view, args.split)
     targets = _output_paths(args.output, chosen, args.split, args.view == "all")
     trained = load_trained(args.scene, train_set.views)
-    method = load_method(args)
+    method = scene_method(trained, args.spec, args.defines)
     try:  # before any render: a scene of another spec is a message about its file
         prepare_params(method, trained.params)
     except XprError as e:
         raise DataError(trained.source, f"{e.message}; a scene of another --spec?") from None
+    inputs = [(trained.source, "scene")]
+    if args.spec is not None:  # (a recorded spec is a shipped .xpr, never a .png or .npy)
+        inputs.append((spec_path(args.spec), "spec"))
+    _refuse_inputs(args.output, targets, Path(args.data), inputs)
     choices = (args.background, trained.background, (0.0, 0.0, 0.0))
     bg = np.asarray(next(b for b in choices if b is not None), np.float32)
     config = RenderConfig(max_entries=args.max_entries)
@@ -316,17 +294,19 @@ def _render(args) -> int:
                 save_png(target, kind_image(out, args.kind))
         except OSError as e:
             raise XprError(f"cannot write: {e.strerror or e}", filename=str(target)) from None
-        print(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}")
+        print(printable(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}"))
     return 0
 
 
 # ------------------------------------------------------------------------------------- train
 
 
-def _train_args(p: argparse.ArgumentParser) -> None:
+def add_train_args(p: argparse.ArgumentParser) -> None:
     spec_option(p)
-    p.add_argument("--data", required=True, help="dataset folder (Blender or COLMAP)")
-    p.add_argument("--out", required=True, help="run folder")
+    p.add_argument(
+        "--data", type=path_arg, required=True, help="dataset folder (Blender or COLMAP)"
+    )
+    p.add_argument("--out", type=path_arg, required=True, help="run folder")
     p.add_argument("--steps", type=positive_int, default=7000, help="optimisation steps")
     p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
     p.add_argument(
@@ -335,7 +315,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="static primitive count (default: the number of initial points)",
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed")
     p.add_argument(
         "--eval-every", type=non_negative_int, default=1000, help="test every N steps (0: off)"
     )
@@ -385,15 +365,19 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 
 
 def viewer_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="viewer: address to listen on")
-    p.add_argument("--port", type=positive_int, default=8080, help="viewer: port")
+    p.add_argument(
+        "--host", type=host_name, default="127.0.0.1", help="viewer: address to listen on"
+    )
+    p.add_argument("--port", type=port_number, default=8080, help="viewer: port")
 
 
-def _train(args) -> int:
+def run_train(args) -> int:
     from .datasets import load_scene
+    from .distributed import setup_devices
     from .train import TrainConfig, train
 
-    devices = _setup_devices(args)
+    check_run_folder(args.out, args.data)
+    devices = setup_devices(args.devices)
     method = load_method(args)
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
     config = TrainConfig(
@@ -411,6 +395,7 @@ def _train(args) -> int:
     kwargs = {"devices": devices} if devices > 1 else {}
     server = None
     if args.view:
+        from .trained import inferred_background
         from .viewer import Viewer
 
         server = Viewer(
@@ -423,7 +408,7 @@ def _train(args) -> int:
             wait=True,
         )
         server.watch()
-        print(f"viewer: {server.url} (updates with each checkpoint)")
+        print(printable(f"viewer: {server.url} (updates with each checkpoint)"))
     try:
         result = train(method, train_set, test_set, args.out, config, resume=args.resume, **kwargs)
     finally:
@@ -440,7 +425,7 @@ def _report(result) -> None:
         print(
             f"step {result.step}: test PSNR {m.get('psnr', float('nan')):.2f} dB{start}, "
             f"SSIM {m.get('ssim', float('nan')):.4f}, {m.get('primitives', '?')} primitives, "
-            f"{result.steps_per_second:.1f} steps/s -> {result.out_dir}"
+            + printable(f"{result.steps_per_second:.1f} steps/s -> {result.out_dir}")
         )
     if result.interrupted:
         print("interrupted: checkpoint saved; continue with --resume")
@@ -449,19 +434,22 @@ def _report(result) -> None:
 # -------------------------------------------------------------------------------------- demo
 
 
-def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="xprc-demo", help="run folder")
+def add_demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=path_arg, default="xprc-demo", help="run folder")
     p.add_argument("--steps", type=positive_int, default=1500, help="optimisation steps")
-    p.add_argument("--spec", default="3dgs", help="a .xpr file or the name of a shipped spec")
+    p.add_argument(
+        "--spec", type=path_arg, default="3dgs", help="a .xpr file or the name of a shipped spec"
+    )
     p.add_argument(
         "--resume", action="store_true", help="continue from the run folder's checkpoint"
     )
 
 
-def _demo(args) -> int:
+def run_demo(args) -> int:
     from .compiler.driver import load
     from .train import demo
 
+    check_run_folder(args.out)
     result = demo(args.out, method=load(args.spec), steps=args.steps, resume=args.resume)
     _report(result)
     return 0
@@ -470,11 +458,12 @@ def _demo(args) -> int:
 # -------------------------------------------------------------------------------------- view
 
 
-def _view_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scene", help=SCENE_HELP)
-    spec_option(p)
+def add_view_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scene", type=path_arg, help=SCENE_HELP)
+    spec_option(p, scene=True)
     p.add_argument(
         "--data",
+        type=path_arg,
         default=None,
         help="dataset folder: its cameras are drawn and the first one starts the view "
         "(default: the run folder's scene/ when it has one, as a demo run does; else none)",
@@ -489,15 +478,7 @@ def _view_args(p: argparse.ArgumentParser) -> None:
     viewer_options(p)
 
 
-def _view(args) -> int:
+def run_view(args) -> int:
     from .viewer import serve
 
     return serve(args)
-
-
-register("render", "render a scene from a dataset camera", _render_args, _render)
-register("train", "train any spec on a Blender or COLMAP dataset", _train_args, _train)
-register("view", "look at a trained scene in the browser (needs xprc[viewer])", _view_args, _view)
-register(
-    "demo", "generate the bundled demo scene and train 3DGS on it (no download)", _demo_args, _demo
-)

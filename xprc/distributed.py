@@ -5,11 +5,20 @@ Single host:   everything below works on the local devices (GPUs, TPU cores, or 
                devices with XLA_FLAGS=--xla_force_host_platform_device_count=N).
 Several hosts: call `initialize()` (a thin wrapper of `jax.distributed.initialize`) first in
                every process; the mesh then spans all hosts' devices. See README "Scale-out".
+               `xprc train` joins one from the environment (`setup_devices`): XPRC_COORDINATOR
+               (HOST:PORT of process 0), XPRC_NUM_PROCESSES, XPRC_PROCESS_ID, and
+               XPRC_COORDINATOR_TIMEOUT (seconds to wait for the coordinator and the other
+               processes; default 60).
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import re
+import socket
+import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -24,13 +33,114 @@ from .pipeline.render import _compiled, prepare_params
 AXIS = "devices"
 
 
-def initialize(coordinator_address=None, num_processes=None, process_id=None) -> None:
-    """Join a multi-host run (arguments as `jax.distributed.initialize`; None = auto-detect)."""
+COORDINATOR_TIMEOUT_S = 60  # XPRC_COORDINATOR_TIMEOUT's default (jax.distributed's is 300)
+
+
+def initialize(coordinator_address=None, num_processes=None, process_id=None, timeout_s=None):
+    """Join a multi-host run (arguments as `jax.distributed.initialize`; None = auto-detect).
+
+    timeout_s: seconds to wait for the coordinator and the other processes (None: jax's 300).
+    A process other than 0 first waits up to `timeout_s` for the coordinator's port to accept a
+    connection and raises XprError if it never does: jax would abort the whole process (no
+    exception) when its own wait runs out.
+    """
+    kwargs = {} if timeout_s is None else {"initialization_timeout": int(timeout_s)}
+    if coordinator_address is not None and process_id not in (None, 0) and timeout_s is not None:
+        wait_for_coordinator(coordinator_address, timeout_s)
     jax.distributed.initialize(
         coordinator_address=coordinator_address,
         num_processes=num_processes,
         process_id=process_id,
+        **kwargs,
     )
+
+
+def wait_for_coordinator(address: str, timeout_s: float) -> None:
+    """Wait until HOST:PORT accepts a TCP connection; XprError naming it after `timeout_s`."""
+    host, _, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") else host  # [::1] -> ::1
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            socket.create_connection((host, int(port)), timeout=max(min(left, 5.0), 0.05)).close()
+            return
+        except socket.gaierror as e:
+            raise XprError(
+                f"XPRC_COORDINATOR {address}: unknown host '{host}' ({e.strerror})"
+            ) from None
+        except OSError as e:
+            if time.monotonic() + 0.25 >= deadline:
+                why = e.strerror or type(e).__name__
+                raise XprError(
+                    f"no coordinator at {address} after {timeout_s:g} s ({why}): is process 0 "
+                    "running there? (XPRC_COORDINATOR; XPRC_COORDINATOR_TIMEOUT sets the wait)"
+                ) from None
+            time.sleep(0.25)
+
+
+def setup_devices(devices: str) -> int:
+    """`xprc train --devices` ('all' or a count) -> the device count to train on, after joining
+    the multi-host run that XPRC_COORDINATOR, XPRC_NUM_PROCESSES, XPRC_PROCESS_ID and
+    XPRC_COORDINATOR_TIMEOUT describe (when XPRC_COORDINATOR is set)."""
+    if os.environ.get("XPRC_COORDINATOR"):
+        address = _coordinator(os.environ["XPRC_COORDINATOR"])
+        processes = _env_int("XPRC_NUM_PROCESSES", 1)
+        process_id = _env_int("XPRC_PROCESS_ID", 0, processes)
+        timeout = _env_int("XPRC_COORDINATOR_TIMEOUT", 1, 86401, COORDINATOR_TIMEOUT_S)
+        print(
+            f"joining the multi-host run at {address} as process {process_id} of {processes} "
+            f"(waiting up to {timeout} s: XPRC_COORDINATOR_TIMEOUT)",
+            file=sys.stderr,
+            flush=True,  # before jax, which may abort the process when its wait runs out
+        )
+        try:
+            initialize(address, processes, process_id, timeout)
+        except (RuntimeError, ValueError) as e:  # a port in use, ...
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            raise XprError(f"could not join the multi-host run at {address}: {first}") from None
+    if devices == "all":
+        return jax.device_count()
+    try:
+        n = int(devices)
+    except ValueError:
+        raise XprError(f"--devices must be a number or 'all', not '{devices}'") from None
+    if not 1 <= n <= jax.device_count():
+        raise XprError(
+            f"--devices {n}: {jax.device_count()} device(s) available ({jax.default_backend()})"
+        )
+    return n
+
+
+def _coordinator(text: str) -> str:
+    """XPRC_COORDINATOR as HOST:PORT (a name, an IPv4 address or a [bracketed] IPv6 one, and a
+    port in 1..65535); anything else is an XprError, not a wait for a coordinator that cannot
+    exist."""
+    host, sep, port = text.rpartition(":")
+    name_ok = re.fullmatch(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]", host) is not None
+    if not (sep and name_ok and port.isdigit() and port.isascii() and 1 <= int(port) <= 65535):
+        raise XprError(
+            f"XPRC_COORDINATOR is {text[:80]!r}: it must be HOST:PORT (e.g. host0:1234), "
+            "a port in 1..65535"
+        )
+    return text
+
+
+def _env_int(name: str, low: int, below: int | None = None, default: int | None = None) -> int:
+    """An integer environment variable of a multi-host run (XPRC_COORDINATOR is set), in
+    [low, below); missing (without a default) or anything else is an XprError naming it."""
+    text = os.environ.get(name)
+    if text is None and default is not None:
+        return default
+    try:
+        value = int(text) if text is not None and text.strip() == text else None
+    except ValueError:
+        value = None
+    if value is None or value < low or (below is not None and value >= below):
+        allowed = f"an integer >= {low}" if below is None else f"an integer in {low}..{below - 1}"
+        got = "is not set" if text is None else f"is {text[:40]!r}"
+        raise XprError(f"{name} {got}: XPRC_COORDINATOR is set, so it must be {allowed}")
+    return value
 
 
 def device_mesh(num_devices: int | None = None) -> Mesh:

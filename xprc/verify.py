@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xprc.errors import XprError
+from xprc.errors import XprError, printable
 
 MODELS = ("pinhole", "opencv", "fisheye", "ortho")
 SCENES = ("random", "large", "near", "edge-on", "behind")
 TOL = 1e-6
+MAX_SEEDS = 1000  # x 5 scenes x 4 camera models renders: hours already
 _FLAG = "verify__whole_image"  # extra parameter of the wrapper (`__`: never a spec name)
 
 
@@ -388,18 +389,23 @@ def verify_file(path, defines=None, **kwargs) -> Report:
 
 
 def add_arguments(p) -> None:
-    from xprc.cli import add_define_option
+    from xprc.commands import add_define_option, int_range, path_arg
 
-    p.add_argument("spec", help="the .xpr spec")
+    p.add_argument("spec", type=path_arg, help="the .xpr spec")
     add_define_option(p)
-    p.add_argument("--seeds", type=int, default=2, help="random scenes of each kind (default 2)")
+    p.add_argument(
+        "--seeds",
+        type=int_range(1, MAX_SEEDS, "a positive integer (1, 2, ...)"),
+        default=2,
+        help="random scenes of each kind",
+    )
     p.add_argument(
         "--models",
         default=None,
         help="camera models, comma-separated (default: every model the spec accepts, its "
         f"'cameras'; models: {','.join(MODELS)})",
     )
-    p.add_argument("--tol", type=float, default=TOL, help=f"largest allowed difference ({TOL:g})")
+    p.add_argument("--tol", type=float, default=TOL, help="largest allowed difference")
 
 
 def run(args) -> int:
@@ -418,5 +424,5 @@ def run(args) -> int:
     report = verify_file(
         args.spec, args.defines, models=models, seeds=tuple(range(args.seeds)), tol=args.tol
     )
-    print(report.format())
+    print(printable(report.format()))
     return 0 if report.ok else 1

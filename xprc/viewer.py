@@ -17,13 +17,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+import socket
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .errors import XprError
+from .errors import XprError, printable
 
 KINDS = {"RGB": "rgb", "Depth": "depth", "Alpha": "alpha"}
 
@@ -94,6 +95,20 @@ def view_pose(view) -> tuple[np.ndarray, np.ndarray, float]:
     )
 
 
+def _check_host(host: str, port: int) -> None:
+    """XprError unless `host` is a local address to listen on. viser tries port after port in
+    a thread and never returns when the host itself cannot be bound (a name that does not
+    resolve, another machine's address); the port it moves past when taken."""
+    try:
+        infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except (OSError, UnicodeError) as e:
+        why = getattr(e, "strerror", None) or str(e)
+        raise XprError(f"viewer: cannot listen on {host}:{port} ({why})") from None
+
+
 @dataclasses.dataclass
 class _ClientState:
     key: tuple | None = None  # the camera, size, kind and scene version last rendered
@@ -141,6 +156,7 @@ class Viewer:
         self._watch_interval: float | None = None
         self.fps = 0.0
         self.sent: collections.deque = collections.deque(maxlen=64)  # (client id, key, size)
+        _check_host(host, port)
         try:
             self.server = viser.ViserServer(host=host, port=port, verbose=False)
         except OSError as e:
@@ -162,7 +178,7 @@ class Viewer:
         if isinstance(scene, dict):
             self.params, recorded = scene, None
         else:
-            from .commands import load_trained
+            from .trained import load_trained
 
             trained = load_trained(scene, self.views)
             self.params, recorded = trained.params, trained.background
@@ -331,7 +347,7 @@ class Viewer:
 
 def serve(args) -> int:
     """`xprc view`: serve until Ctrl-C."""
-    from .commands import load_method
+    from .trained import load_trained, scene_method
 
     views = []
     data = args.data
@@ -342,15 +358,16 @@ def serve(args) -> int:
         from .datasets import load_scene
 
         views = load_scene(data)[0].views
+    method = scene_method(load_trained(scene, views), args.spec, args.defines)
     viewer = Viewer(
-        load_method(args),
+        method,
         scene,
         views,
         background=args.background,
         host=args.host,
         port=args.port,
     )
-    print(f"viewer: {viewer.url} (Ctrl-C to stop)", flush=True)
+    print(printable(f"viewer: {viewer.url} (Ctrl-C to stop)"), flush=True)
     try:
         while True:
             time.sleep(1.0)

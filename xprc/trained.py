@@ -1,0 +1,187 @@
+"""A trained scene as `xprc render` and `xprc view` read it: its raw parameters, the background
+it was trained on, and the spec it was trained with.
+
+A scene is a run folder (its checkpoint.npz, else scene.ply), the trainer's checkpoint or a 3DGS
+PLY. The trainer records the spec as the compiled module's `NAME` and `SPEC_SHA256` (the sha256
+of the spec's text) in the checkpoint's metadata and in the run's metrics.json; `scene_method`
+renders with that spec unless told otherwise, and never silently with another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+
+from .errors import DataError, printable
+
+CHECKPOINT, PLY, METRICS = "checkpoint.npz", "scene.ply", "metrics.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecRecord:
+    """The spec a scene was trained with: the primitive's name and the sha256 of the spec's
+    text ('' when the method had none); `where` is the file that records it."""
+
+    name: str
+    sha256: str
+    where: Path
+
+    def describe(self) -> str:
+        return describe_spec(self.name, self.sha256)
+
+
+@dataclasses.dataclass
+class Trained:
+    """A trained scene: raw parameters, the background it was trained on (None: unknown)."""
+
+    params: dict
+    background: tuple[float, ...] | None
+    source: Path  # the file the parameters came from
+    run_dir: Path | None  # the run folder, when the file sits in one
+    spec: SpecRecord | None = None  # None: nothing recorded (a bare PLY, a plain checkpoint)
+
+
+def describe_spec(name: str, sha256: str) -> str:
+    return f"'{name}' (sha256 {sha256[:12] + '...' if sha256 else 'not recorded'})"
+
+
+def load_trained(path, train_views=None) -> Trained:
+    """A run folder, the trainer's checkpoint (.npz) or a 3DGS PLY -> `Trained`.
+
+    The background is the one the run recorded (checkpoint metadata or metrics.json); a run that
+    recorded none (it inferred it from the data) gets it re-inferred from `train_views` the way
+    the trainer does.
+    """
+    from .io import load_checkpoint, load_ply
+
+    path = Path(path)
+    if path.is_dir():
+        found = [path / n for n in (CHECKPOINT, PLY) if (path / n).is_file()]
+        if not found:
+            raise DataError(path, f"not a run folder: no {CHECKPOINT} or {PLY} in it")
+        path = found[0]
+    meta: dict = {}
+    if path.suffix.lower() == ".ply":
+        params = load_ply(path)
+    else:
+        tree, meta = load_checkpoint(path)
+        # The trainer's checkpoint nests {params, opt, state}; a plain one is flat.
+        params = tree["params"] if isinstance(tree.get("params"), dict) else tree
+    run_dir = path.parent if (path.parent / METRICS).is_file() else None
+    report = _run_report(run_dir) if run_dir is not None else {}
+    background = meta.get("background")
+    if background is None and run_dir is not None:
+        background = _run_background(report, train_views)
+    spec = _spec_record(meta, path) or (_spec_record(report, run_dir / METRICS) if report else None)
+    background = None if background is None else tuple(background)
+    return Trained(params, background, path, run_dir, spec)
+
+
+def _run_report(run_dir: Path) -> dict:
+    """The run's metrics.json, or {} when it cannot be read (the background is then unknown)."""
+    try:
+        report = json.loads((run_dir / METRICS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def _run_background(report: dict, train_views):
+    config = report.get("config") if isinstance(report.get("config"), dict) else {}
+    background = report.get("background", config.get("background"))
+    if background is None and "config" in report and train_views:
+        background = inferred_background(train_views)
+    return background
+
+
+def _spec_record(record: dict, where: Path) -> SpecRecord | None:
+    name, sha = record.get("method"), record.get("spec_sha256", "")
+    if name is None:
+        return None
+    hex_or_empty = isinstance(sha, str) and re.fullmatch(r"([0-9a-f]{64})?", sha) is not None
+    if not (isinstance(name, str) and hex_or_empty):
+        raise DataError(
+            where, "'method' must be the spec's primitive name and 'spec_sha256' its sha256 (hex)"
+        )
+    return SpecRecord(name, sha, where)
+
+
+def inferred_background(train_views) -> list[float]:
+    """The background the trainer infers from a dataset (median colour where alpha is 0)."""
+    from .train.data import infer_background
+
+    return [float(c) for c in infer_background(train_views)]
+
+
+# ------------------------------------------------------------------------------- its spec
+
+
+def scene_method(trained: Trained, spec: str | None, defines=None):
+    """The compiled spec to render `trained` with.
+
+    spec (--spec) None: the recorded spec (found among the shipped specs by its sha256; an
+    unshipped one must be given), or 3dgs when nothing is recorded, which a line on stderr says.
+    spec given: it must be the recorded one (same sha256), else a DataError naming both.
+    defines: `-D` overrides, applied to whichever spec is used.
+    """
+    from .compiler.driver import load, parse_defines
+    from .resources import DEFAULT_SPEC_NAME
+
+    defines = parse_defines(defines) or None
+    rec = trained.spec
+    if spec is not None:
+        method = load(spec, defines=defines)
+        if rec is not None and not _same_spec(rec, method):
+            found = shipped_spec_of(rec)
+            hint = (
+                f"leave out --spec to use it (the shipped {found.stem})"
+                if found is not None
+                else "give that spec with --spec"
+            )
+            given = describe_spec(method.NAME, getattr(method, "SPEC_SHA256", ""))
+            raise DataError(
+                rec.where,
+                f"the scene was trained with spec {rec.describe()}, but --spec {spec} is "
+                f"{given}; {hint}",
+            )
+        return method
+    if rec is None:
+        print(
+            printable(
+                f"note: {trained.source}: no spec recorded with the scene; rendering it as "
+                f"{DEFAULT_SPEC_NAME} (--spec names another)"
+            ),
+            file=sys.stderr,
+        )
+        return load(DEFAULT_SPEC_NAME, defines=defines)
+    found = shipped_spec_of(rec)
+    if found is None:
+        raise DataError(
+            rec.where,
+            f"the scene was trained with spec {rec.describe()}, which no shipped spec matches; "
+            "give its .xpr file with --spec",
+        )
+    return load(found, defines=defines)
+
+
+def _same_spec(rec: SpecRecord, method) -> bool:
+    if rec.sha256:
+        return getattr(method, "SPEC_SHA256", "") == rec.sha256
+    return method.NAME == rec.name
+
+
+def shipped_spec_of(rec: SpecRecord) -> Path | None:
+    """The shipped spec whose text has the recorded sha256, or None."""
+    from .compiler.driver import _sha as spec_sha256  # what compiled modules record
+    from .compiler.driver import read_spec
+    from .resources import shipped_specs
+
+    if not rec.sha256:
+        return None
+    for path in shipped_specs().values():
+        if spec_sha256(read_spec(path)) == rec.sha256:
+            return path
+    return None
