@@ -107,20 +107,41 @@ def _model_params(path: Path, model_id: int, where: str) -> tuple[str, int]:
     return COLMAP_MODELS[model_id]
 
 
+def _add(path: Path, table: dict, where: dict, key: int, value, at: str, noun: str) -> None:
+    """table[key] = value, where no earlier record has that id (a dict would keep the last
+    one without a word); `where` remembers each id's place (a line, a record) for the error."""
+    if key in table:
+        raise DataError(path, f"{at}: {noun} id {key} is defined twice (first at {where[key]})")
+    table[key], where[key] = value, at
+
+
 def _read_cameras_bin(path: Path) -> dict[int, ColmapCamera]:
-    r, cams = _Bin(path), {}
+    r, cams, seen = _Bin(path), {}, {}
     n = r.count("the header", "cameras", 24)
     for k in range(n):
         what = f"camera {k + 1} of {n}"
         cam_id, model_id, w, h = r.read("iiQQ", what)
         name, num = _model_params(path, model_id, f"camera {cam_id}")
         params = np.array(r.read("d" * num, what), dtype=np.float64)
-        cams[cam_id] = ColmapCamera(cam_id, name, int(w), int(h), params)
+        _add(path, cams, seen, cam_id, ColmapCamera(cam_id, name, int(w), int(h), params),
+             what, "camera")  # fmt: skip
     return cams
 
 
+def _image(path: Path, at: str, image_id: int, pose: list, camera_id: int, name: str):
+    """A ColmapImage whose qvec is a rotation: finite, not zero (any finite size is fine:
+    qvec_to_rotmat normalises without overflow) and a finite tvec."""
+    q, t = np.array(pose[:4], np.float64), np.array(pose[4:], np.float64)
+    who = f"{at}: image '{name}' (id {image_id})"
+    if not (np.isfinite(q).all() and np.isfinite(t).all()):
+        raise DataError(path, f"{who}: qvec and tvec must be finite numbers")
+    if not np.abs(q).max() > 0:
+        raise DataError(path, f"{who}: qvec is zero, not a rotation")
+    return ColmapImage(image_id, q, t, camera_id, name)
+
+
 def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
-    r, images = _Bin(path), {}
+    r, images, seen = _Bin(path), {}, {}
     n = r.count("the header", "images", 73)
     for k in range(n):
         what = f"image {k + 1} of {n}"
@@ -128,8 +149,8 @@ def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
         name = r.cstring(what)
         num_points2d = r.count(what, "keypoints", 24)
         r.skip(24 * num_points2d, what)  # (x, y, point3D_id) per keypoint; not needed
-        q, t = np.array(pose[:4]), np.array(pose[4:])
-        images[image_id] = ColmapImage(image_id, q, t, camera_id, name)
+        image = _image(path, what, image_id, pose, camera_id, name)
+        _add(path, images, seen, image_id, image, what, "image")
     return images
 
 
@@ -173,7 +194,7 @@ def _parse(path: Path, lineno: int, tokens: list[str], types: str, what: str) ->
 
 
 def _read_cameras_txt(path: Path) -> dict[int, ColmapCamera]:
-    cams = {}
+    cams, seen = {}, {}
     what = "CAMERA_ID MODEL WIDTH HEIGHT PARAMS[]"
     for lineno, line in _text_lines(path):
         if not _is_data(line):
@@ -190,24 +211,72 @@ def _read_cameras_txt(path: Path) -> dict[int, ColmapCamera]:
                 f"got {len(tokens) - 4}",
             )
         params = np.array(_parse(path, lineno, tokens[4:], "f" * num, what), dtype=np.float64)
-        cams[cam_id] = ColmapCamera(cam_id, model, w, h, params)
+        cam = ColmapCamera(cam_id, model, w, h, params)
+        _add(path, cams, seen, cam_id, cam, f"line {lineno}", "camera")
     return cams
 
 
+_IMAGE_LINE = "IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"
+_IMAGE_TYPES = "ifffffffis"
+
+
+def _typed(tokens: list[str], types: str) -> list | None:
+    """`tokens` converted by `types` ('i' int, 'f' float, 's' str), or None if any fails."""
+    if len(tokens) != len(types):
+        return None
+    convert = {"i": int, "f": float, "s": str}
+    try:
+        return [convert[k](t) for t, k in zip(tokens, types, strict=True)]
+    except ValueError:
+        return None
+
+
+def _is_points2d(line: str) -> bool:
+    """A POINTS2D line: (X Y POINT3D_ID) triples. Only the first is parsed; the keypoints are
+    not used, the line only has to be told apart from an image line."""
+    tokens = line.split()
+    return len(tokens) % 3 == 0 and _typed(tokens[:3], "ffi") is not None
+
+
 def _read_images_txt(path: Path) -> dict[int, ColmapImage]:
-    images = {}
-    what = "IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"
-    lines = iter(_text_lines(path))
-    for lineno, line in lines:
+    """COLMAP writes two lines per image: the image line and its POINTS2D line (empty without
+    keypoints). Some writers leave the second line out; reading every other line blindly then
+    took each second image for keypoints and lost it without a word. So the line after an image
+    line is taken as its POINTS2D line only when it is empty or reads as one and not as an
+    image line; a line that reads as both is an error, as is one that reads as neither."""
+    images: dict[int, ColmapImage] = {}
+    seen: dict[int, str] = {}
+    lines = _text_lines(path)
+    i = 0
+    while i < len(lines):
+        lineno, line = lines[i]
+        i += 1
         if not _is_data(line):
             continue
         # NAME may contain spaces: it is everything after the ninth field.
         tokens = line.split(maxsplit=9)
-        image_id, *pose, camera_id, name = _parse(path, lineno, tokens, "ifffffffis", what)
-        next(lines, None)  # the POINTS2D line follows every image line (it may be empty)
-        images[image_id] = ColmapImage(
-            image_id, np.array(pose[:4]), np.array(pose[4:]), camera_id, name
-        )
+        image_id, *pose, camera_id, name = _parse(path, lineno, tokens, _IMAGE_TYPES, _IMAGE_LINE)
+        image = _image(path, f"line {lineno}", image_id, pose, camera_id, name)
+        _add(path, images, seen, image_id, image, f"line {lineno}", "image")
+        if i == len(lines) or lines[i][1].startswith("#"):
+            continue  # no POINTS2D line
+        next_no, next_line = lines[i]
+        points = not next_line or _is_points2d(next_line)
+        image_line = _typed(next_line.split(maxsplit=9), _IMAGE_TYPES) is not None
+        if points and image_line:
+            raise DataError(
+                path,
+                f"line {next_no}: cannot tell whether this is the POINTS2D line of image "
+                f"{image_id} (line {lineno}) or an image line",
+            )
+        if points:
+            i += 1
+        elif not image_line:
+            raise DataError(
+                path,
+                f"line {next_no}: expected the POINTS2D line of image {image_id} (line {lineno}): "
+                f"X Y POINT3D_ID triples, or the next image line: {_IMAGE_LINE}",
+            )
     return images
 
 
@@ -267,6 +336,11 @@ def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
 
 
 def qvec_to_rotmat(q: np.ndarray) -> np.ndarray:
+    """[4] (w, x, y, z), finite and not zero, of any size -> [3, 3] rotation. Dividing by the
+    largest component first keeps the norm from overflowing (1e200: the norm was inf and every
+    component became 0, the identity) or underflowing (1e-200) to 0."""
+    q = np.asarray(q, np.float64)
+    q = q / np.abs(q).max()
     w, x, y, z = q / np.linalg.norm(q)
     return np.array(
         [

@@ -456,14 +456,6 @@ def _check_colmap_camera(path: Path, cam: ColmapCamera) -> None:
         )
 
 
-def _check_colmap_pose(path: Path, img) -> None:
-    where = f"image '{img.name}' (id {img.id})"
-    if not (np.isfinite(img.qvec).all() and np.isfinite(img.tvec).all()):
-        raise DataError(path, f"{where}: qvec and tvec must be finite numbers")
-    if np.linalg.norm(img.qvec) < 1e-6:
-        raise DataError(path, f"{where}: qvec is zero, not a rotation")
-
-
 def load_colmap(
     root, downscale=1, images_dir: str = "images", background=(1.0, 1.0, 1.0)
 ) -> Dataset:
@@ -488,8 +480,6 @@ def load_colmap(
     img_file = images_file.name
     for cam_id in sorted({im.camera_id for im in images.values()}):
         _check_colmap_camera(cameras_file, cameras[cam_id])
-    for img in images.values():
-        _check_colmap_pose(images_file, img)
 
     image_root = root / images_dir
     shrunk = root / f"{images_dir}_{int(downscale)}"
