@@ -13,15 +13,19 @@ import pytest
 from test_datasets import (
     CAMERAS,
     IMAGES,
+    blender_scene,
     colmap_scene,
     expect,
+    png_bytes,
     rotmat,
     write_colmap_bin,
     write_colmap_txt,
 )
 
+from xprc import datasets
 from xprc.colmap import qvec_to_rotmat
-from xprc.datasets import load_colmap, read_colmap_model
+from xprc.datasets import load_blender, load_colmap, load_scene, read_colmap_model
+from xprc.errors import DataError
 from xprc.io import load_ply, load_points_ply
 
 # --------------------------------------------------------------------------- COLMAP images.txt
@@ -236,3 +240,71 @@ def test_binary_ply_is_not_read_row_by_row(tmp_path):
     points, _ = load_points_ply(path)
     assert time.perf_counter() - start < 3.0
     np.testing.assert_array_equal(points, xyz)
+
+
+# --------------------------------------------------------------------------- memory estimate
+
+GIB = 2**30
+
+
+def test_blender_memory_is_estimated_from_the_headers(tmp_path, monkeypatch):
+    """Three frames whose PNG headers claim 8192 x 8192 (no pixel data): the load needs
+    2.25 GiB of float32 RGB; with 1 GiB of memory that is refused before anything is decoded
+    (it used to decode frame after frame until a MemoryError)."""
+    monkeypatch.setattr(datasets, "_physical_memory", lambda: GIB)
+    blender_scene(tmp_path, n=3)
+    for i in range(3):
+        (tmp_path / f"train/r_{i}.png").write_bytes(png_bytes(8192, 8192, 8, 2))
+    expect(tmp_path / "transforms_train.json", "the 3 images need about 2.2 GiB of memory as "
+           "float32 at downscale 1, more than the 1.0 GiB this machine has; downscale 2 "
+           "(--downscale 2) needs about 576.0 MiB", load_blender, tmp_path)  # fmt: skip
+    # at downscale 2 it fits, and the first image is decoded: it holds no pixels
+    with pytest.raises(DataError, match=r"r_0.png: error: unreadable image"):
+        load_blender(tmp_path, downscale=2)
+    (tmp_path / "train/r_1.png").write_bytes(png_bytes(8192, 8192, 8, 6))  # RGBA: + alpha
+    expect(tmp_path / "transforms_train.json", "the 3 images need about 2.5 GiB of memory as "
+           "float32 at downscale 1, more than the 1.0 GiB this machine has; downscale 2 "
+           "(--downscale 2) needs about 640.0 MiB", load_blender, tmp_path)  # fmt: skip
+
+
+def test_colmap_memory_is_estimated_from_the_cameras(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "_physical_memory", lambda: GIB)
+    colmap_scene(tmp_path)
+    big = [(cid, model, 8192, 8192, params) for cid, model, _, _, params in CAMERAS]
+    write_colmap_bin(tmp_path / "sparse/0", cameras=big)
+    expect(tmp_path, "the 4 images need about 3.0 GiB of memory as float32 at downscale 1, "
+           "more than the 1.0 GiB this machine has; downscale 2 (--downscale 2) needs about "
+           "768.0 MiB", load_colmap, tmp_path)  # fmt: skip
+    monkeypatch.setattr(datasets, "_physical_memory", lambda: 100_000)
+    expect(tmp_path, "the 4 images need about 491.6 MiB of memory as float32 at downscale 2.5, "
+           "more than the 97.7 KiB this machine has; even downscale 64 does not fit; load fewer "
+           "images", load_colmap, tmp_path, downscale=2.5)  # fmt: skip
+
+
+def test_physical_memory_is_known_here():
+    assert datasets._physical_memory() > 2**26
+
+
+@pytest.mark.parametrize("size", [(0, 12), (16, -1), (2**40, 2**40)])
+def test_colmap_camera_size(tmp_path, size):
+    """A camera of 2^40 x 2^40 pixels could never load; it is refused before the memory
+    estimate (which would otherwise suggest a downscale)."""
+    colmap_scene(tmp_path, fmt="txt")
+    write_colmap_txt(tmp_path / "sparse/0", cameras=[(1, "PINHOLE", *size, [9.0, 9.0, 4.0, 3.0])]
+                     + CAMERAS[1:])  # fmt: skip
+    expect(tmp_path / "sparse/0/cameras.txt", f"camera 1: size {size[0]}x{size[1]} is not 1 to "
+           "67,108,864 pixels", load_colmap, tmp_path)  # fmt: skip
+
+
+def test_load_scene_estimates_both_blender_splits_together(tmp_path, monkeypatch):
+    """Train and test are held together: each fits alone here, both do not."""
+    monkeypatch.setattr(datasets, "_physical_memory", lambda: GIB)
+    for split in ("train", "test"):
+        blender_scene(tmp_path, n=1, split=split)
+        (tmp_path / f"{split}/r_0.png").write_bytes(png_bytes(8192, 8192, 8, 2))
+    for split in ("train", "test"):  # alone: on to decoding, which fails (no pixels)
+        with pytest.raises(DataError, match=rf"{split}/r_0.png: error: unreadable image"):
+            load_blender(tmp_path, split)
+    expect(tmp_path, "the 2 images need about 1.5 GiB of memory as float32 at downscale 1, "
+           "more than the 1.0 GiB this machine has; downscale 2 (--downscale 2) needs about "
+           "384.0 MiB", load_scene, tmp_path)  # fmt: skip

@@ -15,7 +15,15 @@ import numpy as np
 
 from xprc.errors import DataError
 
-__all__ = ["COLMAP_MODELS", "ColmapCamera", "ColmapImage", "read_colmap_model"]
+__all__ = [
+    "COLMAP_MODELS",
+    "SUPPORTED_COLMAP",
+    "ColmapCamera",
+    "ColmapImage",
+    "camera_intrinsics",
+    "check_camera",
+    "read_colmap_model",
+]
 
 # COLMAP model id -> (name, number of parameters); src/colmap/sensor/models.h
 COLMAP_MODELS = {
@@ -33,6 +41,16 @@ COLMAP_MODELS = {
     11: ("RAD_TAN_THIN_PRISM_FISHEYE", 16),
 }
 _COLMAP_BY_NAME = {name: (mid, n) for mid, (name, n) in COLMAP_MODELS.items()}
+# The models xprc renders (the others are read, and refused by check_camera).
+SUPPORTED_COLMAP = (
+    "SIMPLE_PINHOLE",
+    "PINHOLE",
+    "SIMPLE_RADIAL",
+    "RADIAL",
+    "OPENCV",
+    "FULL_OPENCV",
+    "OPENCV_FISHEYE",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -333,6 +351,51 @@ def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
                 f"which {paths['cameras'].name} does not define",
             )
     return cameras, images, *out["points3D"]
+
+
+def camera_intrinsics(cam: ColmapCamera, num_dist: int) -> tuple[np.ndarray, str, np.ndarray]:
+    """COLMAP camera -> (K [3, 3], xprc's model name, dist [num_dist]: k1..k6, p1, p2, ...)."""
+    p, dist = cam.params, np.zeros(num_dist)
+    if cam.model in ("SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL"):
+        fx = fy = p[0]
+        cx, cy = p[1], p[2]
+        dist[: len(p) - 3] = p[3:]  # k1 (, k2)
+    else:
+        fx, fy, cx, cy = p[:4]
+        if cam.model == "OPENCV":  # k1 k2 p1 p2
+            dist[[0, 1, 6, 7]] = p[4:8]
+        elif cam.model == "FULL_OPENCV":  # k1 k2 p1 p2 k3 k4 k5 k6
+            dist[[0, 1, 6, 7, 2, 3, 4, 5]] = p[4:12]
+        elif cam.model == "OPENCV_FISHEYE":  # k1 k2 k3 k4
+            dist[:4] = p[4:8]
+    K = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+    if cam.model == "OPENCV_FISHEYE":
+        model = "fisheye"
+    else:
+        model = "opencv" if dist.any() else "pinhole"
+    return K, model, dist
+
+
+def check_camera(path: Path, cam: ColmapCamera, num_dist: int, max_pixels: int) -> None:
+    """DataError unless xprc renders `cam`: a supported model with finite parameters and a
+    size of 1 to `max_pixels` pixels (the image budget: more could never load)."""
+    if not (cam.width >= 1 and cam.height >= 1 and cam.width * cam.height <= max_pixels):
+        raise DataError(path, f"camera {cam.id}: size {cam.width}x{cam.height} is not 1 to "
+                        f"{max_pixels:,} pixels")  # fmt: skip
+    if cam.model not in SUPPORTED_COLMAP:
+        raise DataError(
+            path,
+            f"camera {cam.id}: model {cam.model} is not supported "
+            f"(supported: {', '.join(SUPPORTED_COLMAP)})",
+        )
+    if not np.isfinite(cam.params).all():
+        raise DataError(path, f"camera {cam.id}: parameters must be finite numbers")
+    K = camera_intrinsics(cam, num_dist)[0]
+    if not (K[0, 0] > 0 and K[1, 1] > 0):
+        raise DataError(
+            path,
+            f"camera {cam.id}: focal lengths must be positive, got fx={K[0, 0]}, fy={K[1, 1]}",
+        )
 
 
 def qvec_to_rotmat(q: np.ndarray) -> np.ndarray:
