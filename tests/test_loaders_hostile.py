@@ -4,7 +4,11 @@ ends in a DataError naming the file and the problem. Fixtures come from test_dat
 
 from __future__ import annotations
 
+import io
+import json
 import math
+import os
+import shutil
 import struct
 import time
 
@@ -27,6 +31,7 @@ from xprc.colmap import qvec_to_rotmat
 from xprc.datasets import load_blender, load_colmap, load_scene, read_colmap_model
 from xprc.errors import DataError
 from xprc.io import load_ply, load_points_ply
+from xprc.scenes import garden_workload
 
 # --------------------------------------------------------------------------- COLMAP images.txt
 
@@ -139,7 +144,6 @@ def test_qvec_not_a_rotation(tmp_path, fmt, q, t, problem):
            read_colmap_model, tmp_path / "sparse/0")  # fmt: skip
 
 
-
 # --------------------------------------------------------------------------- PLY headers
 
 XYZ = ["property float x", "property float y", "property float z"]
@@ -175,8 +179,10 @@ def test_ply_header_variants_that_load(tmp_path, data):
     np.testing.assert_array_equal(points, [[1.0, 2.0, 3.0]])
 
 
-TRUNCATED = ("truncated or corrupt PLY element 'vertex': the header declares 4000000000 rows of "
-             "at least 12 bytes, but only 12 bytes follow the header")
+TRUNCATED = (
+    "truncated or corrupt PLY element 'vertex': the header declares 4000000000 rows of "
+    "at least 12 bytes, but only 12 bytes follow the header"
+)
 NOT_A_COUNT = "malformed PLY header: line 3: element count {!r} is not a whole number"
 REFUSED = {
     # each of these allocated 44.7 GiB (MemoryError) past the former pre-check
@@ -308,3 +314,172 @@ def test_load_scene_estimates_both_blender_splits_together(tmp_path, monkeypatch
     expect(tmp_path, "the 2 images need about 1.5 GiB of memory as float32 at downscale 1, "
            "more than the 1.0 GiB this machine has; downscale 2 (--downscale 2) needs about "
            "384.0 MiB", load_scene, tmp_path)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- hostile-input probe
+# Each case was a traceback, a hang or silently wrong data; see docs/input-validation.md.
+
+
+def blender_case(edit=None, setup=None):
+    def build(tmp):
+        meta = blender_scene(tmp, n=1)
+        if edit:
+            edit(meta, meta["frames"][0])
+        (tmp / "transforms_train.json").write_text(json.dumps(meta))
+        if setup:
+            setup(tmp)
+        return "transforms_train.json", load_blender, tmp
+
+    return build
+
+
+def colmap_case(fmt, setup):
+    def build(tmp):
+        colmap_scene(tmp, fmt=fmt)
+        setup(tmp / "sparse/0")
+        return "sparse/0/" + {"txt": "cameras.txt", "bin": "cameras.bin"}[fmt], load_colmap, tmp
+
+    return build
+
+
+def garden_case(write):
+    def build(tmp):
+        path = tmp / "garden.npz"
+        write(path)
+        return "garden.npz", lambda p: garden_workload(p, num=4), path
+
+    return build
+
+
+def replace_in(path, old, new):
+    path.write_text(path.read_text().replace(old, new, 1))
+
+
+def append(path, data):
+    path.write_bytes(path.read_bytes() + data)
+
+
+def garden(**edits):
+    arrays = {
+        "means3d": np.zeros((6, 3)),
+        "colors": np.full((6, 3), 100.0),
+        "viewmats": np.eye(4)[None],
+        "Ks": np.eye(3)[None] * 10,
+        "width": 8,
+        "height": 6,
+    }
+    return lambda path: np.savez(path, **(arrays | edits))  # fmt: skip
+
+
+BIG = 10**400
+F0 = "frame 0: "
+BIG_SHOWN = "must be a finite number, got 1000000000000000000000000000000000000..."
+PROBES = {
+    # Blender: numbers beyond float64 were OverflowError tracebacks; strings, booleans and 1e-320
+    # loaded; a duplicate key, a lone 'w' and an unreadable points3d.ply were ignored
+    "camera_angle_x 10**400": (blender_case(lambda m, f: m.update(camera_angle_x=BIG)), None,
+        F0 + "'camera_angle_x' " + BIG_SHOWN),
+    "cx 10**400": (blender_case(lambda m, f: m.update(cx=BIG)), None,
+        F0 + "'cx' " + BIG_SHOWN),
+    "w 10**400": (blender_case(lambda m, f: m.update(w=BIG, h=8)), None,
+        F0 + "'w' " + BIG_SHOWN),
+    "fl_x 1e-320": (blender_case(lambda m, f: m.update(fl_x=1e-320)), None,
+        F0 + "'fl_x' is below the float32 range, got 1e-320"),
+    "w without h": (blender_case(lambda m, f: f.update(w=8)), None, F0 + "'w' without 'h'"),
+    "matrix of strings": (blender_case(lambda m, f: f.update(transform_matrix=[
+        [str(v) for v in row] for row in f["transform_matrix"]])), None,
+        F0 + "'transform_matrix' must be a 4x4 matrix of numbers"),
+    "matrix of booleans": (blender_case(lambda m, f: f.update(transform_matrix=np.eye(4, dtype=bool)
+        .tolist())), None, F0 + "'transform_matrix' must be a 4x4 matrix of numbers"),
+    # (these two guard the stricter matrix check: the fuzzer found the ragged one)
+    "matrix 10**400": (blender_case(lambda m, f: f["transform_matrix"][0].__setitem__(3, BIG)),
+        None, F0 + "'transform_matrix' must be a 4x4 matrix of numbers"),
+    "ragged matrix": (blender_case(lambda m, f: f["transform_matrix"].__setitem__(0, [])), None,
+        F0 + "'transform_matrix' must be a 4x4 matrix of numbers"),
+    "points3d.ply a directory": (blender_case(setup=lambda t: (t / "points3d.ply").mkdir()),
+        "points3d.ply", "is a directory, not a file"),
+    "points3d.ply a FIFO": (blender_case(setup=lambda t: os.mkfifo(t / "points3d.ply")),
+        "points3d.ply", "not a regular file"),
+    "points3d.ply a link loop": (blender_case(setup=lambda t: os.symlink("points3d.ply",
+        t / "points3d.ply")), "points3d.ply", "cannot read: Too many levels of symbolic links"),
+    # COLMAP: a directory (or FIFO) named cameras.txt was 'cameras.bin: file not found'; one named
+    # cameras.bin made the reader use cameras.txt; sparse/0 a file: 'sparse/cameras.bin ...'
+    "cameras.txt a directory": (colmap_case("txt", lambda s: (os.remove(s / "cameras.txt"),
+        (s / "cameras.txt").mkdir())), None, "is a directory, not a file"),
+    "cameras.bin a directory beside cameras.txt": (colmap_case("txt", lambda s: (
+        s / "cameras.bin").mkdir()), "sparse/0/cameras.bin", "is a directory, not a file"),
+    "sparse/0 a file": (colmap_case("txt", lambda s: (shutil.rmtree(s), s.write_text("x"))),
+        "sparse/0", "not a folder"),
+    # data after the last record: a count too small dropped the rest without a word
+    "cameras.bin data after the last camera": (colmap_case("bin", lambda s: append(
+        s / "cameras.bin", b"garbage!")), None,
+        "8 bytes follow the last of the 4 cameras the header declares (its count does not match "
+        "the data)"),
+    "images.bin data after the last image": (colmap_case("bin", lambda s: append(
+        s / "images.bin", b"garbage!")), "sparse/0/images.bin",
+        "8 bytes follow the last of the 4 images the header declares (its count does not match "
+        "the data)"),
+    "points3D.bin data after the last point": (colmap_case("bin", lambda s: append(
+        s / "points3D.bin", b"!")), "sparse/0/points3D.bin",
+        "1 bytes follow the last of the 2 points the header declares (its count does not match "
+        "the data)"),
+    # Python reads '2_0' as 20; COLMAP does not
+    "cameras.txt number 2_0": (colmap_case("txt", lambda s: replace_in(
+        s / "cameras.txt", "1 PINHOLE 16 12 20.0", "1 PINHOLE 16 12 2_0")), None,
+        "line 3: expected CAMERA_ID MODEL WIDTH HEIGHT PARAMS[], got '2_0'"),
+    # two ids of one name were two views of one image
+    "image name twice": (colmap_case("txt", lambda s: replace_in(s / "images.txt", "a.png",
+        "c.png")), "sparse/0/images.txt", "image name 'c.png' is used by image ids 5 and 2"),
+    "focal length 1e-320": (colmap_case("bin", lambda s: write_colmap_bin(s, cameras=[
+        (1, "PINHOLE", 16, 12, [1e-320, 21.0, 8.0, 6.0])] + CAMERAS[1:])), None,
+        "camera 1: focal lengths must be positive in float32, got fx=1e-320, fy=21.0"),
+    # the garden workload (XPRC_GARDEN): a FIFO hung; a .npy, a 1-d means3d, an array width
+    # were tracebacks; a truncated archive a ResourceWarning
+    "garden a FIFO": (garden_case(os.mkfifo), None, "not a regular file"),
+    "garden a .npy": (garden_case(lambda p: p.write_bytes(npy_bytes())), None,
+        "not a garden workload file (not an .npz archive)"),
+    "garden truncated": (garden_case(lambda p: (garden()(p), p.write_bytes(p.read_bytes()[:200]))),
+        None, "truncated or corrupt garden workload file (File is not a zip file)"),
+    "garden 1-d means3d": (garden_case(garden(means3d=np.zeros(6))), None,
+        "'means3d' (positions) must be finite numbers of shape ['N', 3], got float64 [6]"),
+    "garden NaN colours": (garden_case(garden(colors=np.full((6, 3), np.nan))), None,
+        "'colors' (colours in 0..255) must be finite numbers of shape ['N', 3], got float64 "
+        "[6, 3]"),
+    "garden width an array": (garden_case(garden(width=np.array([8, 9]))), None,
+        "'width' (the image width) must be a positive integer, got int64 [2]"),
+    "garden width a string": (garden_case(garden(width="eight")), None,
+        "'width' (the image width) must be a positive integer, got <U5 []"),
+    "garden without Ks": (garden_case(lambda p: np.savez(p, means3d=np.zeros((6, 3)),
+        colors=np.zeros((6, 3)), viewmats=np.eye(4)[None])), None,
+        "not a garden workload file (no 'Ks': intrinsics)"),
+}  # fmt: skip
+
+
+def npy_bytes() -> bytes:
+    out = io.BytesIO()
+    np.save(out, np.zeros(3))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("build,where,problem", PROBES.values(), ids=PROBES.keys())
+def test_hostile_input_probe(tmp_path, build, where, problem):
+    default, fn, arg = build(tmp_path)
+    expect(tmp_path / (where or default), problem, fn, arg)
+
+
+def test_json_integer_of_5000_digits(tmp_path):
+    """json.loads raised a ValueError (Python's limit of 4300 digits): a traceback."""
+    blender_scene(tmp_path, n=1)
+    (tmp_path / "transforms_train.json").write_text('{"camera_angle_x": ' + "9" * 5000 + "}")
+    with pytest.raises(DataError) as e:
+        load_blender(tmp_path)
+    assert str(e.value).startswith(f"{tmp_path / 'transforms_train.json'}: error: ")
+
+
+def test_json_key_twice(tmp_path):
+    """json keeps the last of two equal keys without a word."""
+    meta = blender_scene(tmp_path, n=1)
+    text = json.dumps(meta).replace('"camera_angle_x"', '"camera_angle_x": 0.2, "camera_angle_x"')
+    (tmp_path / "transforms_train.json").write_text(text)
+    expect(tmp_path / "transforms_train.json", "invalid JSON: the key 'camera_angle_x' appears "
+           "twice in one object", load_blender, tmp_path)  # fmt: skip

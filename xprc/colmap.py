@@ -8,12 +8,14 @@ anything is allocated, and every malformed file raises `DataError(path, problem)
 from __future__ import annotations
 
 import dataclasses
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from xprc.errors import DataError
+from xprc.io import require_file
 
 __all__ = [
     "COLMAP_MODELS",
@@ -118,6 +120,15 @@ class _Bin:
             )
         return n
 
+    def end(self, n: int, noun: str) -> None:
+        """Nothing may follow the last record: a count too small would drop the rest."""
+        if self.pos != len(self.buf):
+            raise DataError(
+                self.path,
+                f"{len(self.buf) - self.pos} bytes follow the last of the {n} {noun} the header "
+                "declares (its count does not match the data)",
+            )
+
 
 def _model_params(path: Path, model_id: int, where: str) -> tuple[str, int]:
     if model_id not in COLMAP_MODELS:
@@ -143,6 +154,7 @@ def _read_cameras_bin(path: Path) -> dict[int, ColmapCamera]:
         params = np.array(r.read("d" * num, what), dtype=np.float64)
         _add(path, cams, seen, cam_id, ColmapCamera(cam_id, name, int(w), int(h), params),
              what, "camera")  # fmt: skip
+    r.end(n, "cameras")
     return cams
 
 
@@ -169,6 +181,7 @@ def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
         r.skip(24 * num_points2d, what)  # (x, y, point3D_id) per keypoint; not needed
         image = _image(path, what, image_id, pose, camera_id, name)
         _add(path, images, seen, image_id, image, what, "image")
+    r.end(n, "images")
     return images
 
 
@@ -183,6 +196,7 @@ def _read_points_bin(path: Path) -> tuple[np.ndarray, np.ndarray]:
         r.skip(8 * track, what)  # (image_id, point2D_idx) per observation
         xyz[k] = (x, y, z)
         rgb[k] = (cr, cg, cb)
+    r.end(n, "points")
     return xyz, rgb
 
 
@@ -205,6 +219,8 @@ def _parse(path: Path, lineno: int, tokens: list[str], types: str, what: str) ->
     out = []
     for tok, t in zip(tokens, types, strict=False):
         try:
+            if "_" in tok and t != "s":  # Python reads '1_0' as 10; COLMAP does not
+                raise ValueError
             out.append(int(tok) if t == "i" else float(tok) if t == "f" else tok)
         except ValueError:
             raise DataError(path, f"line {lineno}: expected {what}, got {tok!r}") from None
@@ -243,6 +259,8 @@ def _typed(tokens: list[str], types: str) -> list | None:
     if len(tokens) != len(types):
         return None
     convert = {"i": int, "f": float, "s": str}
+    if any("_" in t for t, k in zip(tokens, types, strict=True) if k != "s"):
+        return None
     try:
         return [convert[k](t) for t, k in zip(tokens, types, strict=True)]
     except ValueError:
@@ -317,9 +335,13 @@ def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def find_file(sparse: Path, stem: str) -> Path:
+    """`stem`.bin, else `stem`.txt; the first that exists must be a regular file (a directory,
+    FIFO or link loop named cameras.bin is an error, not a reason to read cameras.txt)."""
     for ext in (".bin", ".txt"):
-        if (sparse / (stem + ext)).is_file():
-            return sparse / (stem + ext)
+        path = sparse / (stem + ext)
+        if os.path.lexists(path):
+            require_file(path)
+            return path
     raise DataError(sparse / f"{stem}.bin", f"file not found (nor {stem}.txt)")
 
 
@@ -331,7 +353,8 @@ def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
     """
     sparse = Path(sparse)
     if not sparse.is_dir():
-        raise DataError(sparse, "COLMAP model folder not found")
+        problem = "not a folder" if sparse.exists() else "COLMAP model folder not found"
+        raise DataError(sparse, problem)
     paths = {stem: find_file(sparse, stem) for stem in ("cameras", "images", "points3D")}
     readers = {
         "cameras": (_read_cameras_bin, _read_cameras_txt),
@@ -350,6 +373,11 @@ def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
                 f"image '{img.name}' (id {img.id}) uses camera id {img.camera_id}, "
                 f"which {paths['cameras'].name} does not define",
             )
+    names: dict[str, int] = {}
+    for img in images.values():  # COLMAP keeps names unique; a twin would be a second view
+        if names.setdefault(img.name, img.id) != img.id:
+            raise DataError(paths["images"], f"image name '{img.name}' is used by image ids "
+                            f"{names[img.name]} and {img.id}")  # fmt: skip
     return cameras, images, *out["points3D"]
 
 
@@ -390,11 +418,12 @@ def check_camera(path: Path, cam: ColmapCamera, num_dist: int, max_pixels: int) 
         )
     if not np.isfinite(cam.params).all():
         raise DataError(path, f"camera {cam.id}: parameters must be finite numbers")
-    K = camera_intrinsics(cam, num_dist)[0]
-    if not (K[0, 0] > 0 and K[1, 1] > 0):
+    fx, fy = np.diag(camera_intrinsics(cam, num_dist)[0])[:2]
+    tiny = float(np.finfo(np.float32).smallest_subnormal)  # 1e-320 is 0 as float32
+    if not (fx >= tiny and fy >= tiny):
+        in_f32 = " in float32" if fx > 0 and fy > 0 else ""
         raise DataError(
-            path,
-            f"camera {cam.id}: focal lengths must be positive, got fx={K[0, 0]}, fy={K[1, 1]}",
+            path, f"camera {cam.id}: focal lengths must be positive{in_f32}, got fx={fx}, fy={fy}"
         )
 
 

@@ -222,6 +222,7 @@ def _check_memory(path: Path, sizes: list[tuple[int, int, int]], downscale: floa
     have = _physical_memory()
     if have is None or need(downscale) <= have:
         return
+
     def gib(n: int) -> str:
         unit = next(((u, k) for u, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)) if n >= 2**k),
                     ("bytes", 0))  # fmt: skip
@@ -292,10 +293,20 @@ def _opengl_c2w_to_viewmat(c2w: np.ndarray) -> np.ndarray:
     return np.linalg.inv(c2w)
 
 
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object whose keys differ (json keeps the last of two without a word)."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {twice!r} appears twice in one object")
+    return out
+
+
 def _read_json(path: Path) -> dict:
     require_file(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except RecursionError:
         raise DataError(path, "invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as e:
@@ -304,15 +315,33 @@ def _read_json(path: Path) -> dict:
         ) from None
     except UnicodeDecodeError:
         raise DataError(path, "invalid JSON: not UTF-8 text") from None
+    except ValueError as e:  # a key twice; an integer of more than 4300 digits
+        raise DataError(path, f"invalid JSON: {e}") from None
     if not isinstance(data, dict):
         raise DataError(path, "invalid transforms file: the top level must be an object")
     return data
 
 
+def _shown(value) -> str:
+    """repr(value), cut to 40 characters (a JSON integer may have 4300 digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_number(value) -> bool:
+    """A finite JSON number: int or float, not bool, not beyond float64 (10**400)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _number(path: Path, obj: dict, key: str, where: str) -> float:
     value = obj[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise DataError(path, f"{where}'{key}' must be a finite number, got {value!r}")
+    if not _is_number(value):
+        raise DataError(path, f"{where}'{key}' must be a finite number, got {_shown(value)}")
     return float(value)
 
 
@@ -341,8 +370,9 @@ def _inside(root: Path, relative: str, path: Path, what: str) -> Path:
 
 def _positive(path: Path, obj: dict, key: str, where: str) -> float:
     value = _number(path, obj, key, where)
-    if value <= 0:
-        raise DataError(path, f"{where}'{key}' must be positive, got {value}")
+    if not value >= float(np.finfo(np.float32).smallest_subnormal):  # 1e-320 is 0 in float32
+        problem = "must be positive" if value <= 0 else "is below the float32 range"
+        raise DataError(path, f"{where}'{key}' {problem}, got {value}")
     return value
 
 
@@ -368,10 +398,13 @@ def _blender_pose(path: Path, frame: dict, where: str) -> np.ndarray:
     """The frame's camera-to-world [4, 4], checked to be a pose."""
     if "transform_matrix" not in frame:
         raise DataError(path, f"{where}missing 'transform_matrix'")
-    try:
-        c2w = np.asarray(frame["transform_matrix"], dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):
-        c2w = np.zeros(0)
+    rows = frame["transform_matrix"]
+    ok = (
+        isinstance(rows, list)
+        and len(rows) == 4
+        and all(isinstance(r, list) and len(r) == 4 and all(_is_number(v) for v in r) for r in rows)
+    )  # numpy would also take '1.5', true, 10**400 (inf)
+    c2w = np.asarray(rows, dtype=np.float64) if ok else np.zeros(0)
     if c2w.shape != (4, 4) or not np.isfinite(c2w).all():
         raise DataError(path, f"{where}'transform_matrix' must be a 4x4 matrix of numbers")
     if np.abs(c2w[3] - (0.0, 0.0, 0.0, 1.0)).max() > 1e-6:  # it would skew the inverse
@@ -426,7 +459,9 @@ def _blender_frames(root: Path, path: Path, meta: dict) -> list[_Frame]:
         img_path = _blender_image_path(root, frame["file_path"], path, where)
         W, H, channels = _image_header(img_path, f"{path.name} frame {i}")
         get = {**meta, **frame}  # per-frame keys override the top level
-        if "w" in get and "h" in get:
+        if ("w" in get) != ("h" in get):
+            raise DataError(path, f"{where}'{'wh'['h' in get]}' without '{'hw'['h' in get]}'")
+        if "w" in get:
             want = (round(_number(path, get, "w", where)), round(_number(path, get, "h", where)))
             if (W, H) != want:
                 raise DataError(
@@ -486,7 +521,7 @@ def _blender_views(root: Path, path: Path, frames: list[_Frame], background, dow
         )
 
     points = colors = None
-    if (root / "points3d.ply").is_file():
+    if os.path.lexists(root / "points3d.ply"):  # a directory or a link loop is an error
         points, colors = load_points_ply(root / "points3d.ply")
     return Dataset(tuple(views), points, colors, root)
 
@@ -507,11 +542,9 @@ def load_colmap(
     root = Path(root)
     downscale = _check_downscale(downscale)
     sparse = root / "sparse" / "0"
-    if not sparse.is_dir() and (root / "sparse").is_dir():
+    if not os.path.lexists(sparse) and (root / "sparse").is_dir():
         sparse = root / "sparse"
-    if not sparse.is_dir():
-        raise DataError(root / "sparse" / "0", "COLMAP model folder not found")
-    cameras, images, xyz, rgb = read_colmap_model(sparse)
+    cameras, images, xyz, rgb = read_colmap_model(sparse)  # sparse/0 when neither is a folder
     if not images:
         raise DataError(_find(sparse, "images"), "no registered images")
     images_file, cameras_file = _find(sparse, "images"), _find(sparse, "cameras")

@@ -489,7 +489,7 @@ _ZIP_ERRORS = (zipfile.BadZipFile, ValueError, OSError, EOFError, RuntimeError,
                NotImplementedError, zlib.error, KeyError, struct.error, OverflowError)  # fmt: skip
 
 
-def _check_npz_sizes(path: Path, raw: bytes) -> None:
+def _check_npz_sizes(path: Path, raw: bytes, noun: str) -> None:
     """np.load allocates the shape an entry's header declares before reading its data: each
     entry must hold the bytes it declares, and a compressed one cannot claim more than deflate
     can produce. Archives this cannot read are left to np.load's own errors."""
@@ -498,7 +498,7 @@ def _check_npz_sizes(path: Path, raw: bytes) -> None:
     with zipfile.ZipFile(io.BytesIO(raw)) as archive:
         for info in archive.infolist():
             if info.file_size > _DEFLATE_MAX_RATIO * info.compress_size + 4096:
-                raise DataError(path, f"corrupt checkpoint (entry '{info.filename}' claims "
+                raise DataError(path, f"corrupt {noun} (entry '{info.filename}' claims "
                                 f"{info.file_size} bytes from {info.compress_size})")  # fmt: skip
             with archive.open(info) as f:
                 version = fmt.read_magic(f)
@@ -510,24 +510,31 @@ def _check_npz_sizes(path: Path, raw: bytes) -> None:
             if declared > held:
                 raise DataError(
                     path,
-                    f"truncated or corrupt checkpoint (entry '{info.filename}' declares "
+                    f"truncated or corrupt {noun} (entry '{info.filename}' declares "
                     f"{declared} bytes of data but holds {held})",
                 )
+
+
+def read_npz(path: Path, noun: str = "checkpoint", kind: str = "an xprc checkpoint") -> dict:
+    """Every array of an .npz archive {name: array}, without pickles; a damaged archive, or one
+    whose entries declare more data than they hold, is `truncated or corrupt {noun} (...)`,
+    another file `not {kind} (not an .npz archive)`."""
+    require_file(path)
+    raw = path.read_bytes()
+    if not raw.startswith(b"PK"):  # np.load would read a .npy, or a pickle's error
+        raise DataError(path, f"not {kind} (not an .npz archive)")
+    try:
+        _check_npz_sizes(path, raw, noun)
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except _ZIP_ERRORS as e:
+        raise DataError(path, f"truncated or corrupt {noun} ({e})") from None
 
 
 def load_checkpoint(path) -> tuple[dict, dict]:
     """Read a checkpoint written by `save_checkpoint` -> (params, meta); nesting is restored."""
     path = Path(path)
-    require_file(path)
-    try:
-        raw = path.read_bytes()
-        _check_npz_sizes(path, raw)
-        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except _ZIP_ERRORS as e:
-        if not raw.startswith(b"PK"):
-            raise DataError(path, "not an xprc checkpoint (not an .npz archive)") from None
-        raise DataError(path, f"truncated or corrupt checkpoint ({e})") from None
+    arrays = read_npz(path)
     if _META_KEY not in arrays:
         raise DataError(path, "not an xprc checkpoint (no metadata entry)")
     try:
