@@ -800,7 +800,7 @@ def test_colmap_image_pose(tmp_path, q, t, problem):
     write_colmap_txt(tmp_path / "sparse/0", images=images)
     expect(
         tmp_path / "sparse/0/images.txt",
-        f"image 'c.png' (id 5): {problem}",
+        f"line 3: image 'c.png' (id 5): {problem}",
         load_colmap,
         tmp_path,
     )

@@ -8,14 +8,24 @@ anything is allocated, and every malformed file raises `DataError(path, problem)
 from __future__ import annotations
 
 import dataclasses
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from xprc.errors import DataError
+from xprc.io import require_file
 
-__all__ = ["COLMAP_MODELS", "ColmapCamera", "ColmapImage", "read_colmap_model"]
+__all__ = [
+    "COLMAP_MODELS",
+    "SUPPORTED_COLMAP",
+    "ColmapCamera",
+    "ColmapImage",
+    "camera_intrinsics",
+    "check_camera",
+    "read_colmap_model",
+]
 
 # COLMAP model id -> (name, number of parameters); src/colmap/sensor/models.h
 COLMAP_MODELS = {
@@ -33,6 +43,16 @@ COLMAP_MODELS = {
     11: ("RAD_TAN_THIN_PRISM_FISHEYE", 16),
 }
 _COLMAP_BY_NAME = {name: (mid, n) for mid, (name, n) in COLMAP_MODELS.items()}
+# The models xprc renders (the others are read, and refused by check_camera).
+SUPPORTED_COLMAP = (
+    "SIMPLE_PINHOLE",
+    "PINHOLE",
+    "SIMPLE_RADIAL",
+    "RADIAL",
+    "OPENCV",
+    "FULL_OPENCV",
+    "OPENCV_FISHEYE",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +120,15 @@ class _Bin:
             )
         return n
 
+    def end(self, n: int, noun: str) -> None:
+        """Nothing may follow the last record: a count too small would drop the rest."""
+        if self.pos != len(self.buf):
+            raise DataError(
+                self.path,
+                f"{len(self.buf) - self.pos} bytes follow the last of the {n} {noun} the header "
+                "declares (its count does not match the data)",
+            )
+
 
 def _model_params(path: Path, model_id: int, where: str) -> tuple[str, int]:
     if model_id not in COLMAP_MODELS:
@@ -107,20 +136,42 @@ def _model_params(path: Path, model_id: int, where: str) -> tuple[str, int]:
     return COLMAP_MODELS[model_id]
 
 
+def _add(path: Path, table: dict, where: dict, key: int, value, at: str, noun: str) -> None:
+    """table[key] = value, where no earlier record has that id (a dict would keep the last
+    one without a word); `where` remembers each id's place (a line, a record) for the error."""
+    if key in table:
+        raise DataError(path, f"{at}: {noun} id {key} is defined twice (first at {where[key]})")
+    table[key], where[key] = value, at
+
+
 def _read_cameras_bin(path: Path) -> dict[int, ColmapCamera]:
-    r, cams = _Bin(path), {}
+    r, cams, seen = _Bin(path), {}, {}
     n = r.count("the header", "cameras", 24)
     for k in range(n):
         what = f"camera {k + 1} of {n}"
         cam_id, model_id, w, h = r.read("iiQQ", what)
         name, num = _model_params(path, model_id, f"camera {cam_id}")
         params = np.array(r.read("d" * num, what), dtype=np.float64)
-        cams[cam_id] = ColmapCamera(cam_id, name, int(w), int(h), params)
+        _add(path, cams, seen, cam_id, ColmapCamera(cam_id, name, int(w), int(h), params),
+             what, "camera")  # fmt: skip
+    r.end(n, "cameras")
     return cams
 
 
+def _image(path: Path, at: str, image_id: int, pose: list, camera_id: int, name: str):
+    """A ColmapImage whose qvec is a rotation: finite, not zero (any finite size is fine:
+    qvec_to_rotmat normalises without overflow) and a finite tvec."""
+    q, t = np.array(pose[:4], np.float64), np.array(pose[4:], np.float64)
+    who = f"{at}: image '{name}' (id {image_id})"
+    if not (np.isfinite(q).all() and np.isfinite(t).all()):
+        raise DataError(path, f"{who}: qvec and tvec must be finite numbers")
+    if not np.abs(q).max() > 0:
+        raise DataError(path, f"{who}: qvec is zero, not a rotation")
+    return ColmapImage(image_id, q, t, camera_id, name)
+
+
 def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
-    r, images = _Bin(path), {}
+    r, images, seen = _Bin(path), {}, {}
     n = r.count("the header", "images", 73)
     for k in range(n):
         what = f"image {k + 1} of {n}"
@@ -128,8 +179,9 @@ def _read_images_bin(path: Path) -> dict[int, ColmapImage]:
         name = r.cstring(what)
         num_points2d = r.count(what, "keypoints", 24)
         r.skip(24 * num_points2d, what)  # (x, y, point3D_id) per keypoint; not needed
-        q, t = np.array(pose[:4]), np.array(pose[4:])
-        images[image_id] = ColmapImage(image_id, q, t, camera_id, name)
+        image = _image(path, what, image_id, pose, camera_id, name)
+        _add(path, images, seen, image_id, image, what, "image")
+    r.end(n, "images")
     return images
 
 
@@ -144,6 +196,7 @@ def _read_points_bin(path: Path) -> tuple[np.ndarray, np.ndarray]:
         r.skip(8 * track, what)  # (image_id, point2D_idx) per observation
         xyz[k] = (x, y, z)
         rgb[k] = (cr, cg, cb)
+    r.end(n, "points")
     return xyz, rgb
 
 
@@ -166,6 +219,8 @@ def _parse(path: Path, lineno: int, tokens: list[str], types: str, what: str) ->
     out = []
     for tok, t in zip(tokens, types, strict=False):
         try:
+            if "_" in tok and t != "s":  # Python reads '1_0' as 10; COLMAP does not
+                raise ValueError
             out.append(int(tok) if t == "i" else float(tok) if t == "f" else tok)
         except ValueError:
             raise DataError(path, f"line {lineno}: expected {what}, got {tok!r}") from None
@@ -173,7 +228,7 @@ def _parse(path: Path, lineno: int, tokens: list[str], types: str, what: str) ->
 
 
 def _read_cameras_txt(path: Path) -> dict[int, ColmapCamera]:
-    cams = {}
+    cams, seen = {}, {}
     what = "CAMERA_ID MODEL WIDTH HEIGHT PARAMS[]"
     for lineno, line in _text_lines(path):
         if not _is_data(line):
@@ -190,24 +245,74 @@ def _read_cameras_txt(path: Path) -> dict[int, ColmapCamera]:
                 f"got {len(tokens) - 4}",
             )
         params = np.array(_parse(path, lineno, tokens[4:], "f" * num, what), dtype=np.float64)
-        cams[cam_id] = ColmapCamera(cam_id, model, w, h, params)
+        cam = ColmapCamera(cam_id, model, w, h, params)
+        _add(path, cams, seen, cam_id, cam, f"line {lineno}", "camera")
     return cams
 
 
+_IMAGE_LINE = "IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"
+_IMAGE_TYPES = "ifffffffis"
+
+
+def _typed(tokens: list[str], types: str) -> list | None:
+    """`tokens` converted by `types` ('i' int, 'f' float, 's' str), or None if any fails."""
+    if len(tokens) != len(types):
+        return None
+    convert = {"i": int, "f": float, "s": str}
+    if any("_" in t for t, k in zip(tokens, types, strict=True) if k != "s"):
+        return None
+    try:
+        return [convert[k](t) for t, k in zip(tokens, types, strict=True)]
+    except ValueError:
+        return None
+
+
+def _is_points2d(line: str) -> bool:
+    """A POINTS2D line: (X Y POINT3D_ID) triples. Only the first is parsed; the keypoints are
+    not used, the line only has to be told apart from an image line."""
+    tokens = line.split()
+    return len(tokens) % 3 == 0 and _typed(tokens[:3], "ffi") is not None
+
+
 def _read_images_txt(path: Path) -> dict[int, ColmapImage]:
-    images = {}
-    what = "IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"
-    lines = iter(_text_lines(path))
-    for lineno, line in lines:
+    """COLMAP writes two lines per image: the image line and its POINTS2D line (empty without
+    keypoints). Some writers leave the second line out; reading every other line blindly then
+    took each second image for keypoints and lost it without a word. So the line after an image
+    line is taken as its POINTS2D line only when it is empty or reads as one and not as an
+    image line; a line that reads as both is an error, as is one that reads as neither."""
+    images: dict[int, ColmapImage] = {}
+    seen: dict[int, str] = {}
+    lines = _text_lines(path)
+    i = 0
+    while i < len(lines):
+        lineno, line = lines[i]
+        i += 1
         if not _is_data(line):
             continue
         # NAME may contain spaces: it is everything after the ninth field.
         tokens = line.split(maxsplit=9)
-        image_id, *pose, camera_id, name = _parse(path, lineno, tokens, "ifffffffis", what)
-        next(lines, None)  # the POINTS2D line follows every image line (it may be empty)
-        images[image_id] = ColmapImage(
-            image_id, np.array(pose[:4]), np.array(pose[4:]), camera_id, name
-        )
+        image_id, *pose, camera_id, name = _parse(path, lineno, tokens, _IMAGE_TYPES, _IMAGE_LINE)
+        image = _image(path, f"line {lineno}", image_id, pose, camera_id, name)
+        _add(path, images, seen, image_id, image, f"line {lineno}", "image")
+        if i == len(lines) or lines[i][1].startswith("#"):
+            continue  # no POINTS2D line
+        next_no, next_line = lines[i]
+        points = not next_line or _is_points2d(next_line)
+        image_line = _typed(next_line.split(maxsplit=9), _IMAGE_TYPES) is not None
+        if points and image_line:
+            raise DataError(
+                path,
+                f"line {next_no}: cannot tell whether this is the POINTS2D line of image "
+                f"{image_id} (line {lineno}) or an image line",
+            )
+        if points:
+            i += 1
+        elif not image_line:
+            raise DataError(
+                path,
+                f"line {next_no}: expected the POINTS2D line of image {image_id} (line {lineno}): "
+                f"X Y POINT3D_ID triples, or the next image line: {_IMAGE_LINE}",
+            )
     return images
 
 
@@ -230,9 +335,13 @@ def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def find_file(sparse: Path, stem: str) -> Path:
+    """`stem`.bin, else `stem`.txt; the first that exists must be a regular file (a directory,
+    FIFO or link loop named cameras.bin is an error, not a reason to read cameras.txt)."""
     for ext in (".bin", ".txt"):
-        if (sparse / (stem + ext)).is_file():
-            return sparse / (stem + ext)
+        path = sparse / (stem + ext)
+        if os.path.lexists(path):
+            require_file(path)
+            return path
     raise DataError(sparse / f"{stem}.bin", f"file not found (nor {stem}.txt)")
 
 
@@ -244,7 +353,8 @@ def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
     """
     sparse = Path(sparse)
     if not sparse.is_dir():
-        raise DataError(sparse, "COLMAP model folder not found")
+        problem = "not a folder" if sparse.exists() else "COLMAP model folder not found"
+        raise DataError(sparse, problem)
     paths = {stem: find_file(sparse, stem) for stem in ("cameras", "images", "points3D")}
     readers = {
         "cameras": (_read_cameras_bin, _read_cameras_txt),
@@ -263,10 +373,66 @@ def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
                 f"image '{img.name}' (id {img.id}) uses camera id {img.camera_id}, "
                 f"which {paths['cameras'].name} does not define",
             )
+    names: dict[str, int] = {}
+    for img in images.values():  # COLMAP keeps names unique; a twin would be a second view
+        if names.setdefault(img.name, img.id) != img.id:
+            raise DataError(paths["images"], f"image name '{img.name}' is used by image ids "
+                            f"{names[img.name]} and {img.id}")  # fmt: skip
     return cameras, images, *out["points3D"]
 
 
+def camera_intrinsics(cam: ColmapCamera, num_dist: int) -> tuple[np.ndarray, str, np.ndarray]:
+    """COLMAP camera -> (K [3, 3], xprc's model name, dist [num_dist]: k1..k6, p1, p2, ...)."""
+    p, dist = cam.params, np.zeros(num_dist)
+    if cam.model in ("SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL"):
+        fx = fy = p[0]
+        cx, cy = p[1], p[2]
+        dist[: len(p) - 3] = p[3:]  # k1 (, k2)
+    else:
+        fx, fy, cx, cy = p[:4]
+        if cam.model == "OPENCV":  # k1 k2 p1 p2
+            dist[[0, 1, 6, 7]] = p[4:8]
+        elif cam.model == "FULL_OPENCV":  # k1 k2 p1 p2 k3 k4 k5 k6
+            dist[[0, 1, 6, 7, 2, 3, 4, 5]] = p[4:12]
+        elif cam.model == "OPENCV_FISHEYE":  # k1 k2 k3 k4
+            dist[:4] = p[4:8]
+    K = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+    if cam.model == "OPENCV_FISHEYE":
+        model = "fisheye"
+    else:
+        model = "opencv" if dist.any() else "pinhole"
+    return K, model, dist
+
+
+def check_camera(path: Path, cam: ColmapCamera, num_dist: int, max_pixels: int) -> None:
+    """DataError unless xprc renders `cam`: a supported model with finite parameters and a
+    size of 1 to `max_pixels` pixels (the image budget: more could never load)."""
+    if not (cam.width >= 1 and cam.height >= 1 and cam.width * cam.height <= max_pixels):
+        raise DataError(path, f"camera {cam.id}: size {cam.width}x{cam.height} is not 1 to "
+                        f"{max_pixels:,} pixels")  # fmt: skip
+    if cam.model not in SUPPORTED_COLMAP:
+        raise DataError(
+            path,
+            f"camera {cam.id}: model {cam.model} is not supported "
+            f"(supported: {', '.join(SUPPORTED_COLMAP)})",
+        )
+    if not np.isfinite(cam.params).all():
+        raise DataError(path, f"camera {cam.id}: parameters must be finite numbers")
+    fx, fy = np.diag(camera_intrinsics(cam, num_dist)[0])[:2]
+    tiny = float(np.finfo(np.float32).smallest_subnormal)  # 1e-320 is 0 as float32
+    if not (fx >= tiny and fy >= tiny):
+        in_f32 = " in float32" if fx > 0 and fy > 0 else ""
+        raise DataError(
+            path, f"camera {cam.id}: focal lengths must be positive{in_f32}, got fx={fx}, fy={fy}"
+        )
+
+
 def qvec_to_rotmat(q: np.ndarray) -> np.ndarray:
+    """[4] (w, x, y, z), finite and not zero, of any size -> [3, 3] rotation. Dividing by the
+    largest component first keeps the norm from overflowing (1e200: the norm was inf and every
+    component became 0, the identity) or underflowing (1e-200) to 0."""
+    q = np.asarray(q, np.float64)
+    q = q / np.abs(q).max()
     w, x, y, z = q / np.linalg.norm(q)
     return np.array(
         [

@@ -22,7 +22,13 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from xprc.colmap import COLMAP_MODELS, ColmapCamera, qvec_to_rotmat, read_colmap_model
+from xprc.colmap import (
+    COLMAP_MODELS,
+    camera_intrinsics,
+    check_camera,
+    qvec_to_rotmat,
+    read_colmap_model,
+)
 from xprc.colmap import find_file as _find
 from xprc.errors import DataError
 from xprc.io import load_points_ply, require_file
@@ -40,16 +46,6 @@ __all__ = [
 
 NUM_DIST = 12  # [k1, k2, k3, k4, k5, k6, p1, p2, s1, s2, s3, s4]; fisheye k1..k4 first
 TEST_EVERY = 8  # Mip-NeRF 360 convention: views 0, 8, 16, ... (sorted by name) are held out
-
-SUPPORTED_COLMAP = (
-    "SIMPLE_PINHOLE",
-    "PINHOLE",
-    "SIMPLE_RADIAL",
-    "RADIAL",
-    "OPENCV",
-    "FULL_OPENCV",
-    "OPENCV_FISHEYE",
-)
 
 
 # --------------------------------------------------------------------------- data structures
@@ -156,23 +152,41 @@ MAX_IMAGE_PIXELS = 1 << 26  # 8192 x 8192: checked from the header, before any d
 def _read_image(path: Path, referenced_by: str) -> Image.Image:
     """An image as RGB, RGBA or 16-bit grey ('I;16'); 16-bit colour PNGs come 8-bit from
     Pillow. The pixel count is checked against MAX_IMAGE_PIXELS before decoding."""
-    try:
-        require_file(path)
-    except DataError as e:
-        problem = "image file not found" if e.message == "file not found" else e.message
-        raise DataError(path, f"{problem} (referenced by {referenced_by})") from None
-    img = _open_image(path)
+    img = _open_image(path, referenced_by)
+    with contextlib.ExitStack() as on_error:
+        on_error.callback(img.close)
+        try:
+            img.load()
+        except (OSError, SyntaxError, ValueError) as e:
+            raise DataError(path, f"unreadable image ({e})") from None
+        on_error.pop_all()
     if img.mode.startswith("I;16"):
         return img
     if img.mode in ("I", "F"):
         raise DataError(path, f"unsupported image mode '{img.mode}' (32-bit pixels)")
     if img.mode not in ("RGB", "RGBA"):
-        img = img.convert("RGBA" if "A" in img.getbands() or "transparency" in img.info else "RGB")
+        img = img.convert("RGBA" if _channels(img) == 4 else "RGB")
     return img
 
 
-def _open_image(path: Path) -> Image.Image:
-    """Open and decode, after checking the size the header claims (closed on any error)."""
+def _channels(img: Image.Image) -> int:
+    """4 for an image read as RGBA (it has alpha or a transparent colour), else 3."""
+    return 4 if "A" in img.getbands() or "transparency" in img.info else 3
+
+
+def _image_header(path: Path, referenced_by: str) -> tuple[int, int, int]:
+    """(width, height, channels) from the header alone: nothing is decoded."""
+    with _open_image(path, referenced_by) as img:
+        return (*img.size, _channels(img))
+
+
+def _open_image(path: Path, referenced_by: str) -> Image.Image:
+    """Open, without decoding, after checking the file and the size its header claims."""
+    try:
+        require_file(path)
+    except DataError as e:
+        problem = "image file not found" if e.message == "file not found" else e.message
+        raise DataError(path, f"{problem} (referenced by {referenced_by})") from None
     budget = f"the budget of {MAX_IMAGE_PIXELS:,} pixels"
     try:
         with warnings.catch_warnings():  # the budget below replaces Pillow's bomb warning
@@ -182,17 +196,46 @@ def _open_image(path: Path) -> Image.Image:
         raise DataError(path, f"image is over {budget} ({e})") from None
     except (OSError, SyntaxError, ValueError) as e:
         raise DataError(path, f"unreadable image ({e})") from None
-    with contextlib.ExitStack() as on_error:
-        on_error.callback(img.close)
-        width, height = img.size
-        if width * height > MAX_IMAGE_PIXELS:
-            raise DataError(path, f"image is {width}x{height} pixels, over {budget}")
-        try:
-            img.load()
-        except (OSError, SyntaxError, ValueError) as e:
-            raise DataError(path, f"unreadable image ({e})") from None
-        on_error.pop_all()
+    width, height = img.size
+    if width * height > MAX_IMAGE_PIXELS:
+        img.close()
+        raise DataError(path, f"image is {width}x{height} pixels, over {budget}")
     return img
+
+
+def _physical_memory() -> int | None:
+    """Bytes of physical memory, or None where os.sysconf cannot tell."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_memory(path: Path, sizes: list[tuple[int, int, int]], downscale: float) -> None:
+    """Refuse a load whose images cannot fit in memory, before decoding any: `sizes` are the
+    (width, height, channels) of the images at full size; a view keeps float32 RGB plus
+    alpha for RGBA. The error names the smallest integer downscale that fits."""
+
+    def need(d: float) -> int:
+        return sum(math.prod(_scaled_size(w, h, d)) * 4 * c for w, h, c in sizes)
+
+    have = _physical_memory()
+    if have is None or need(downscale) <= have:
+        return
+
+    def gib(n: int) -> str:
+        unit = next(((u, k) for u, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)) if n >= 2**k),
+                    ("bytes", 0))  # fmt: skip
+        return f"{n / 2 ** unit[1]:.1f} {unit[0]}" if unit[1] else f"{n} bytes"
+
+    fits = next((d for d in range(math.floor(downscale) + 1, 65) if need(d) <= have), None)
+    hint = (f"downscale {fits} (--downscale {fits}) needs about {gib(need(fits))}"
+            if fits else "even downscale 64 does not fit; load fewer images")  # fmt: skip
+    raise DataError(
+        path,
+        f"the {len(sizes)} images need about {gib(need(downscale))} of memory as float32 at "
+        f"downscale {downscale:g}, more than the {gib(have)} this machine has; {hint}",
+    )
 
 
 def _to_view_image(img: Image.Image, size: tuple[int, int], background) -> tuple:
@@ -250,10 +293,20 @@ def _opengl_c2w_to_viewmat(c2w: np.ndarray) -> np.ndarray:
     return np.linalg.inv(c2w)
 
 
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object whose keys differ (json keeps the last of two without a word)."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {twice!r} appears twice in one object")
+    return out
+
+
 def _read_json(path: Path) -> dict:
     require_file(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except RecursionError:
         raise DataError(path, "invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as e:
@@ -262,15 +315,33 @@ def _read_json(path: Path) -> dict:
         ) from None
     except UnicodeDecodeError:
         raise DataError(path, "invalid JSON: not UTF-8 text") from None
+    except ValueError as e:  # a key twice; an integer of more than 4300 digits
+        raise DataError(path, f"invalid JSON: {e}") from None
     if not isinstance(data, dict):
         raise DataError(path, "invalid transforms file: the top level must be an object")
     return data
 
 
+def _shown(value) -> str:
+    """repr(value), cut to 40 characters (a JSON integer may have 4300 digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _is_number(value) -> bool:
+    """A finite JSON number: int or float, not bool, not beyond float64 (10**400)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _number(path: Path, obj: dict, key: str, where: str) -> float:
     value = obj[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise DataError(path, f"{where}'{key}' must be a finite number, got {value!r}")
+    if not _is_number(value):
+        raise DataError(path, f"{where}'{key}' must be a finite number, got {_shown(value)}")
     return float(value)
 
 
@@ -299,8 +370,9 @@ def _inside(root: Path, relative: str, path: Path, what: str) -> Path:
 
 def _positive(path: Path, obj: dict, key: str, where: str) -> float:
     value = _number(path, obj, key, where)
-    if value <= 0:
-        raise DataError(path, f"{where}'{key}' must be positive, got {value}")
+    if not value >= float(np.finfo(np.float32).smallest_subnormal):  # 1e-320 is 0 in float32
+        problem = "must be positive" if value <= 0 else "is below the float32 range"
+        raise DataError(path, f"{where}'{key}' {problem}, got {value}")
     return value
 
 
@@ -311,19 +383,62 @@ def _blender_image_path(root: Path, file_path: str, path: Path, where: str) -> P
     return p.with_name(p.name + ".png")  # NeRF-synthetic leaves out the extension
 
 
-def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downscale=1) -> Dataset:
-    """Load `ROOT/transforms_{split}.json` (NeRF-synthetic format).
+@dataclasses.dataclass(frozen=True)
+class _Frame:
+    """A checked Blender frame before its image is decoded: c2w [4, 4], K [3, 3] (full size)."""
 
-    Intrinsics come from `camera_angle_x` (fx = fy, centred principal point; `camera_angle_y`
-    or `fl_y` beside it set fy), or from `fl_x`/`fl_y`/`cx`/`cy` when present (instant-ngp
-    style, top level or per frame).
-    RGBA images are composited on `background` (RGB in [0, 1]). `downscale` >= 1 resizes the
-    images and scales K. `ROOT/points3d.ply`, when present, gives the initial point cloud.
-    """
-    root = Path(root)
-    downscale = _check_downscale(downscale)
-    path = root / f"transforms_{split}.json"
-    meta = _read_json(path)
+    name: str
+    image: Path
+    c2w: np.ndarray
+    K: np.ndarray
+    size: tuple[int, int, int]  # width, height, channels, from the image header
+
+
+def _blender_pose(path: Path, frame: dict, where: str) -> np.ndarray:
+    """The frame's camera-to-world [4, 4], checked to be a pose."""
+    if "transform_matrix" not in frame:
+        raise DataError(path, f"{where}missing 'transform_matrix'")
+    rows = frame["transform_matrix"]
+    ok = (
+        isinstance(rows, list)
+        and len(rows) == 4
+        and all(isinstance(r, list) and len(r) == 4 and all(_is_number(v) for v in r) for r in rows)
+    )  # numpy would also take '1.5', true, 10**400 (inf)
+    c2w = np.asarray(rows, dtype=np.float64) if ok else np.zeros(0)
+    if c2w.shape != (4, 4) or not np.isfinite(c2w).all():
+        raise DataError(path, f"{where}'transform_matrix' must be a 4x4 matrix of numbers")
+    if np.abs(c2w[3] - (0.0, 0.0, 0.0, 1.0)).max() > 1e-6:  # it would skew the inverse
+        raise DataError(
+            path, f"{where}'transform_matrix' is not a pose (its last row is not 0 0 0 1)"
+        )
+    if abs(np.linalg.det(c2w[:3, :3])) < 1e-8:
+        raise DataError(path, f"{where}'transform_matrix' is singular")
+    R = c2w[:3, :3]
+    if np.abs(R @ R.T - np.eye(3)).max() > 1e-3 or np.linalg.det(R) < 0:
+        raise DataError(
+            path, f"{where}'transform_matrix' is not a pose (its 3x3 part is not a rotation)"
+        )
+    return c2w
+
+
+def _blender_K(path: Path, get: dict, W: int, H: int, where: str) -> np.ndarray:
+    """Intrinsics [3, 3] from fl_x/fl_y or camera_angle_x/y, and cx/cy (per frame or top)."""
+    if "fl_x" in get:
+        fx = _positive(path, get, "fl_x", where)
+        fy = _positive(path, get, "fl_y", where) if "fl_y" in get else fx
+    else:
+        fx = fy = 0.5 * W / math.tan(0.5 * _angle(path, get, "camera_angle_x", where))
+        if "fl_y" in get:  # a vertical focal length beside camera_angle_x
+            fy = _positive(path, get, "fl_y", where)
+        elif "camera_angle_y" in get:
+            fy = 0.5 * H / math.tan(0.5 * _angle(path, get, "camera_angle_y", where))
+    cx = _number(path, get, "cx", where) if "cx" in get else 0.5 * W
+    cy = _number(path, get, "cy", where) if "cy" in get else 0.5 * H
+    return np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+
+
+def _blender_frames(root: Path, path: Path, meta: dict) -> list[_Frame]:
+    """Every frame checked, its image size read from the header; no image is decoded."""
     frames = meta.get("frames")
     if not isinstance(frames, list):
         raise DataError(path, "missing 'frames' list")
@@ -332,8 +447,7 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
     if "camera_angle_x" not in meta and "fl_x" not in meta:
         if not all(isinstance(f, dict) and "fl_x" in f for f in frames):
             raise DataError(path, "missing 'camera_angle_x' (or 'fl_x')")
-
-    views = []
+    out = []
     first: tuple[str, int, int] | None = None  # name and size that later images must match
     for i, frame in enumerate(frames):
         where = f"frame {i}: "
@@ -341,31 +455,13 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
             raise DataError(path, f"{where}expected an object")
         if not isinstance(frame.get("file_path"), str):
             raise DataError(path, f"{where}missing 'file_path'")
-        if "transform_matrix" not in frame:
-            raise DataError(path, f"{where}missing 'transform_matrix'")
-        try:
-            c2w = np.asarray(frame["transform_matrix"], dtype=np.float64)
-        except (TypeError, ValueError):
-            c2w = np.zeros(0)
-        if c2w.shape != (4, 4) or not np.isfinite(c2w).all():
-            raise DataError(path, f"{where}'transform_matrix' must be a 4x4 matrix of numbers")
-        if np.abs(c2w[3] - (0.0, 0.0, 0.0, 1.0)).max() > 1e-6:  # it would skew the inverse
-            raise DataError(
-                path, f"{where}'transform_matrix' is not a pose (its last row is not 0 0 0 1)"
-            )
-        if abs(np.linalg.det(c2w[:3, :3])) < 1e-8:
-            raise DataError(path, f"{where}'transform_matrix' is singular")
-        R = c2w[:3, :3]
-        if np.abs(R @ R.T - np.eye(3)).max() > 1e-3 or np.linalg.det(R) < 0:
-            raise DataError(
-                path, f"{where}'transform_matrix' is not a pose (its 3x3 part is not a rotation)"
-            )
-
+        c2w = _blender_pose(path, frame, where)
         img_path = _blender_image_path(root, frame["file_path"], path, where)
-        img = _read_image(img_path, f"{path.name} frame {i}")
-        W, H = img.size
+        W, H, channels = _image_header(img_path, f"{path.name} frame {i}")
         get = {**meta, **frame}  # per-frame keys override the top level
-        if "w" in get and "h" in get:
+        if ("w" in get) != ("h" in get):
+            raise DataError(path, f"{where}'{'wh'['h' in get]}' without '{'hw'['h' in get]}'")
+        if "w" in get:
             want = (round(_number(path, get, "w", where)), round(_number(path, get, "h", where)))
             if (W, H) != want:
                 raise DataError(
@@ -379,89 +475,58 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
                 f"image is {W}x{H}, but {first[0]} is {first[1]}x{first[2]}; "
                 "all images of a split must have one size",
             )
+        K = _blender_K(path, get, W, H, where)
+        out.append(_Frame(frame["file_path"], img_path, c2w, K, (W, H, channels)))
+    return out
 
-        if "fl_x" in get:
-            fx = _positive(path, get, "fl_x", where)
-            fy = _positive(path, get, "fl_y", where) if "fl_y" in get else fx
-        else:
-            fx = fy = 0.5 * W / math.tan(0.5 * _angle(path, get, "camera_angle_x", where))
-            if "fl_y" in get:  # a vertical focal length beside camera_angle_x
-                fy = _positive(path, get, "fl_y", where)
-            elif "camera_angle_y" in get:
-                fy = 0.5 * H / math.tan(0.5 * _angle(path, get, "camera_angle_y", where))
-        cx = _number(path, get, "cx", where) if "cx" in get else 0.5 * W
-        cy = _number(path, get, "cy", where) if "cy" in get else 0.5 * H
-        K = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
 
+def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downscale=1) -> Dataset:
+    """Load `ROOT/transforms_{split}.json` (NeRF-synthetic format).
+
+    Intrinsics come from `camera_angle_x` (fx = fy, centred principal point; `camera_angle_y`
+    or `fl_y` beside it set fy), or from `fl_x`/`fl_y`/`cx`/`cy` when present (instant-ngp
+    style, top level or per frame).
+    RGBA images are composited on `background` (RGB in [0, 1]). `downscale` >= 1 resizes the
+    images and scales K. `ROOT/points3d.ply`, when present, gives the initial point cloud.
+    Every frame and image header is checked, and the memory the images need, before any image
+    is decoded.
+    """
+    root = Path(root)
+    downscale = _check_downscale(downscale)
+    path = root / f"transforms_{split}.json"
+    frames = _blender_frames(root, path, _read_json(path))
+    _check_memory(path, [f.size for f in frames], downscale)
+    return _blender_views(root, path, frames, background, downscale)
+
+
+def _blender_views(root: Path, path: Path, frames: list[_Frame], background, downscale):
+    """The Dataset of checked `frames` of `path`: the images are decoded here."""
+    views = []
+    for i, f in enumerate(frames):
+        where = f"frame {i}: "
+        img = _read_image(f.image, f"{path.name} frame {i}")
+        W, H = img.size
         size = _scaled_size(W, H, downscale)
         image, alpha = _to_view_image(img, size, background)
         views.append(
             View(
-                name=frame["file_path"],
+                name=f.name,
                 image=image,
                 alpha=alpha,
-                viewmat=_float32(path, _opengl_c2w_to_viewmat(c2w), f"{where}the view matrix"),
-                K=_float32(path, _scale_K(K, size[0] / W, size[1] / H), f"{where}the intrinsics"),
+                viewmat=_float32(path, _opengl_c2w_to_viewmat(f.c2w), f"{where}the view matrix"),
+                K=_float32(path, _scale_K(f.K, size[0] / W, size[1] / H), f"{where}the intrinsics"),
                 width=size[0],
                 height=size[1],
             )
         )
 
     points = colors = None
-    if (root / "points3d.ply").is_file():
+    if os.path.lexists(root / "points3d.ply"):  # a directory or a link loop is an error
         points, colors = load_points_ply(root / "points3d.ply")
     return Dataset(tuple(views), points, colors, root)
 
 
 # --------------------------------------------------------------------------- COLMAP
-
-
-def _colmap_intrinsics(cam: ColmapCamera) -> tuple[np.ndarray, str, np.ndarray]:
-    """COLMAP camera -> (K [3, 3], our model name, dist [12])."""
-    p, dist = cam.params, np.zeros(NUM_DIST)
-    if cam.model in ("SIMPLE_PINHOLE", "SIMPLE_RADIAL", "RADIAL"):
-        fx = fy = p[0]
-        cx, cy = p[1], p[2]
-        dist[: len(p) - 3] = p[3:]  # k1 (, k2)
-    else:
-        fx, fy, cx, cy = p[:4]
-        if cam.model == "OPENCV":  # k1 k2 p1 p2
-            dist[[0, 1, 6, 7]] = p[4:8]
-        elif cam.model == "FULL_OPENCV":  # k1 k2 p1 p2 k3 k4 k5 k6
-            dist[[0, 1, 6, 7, 2, 3, 4, 5]] = p[4:12]
-        elif cam.model == "OPENCV_FISHEYE":  # k1 k2 k3 k4
-            dist[:4] = p[4:8]
-    K = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
-    if cam.model == "OPENCV_FISHEYE":
-        model = "fisheye"
-    else:
-        model = "opencv" if dist.any() else "pinhole"
-    return K, model, dist
-
-
-def _check_colmap_camera(path: Path, cam: ColmapCamera) -> None:
-    if cam.model not in SUPPORTED_COLMAP:
-        raise DataError(
-            path,
-            f"camera {cam.id}: model {cam.model} is not supported "
-            f"(supported: {', '.join(SUPPORTED_COLMAP)})",
-        )
-    if not np.isfinite(cam.params).all():
-        raise DataError(path, f"camera {cam.id}: parameters must be finite numbers")
-    K = _colmap_intrinsics(cam)[0]
-    if not (K[0, 0] > 0 and K[1, 1] > 0):
-        raise DataError(
-            path,
-            f"camera {cam.id}: focal lengths must be positive, got fx={K[0, 0]}, fy={K[1, 1]}",
-        )
-
-
-def _check_colmap_pose(path: Path, img) -> None:
-    where = f"image '{img.name}' (id {img.id})"
-    if not (np.isfinite(img.qvec).all() and np.isfinite(img.tvec).all()):
-        raise DataError(path, f"{where}: qvec and tvec must be finite numbers")
-    if np.linalg.norm(img.qvec) < 1e-6:
-        raise DataError(path, f"{where}: qvec is zero, not a rotation")
 
 
 def load_colmap(
@@ -477,19 +542,18 @@ def load_colmap(
     root = Path(root)
     downscale = _check_downscale(downscale)
     sparse = root / "sparse" / "0"
-    if not sparse.is_dir() and (root / "sparse").is_dir():
+    if not os.path.lexists(sparse) and (root / "sparse").is_dir():
         sparse = root / "sparse"
-    if not sparse.is_dir():
-        raise DataError(root / "sparse" / "0", "COLMAP model folder not found")
-    cameras, images, xyz, rgb = read_colmap_model(sparse)
+    cameras, images, xyz, rgb = read_colmap_model(sparse)  # sparse/0 when neither is a folder
     if not images:
         raise DataError(_find(sparse, "images"), "no registered images")
     images_file, cameras_file = _find(sparse, "images"), _find(sparse, "cameras")
     img_file = images_file.name
     for cam_id in sorted({im.camera_id for im in images.values()}):
-        _check_colmap_camera(cameras_file, cameras[cam_id])
-    for img in images.values():
-        _check_colmap_pose(images_file, img)
+        check_camera(cameras_file, cameras[cam_id], NUM_DIST, MAX_IMAGE_PIXELS)
+    views_by_name = sorted(images.values(), key=lambda im: im.name)
+    sizes = [(cameras[im.camera_id].width, cameras[im.camera_id].height, 3) for im in views_by_name]
+    _check_memory(root, sizes, downscale)  # RGB: alpha is not known before decoding
 
     image_root = root / images_dir
     shrunk = root / f"{images_dir}_{int(downscale)}"
@@ -500,7 +564,7 @@ def load_colmap(
         raise DataError(image_root, "image folder not found")
 
     views = []
-    for img in sorted(images.values(), key=lambda im: im.name):
+    for img in views_by_name:
         cam = cameras[img.camera_id]
         path = _inside(image_root, img.name, images_file, f"image {img.id}: name")
         pil = _read_image(path, f"{img_file}, image id {img.id}")
@@ -517,7 +581,7 @@ def load_colmap(
                 path,
                 f"image is {got[0]}x{got[1]}, but camera {cam.id} expects {want[0]}x{want[1]}",
             )
-        K, model, dist = _colmap_intrinsics(cam)
+        K, model, dist = camera_intrinsics(cam, NUM_DIST)
         scale = (size[0] / cam.width, size[1] / cam.height)
         viewmat = np.eye(4)
         viewmat[:3, :3] = qvec_to_rotmat(img.qvec)
@@ -551,11 +615,17 @@ def load_scene(
     COLMAP scene (sparse/, every `test_every`-th view held out)."""
     root = Path(root)
     if (root / "transforms_train.json").is_file():
-        train = load_blender(root, "train", background, downscale)
-        for split in ("test", "val"):
-            if (root / f"transforms_{split}.json").is_file():
-                return train, load_blender(root, split, background, downscale)
-        raise DataError(root / "transforms_test.json", "file not found (nor transforms_val.json)")
+        test = next((s for s in ("test", "val") if (root / f"transforms_{s}.json").is_file()), None)
+        if test is None:
+            missing = "file not found (nor transforms_val.json)"
+            raise DataError(root / "transforms_test.json", missing)
+        downscale = _check_downscale(downscale)
+        paths = [root / f"transforms_{split}.json" for split in ("train", test)]
+        frames = [_blender_frames(root, path, _read_json(path)) for path in paths]
+        _check_memory(root, [f.size for split in frames for f in split], downscale)  # both splits
+        train, test_set = (_blender_views(root, p, f, background, downscale)
+                           for p, f in zip(paths, frames, strict=True))  # fmt: skip
+        return train, test_set
     if (root / "sparse").is_dir():
         return split_every(load_colmap(root, downscale, background=background), test_every)
     if not root.is_dir():

@@ -18,6 +18,7 @@ import io
 import json
 import math
 import os
+import re
 import stat
 import struct
 import zipfile
@@ -163,48 +164,87 @@ def require_file(path: Path) -> None:
         raise DataError(path, "not a regular file")
 
 
-# Bytes per value of each PLY scalar type (the PLY 1.0 names and plyfile's aliases).
-_PLY_SIZES = {
-    **dict.fromkeys(("char", "int8", "uchar", "uint8"), 1),
-    **dict.fromkeys(("short", "int16", "ushort", "uint16"), 2),
-    **dict.fromkeys(("int", "int32", "uint", "uint32", "float", "float32"), 4),
-    **dict.fromkeys(("double", "float64"), 8),
-}
-_MAX_PLY_HEADER = 1 << 16
+_MAX_PLY_HEADER = 1 << 20  # 3DGS headers are ~2 KiB; plyfile reads a header byte by byte
+_PLY_COUNT = re.compile(r"\+?[0-9]+")  # plyfile's int() also takes '4_000', ' 7', '-1'
 
 
-def _check_ply_counts(path: Path) -> None:
-    """Before plyfile allocates anything: the element counts the header declares must fit in
-    the bytes that follow it (binary: the fixed row size, lists taken as empty; ASCII: two
-    characters per value). A header this cannot read is left to plyfile's own errors."""
-    with open(path, "rb") as f:
-        head = f.read(_MAX_PLY_HEADER)
-    end = head.find(b"end_header")
-    if end < 0:
-        return
-    newline = head.find(b"\n", end)
-    body = path.stat().st_size - (newline + 1 if newline >= 0 else len(head))
-    fmt, elements = None, []  # [name, count, min bytes per row]
-    for line in head[:end].decode("ascii", "replace").splitlines():
+def _ply_header(path: Path, head: bytes) -> tuple[plyfile.PlyData, int]:
+    """The header at the start of `head`, parsed by plyfile's own header parser (so the checks
+    here and the reader agree on every variant: CR or CRLF lines, a 'comment end_header' line,
+    the 'f4' / 'float32' type names), and its length in bytes."""
+    if b"end_header" not in head and len(head) == _MAX_PLY_HEADER:
+        raise DataError(path, f"PLY header longer than {_MAX_PLY_HEADER} bytes (no end_header)")
+    stream = io.BytesIO(head)
+    try:
+        header = plyfile.PlyData._parse_header(stream)
+    except plyfile.PlyHeaderParseError as e:
+        problem = e.message
+        if problem == "early end-of-file" and stream.tell() < len(head):
+            problem = "empty line"  # plyfile takes an empty header line for the end of the file
+        elif problem == "early end-of-file" and len(head) == _MAX_PLY_HEADER:
+            problem = f"header longer than {_MAX_PLY_HEADER} bytes"
+        raise DataError(path, f"malformed PLY header: line {e.line}: {problem}") from None
+    except UnicodeDecodeError:
+        at = stream.tell() - 1
+        line = len(head[: at + 1].splitlines())
+        raise DataError(path, f"malformed PLY header: line {line}: byte {head[at]:#04x} (at "
+                        f"offset {at}) is not ASCII") from None  # fmt: skip
+    except ValueError as e:  # PlyElement / PlyData: two properties or elements of one name
+        raise DataError(path, f"malformed PLY header: {e}") from None
+    size = stream.tell()
+    newline = "\r\n" if head.startswith(b"ply\r\n") else chr(head[3])
+    for lineno, line in enumerate(head[:size].decode("ascii").split(newline), 1):
         words = line.split()
-        if words[:1] == ["format"] and len(words) > 1:
-            fmt = words[1]
-        elif words[:1] == ["element"] and len(words) == 3 and words[2].isdigit():
-            elements.append([words[1], int(words[2]), 0])
-        elif words[:1] == ["property"] and elements and len(words) >= 3:
-            kind = words[2] if words[1] == "list" else words[1]
-            if kind not in _PLY_SIZES:
-                return
-            elements[-1][2] += 2 if fmt == "ascii" else _PLY_SIZES[kind]
-    for name, count, row in elements:
-        need = count * row
-        if need > body:
+        if words[:1] == ["element"] and not _PLY_COUNT.fullmatch(words[2]):
             raise DataError(
                 path,
-                f"truncated or corrupt PLY element '{name}': the header declares {count} rows "
-                f"of at least {row} bytes, but only {max(body, 0)} bytes follow the header",
+                f"malformed PLY header: line {lineno}: element count {words[2]!r} is not a "
+                "whole number",
             )
-        body -= need
+    return header, size
+
+
+def _check_ply_body(path: Path, header: plyfile.PlyData, body: bytes | int) -> None:
+    """Before plyfile allocates anything: the element counts must fit in the `body` bytes after
+    the header (binary: the fixed row size, lists taken as empty; ASCII: two characters per
+    value, the last newline optional), every element with rows needs a property (plyfile loops
+    over 10^12 empty rows), and nothing may follow the last element (counts too small would
+    drop the rest without a word). `body`: the bytes (ASCII) or their number (binary)."""
+    size = body if isinstance(body, int) else len(body)
+    need, exact = 0, True
+    for el in header.elements:
+        if el.count and not el.properties:
+            raise DataError(path, f"PLY element '{el.name}' declares {el.count} rows but no "
+                            "properties")  # fmt: skip
+        row = 0
+        for prop in el.properties:
+            if header.text:
+                row += 2
+            elif isinstance(prop, plyfile.PlyListProperty):
+                row += np.dtype(prop.list_dtype()[0]).itemsize
+                exact = False
+            else:
+                row += np.dtype(prop.dtype()).itemsize
+        if el.count * row > size - need + header.text:
+            raise DataError(
+                path,
+                f"truncated or corrupt PLY element '{el.name}': the header declares {el.count} "
+                f"rows of at least {row} bytes, but only {max(size - need, 0)} bytes follow "
+                "the header",
+            )
+        need += el.count * row
+    rows = sum(el.count for el in header.elements)
+    if header.text:  # plyfile reads one row per line
+        lines = sum(1 for line in body.splitlines() if line.strip())
+        extra = f"{lines - rows} lines" if lines > rows else None
+    else:
+        extra = f"{size - need} bytes" if exact and size > need else None
+    if extra:
+        raise DataError(
+            path,
+            f"{extra} of data follow the last PLY element (the header declares {rows} rows in "
+            "all; its counts do not match the data)",
+        )
 
 
 def gaussian_layout(param_specs) -> dict[str, str] | None:
@@ -247,12 +287,15 @@ def gaussian_layout(param_specs) -> dict[str, str] | None:
 def _read_ply(path: Path) -> plyfile.PlyData:
     require_file(path)
     with open(path, "rb") as f:
-        magic = f.read(4)
-    if magic[:3] != b"ply":
-        raise DataError(path, "not a PLY file (it does not start with 'ply')")
-    _check_ply_counts(path)
-    try:
-        return plyfile.PlyData.read(str(path), mmap=False)
+        head = f.read(_MAX_PLY_HEADER)
+        if head[:3] != b"ply":
+            raise DataError(path, "not a PLY file (it does not start with 'ply')")
+        header, size = _ply_header(path, head)
+        f.seek(size)
+        body = f.read() if header.text else os.fstat(f.fileno()).st_size - size
+    _check_ply_body(path, header, body)
+    try:  # memory-mapped: plyfile reads a binary element without lists row by row otherwise
+        return plyfile.PlyData.read(str(path), mmap="c")
     except plyfile.PlyHeaderParseError as e:
         raise DataError(path, f"malformed PLY header: {e.message}") from None
     except plyfile.PlyElementParseError as e:
@@ -277,7 +320,7 @@ def _vertex(path: Path, ply: plyfile.PlyData) -> np.ndarray:
     if "vertex" not in ply:
         names = ", ".join(repr(el.name) for el in ply.elements) or "none"
         raise DataError(path, f"no 'vertex' element (elements: {names})")
-    return ply["vertex"].data
+    return np.array(ply["vertex"].data)  # a copy: no memory map of the file outlives the read
 
 
 def load_ply(path) -> dict[str, np.ndarray]:
@@ -446,7 +489,7 @@ _ZIP_ERRORS = (zipfile.BadZipFile, ValueError, OSError, EOFError, RuntimeError,
                NotImplementedError, zlib.error, KeyError, struct.error, OverflowError)  # fmt: skip
 
 
-def _check_npz_sizes(path: Path, raw: bytes) -> None:
+def _check_npz_sizes(path: Path, raw: bytes, noun: str) -> None:
     """np.load allocates the shape an entry's header declares before reading its data: each
     entry must hold the bytes it declares, and a compressed one cannot claim more than deflate
     can produce. Archives this cannot read are left to np.load's own errors."""
@@ -455,7 +498,7 @@ def _check_npz_sizes(path: Path, raw: bytes) -> None:
     with zipfile.ZipFile(io.BytesIO(raw)) as archive:
         for info in archive.infolist():
             if info.file_size > _DEFLATE_MAX_RATIO * info.compress_size + 4096:
-                raise DataError(path, f"corrupt checkpoint (entry '{info.filename}' claims "
+                raise DataError(path, f"corrupt {noun} (entry '{info.filename}' claims "
                                 f"{info.file_size} bytes from {info.compress_size})")  # fmt: skip
             with archive.open(info) as f:
                 version = fmt.read_magic(f)
@@ -467,24 +510,31 @@ def _check_npz_sizes(path: Path, raw: bytes) -> None:
             if declared > held:
                 raise DataError(
                     path,
-                    f"truncated or corrupt checkpoint (entry '{info.filename}' declares "
+                    f"truncated or corrupt {noun} (entry '{info.filename}' declares "
                     f"{declared} bytes of data but holds {held})",
                 )
+
+
+def read_npz(path: Path, noun: str = "checkpoint", kind: str = "an xprc checkpoint") -> dict:
+    """Every array of an .npz archive {name: array}, without pickles; a damaged archive, or one
+    whose entries declare more data than they hold, is `truncated or corrupt {noun} (...)`,
+    another file `not {kind} (not an .npz archive)`."""
+    require_file(path)
+    raw = path.read_bytes()
+    if not raw.startswith(b"PK"):  # np.load would read a .npy, or a pickle's error
+        raise DataError(path, f"not {kind} (not an .npz archive)")
+    try:
+        _check_npz_sizes(path, raw, noun)
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except _ZIP_ERRORS as e:
+        raise DataError(path, f"truncated or corrupt {noun} ({e})") from None
 
 
 def load_checkpoint(path) -> tuple[dict, dict]:
     """Read a checkpoint written by `save_checkpoint` -> (params, meta); nesting is restored."""
     path = Path(path)
-    require_file(path)
-    try:
-        raw = path.read_bytes()
-        _check_npz_sizes(path, raw)
-        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except _ZIP_ERRORS as e:
-        if not raw.startswith(b"PK"):
-            raise DataError(path, "not an xprc checkpoint (not an .npz archive)") from None
-        raise DataError(path, f"truncated or corrupt checkpoint ({e})") from None
+    arrays = read_npz(path)
     if _META_KEY not in arrays:
         raise DataError(path, "not an xprc checkpoint (no metadata entry)")
     try:

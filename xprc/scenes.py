@@ -13,6 +13,7 @@ import numpy as np
 
 from .camera import Camera
 from .errors import DataError
+from .io import read_npz
 
 SH_C0 = 0.28209479177387814
 
@@ -41,6 +42,41 @@ def default_garden_path() -> Path:
     return here.parent / "shared" / "data" / "garden" / "test_garden.npz"
 
 
+_GARDEN = {  # key: (shape with N and V for the counts, what)
+    "means3d": (("N", 3), "positions"),
+    "colors": (("N", 3), "colours in 0..255"),
+    "viewmats": (("V", 4, 4), "world->camera matrices"),
+    "Ks": (("V", 3, 3), "intrinsics"),
+    "width": ((), "the image width"),
+    "height": ((), "the image height"),
+}
+
+
+def _read_garden(path: Path) -> tuple:
+    """The garden arrays (means3d, colors, viewmats, Ks, width, height), each checked for its
+    shape and finite values; width and height are positive integers."""
+    if not os.path.lexists(path):
+        raise DataError(path, "garden workload not found (set XPRC_GARDEN to test_garden.npz)")
+    data = read_npz(path, "garden workload file", "a garden workload file")
+    counts: dict[str, int] = {}
+    out = []
+    for key, (shape, what) in _GARDEN.items():
+        if key not in data:
+            raise DataError(path, f"not a garden workload file (no '{key}': {what})")
+        arr = data[key]
+        for dim, want in zip(arr.shape, shape, strict=False):
+            if isinstance(want, str):  # N and V: the first array that has them sets them
+                counts.setdefault(want, dim)
+        want = tuple(counts.get(d, -1) if isinstance(d, str) else d for d in shape)
+        ok = arr.dtype.kind in "iuf" and arr.shape == want and np.isfinite(arr).all()
+        if not ok or (not shape and not (arr == int(arr) and 0 < arr <= 1 << 16)):
+            want = f"finite numbers of shape {list(shape)}" if shape else "a positive integer"
+            raise DataError(path, f"'{key}' ({what}) must be {want}, got {arr.dtype} "
+                            f"{list(arr.shape)}")  # fmt: skip
+        out.append(int(arr) if not shape else arr)
+    return tuple(out)
+
+
 def garden_workload(
     path=None, num: int | None = None, scale: float = 1.0, sh_degree: int = 3, dtype=np.float32
 ):
@@ -50,16 +86,7 @@ def garden_workload(
     scale: image resolution factor (K is scaled with it).
     """
     path = Path(path) if path is not None else default_garden_path()
-    if not path.exists():
-        raise DataError(path, "garden workload not found (set XPRC_GARDEN to test_garden.npz)")
-    try:
-        data = np.load(path)
-        means = data["means3d"]
-        colors = data["colors"]
-        viewmats, ks = data["viewmats"], data["Ks"]
-        width, height = int(data["width"]), int(data["height"])
-    except (KeyError, ValueError, OSError) as err:
-        raise DataError(path, f"not a garden workload file ({err})") from None
+    means, colors, viewmats, ks, width, height = _read_garden(path)
     keep = np.all((means >= -2) & (means <= 2), axis=1)
     means, colors = means[keep], colors[keep] / 255.0
     n = len(means)
