@@ -110,11 +110,15 @@ def measure(method, params, cams, compositor: str, repeat: int, dense: bool):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="3dgs,3dgut,linprim_octahedron")
-    ap.add_argument("--compositors", default=None,
-                    help="comma list of xla, pallas (default: both on a TPU, xla elsewhere)")  # fmt: skip
+    ap.add_argument(
+        "--compositors", default=None,
+        help="comma list of xla, pallas (default: both on a TPU, xla elsewhere)",
+    )  # fmt: skip
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--dense", default=None,
-                    help="comma list of methods to time the dense baseline for (default: all)")  # fmt: skip
+    ap.add_argument(
+        "--dense", default=None,
+        help="comma list of methods to time the dense baseline for (default: all)",
+    )  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="a small random scene (smoke run)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "stages.json"))
     args = ap.parse_args(argv)

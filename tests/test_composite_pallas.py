@@ -54,8 +54,9 @@ def _run(method, params, cam, config):
     """Outputs and the gradients of a loss on all of them, from one compiled function."""
     rng = np.random.default_rng(0)
     k = len(getattr(method, "PIXEL_OUTPUTS", ()))
+    channels = (("image", 3), ("alpha", 1), ("depth", 1), ("extra", k))
     weights = {name: jnp.asarray(rng.uniform(-1, 1, (H, W, c)), jnp.float32)
-               for name, c in (("image", 3), ("alpha", 1), ("depth", 1), ("extra", k)) if c}  # fmt: skip
+               for name, c in channels if c}  # fmt: skip
 
     def loss(params, cam):
         out = _outputs(method, params, cam, config)
