@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import ROOT
+from test_composite_vjp import _scene as vjp_scene
 
-from xprc import verify
 from xprc.camera import look_at
 from xprc.compiler.driver import load
 from xprc.errors import XprError
@@ -29,12 +29,7 @@ PALLAS = dataclasses.replace(XLA, compositor="pallas")
 
 
 def _scene(method, kind, n, seed, opacity=None):
-    raw = verify.scene(method, kind, n, seed=seed)
-    if opacity is not None:
-        raw["opacities"] = np.full(n, opacity)
-    if getattr(method, "SIGNED_ALPHA", False):  # every third component scoops
-        raw["opacities"] = np.where(np.arange(n) % 3 == 0, -1.0, 1.0) * np.abs(raw["opacities"])
-    return {k: jnp.asarray(v, jnp.float32) for k, v in raw.items()}
+    return vjp_scene(method, kind, n, seed, opacity, dtype=jnp.float32)
 
 
 def _camera(model="pinhole"):

@@ -35,13 +35,13 @@ def method(request):
     return load(ROOT / "specs" / f"{request.param}.xpr")
 
 
-def _scene(method, kind, n, seed, opacity=None):
+def _scene(method, kind, n, seed, opacity=None, dtype=jnp.float64):
     raw = verify.scene(method, kind, n, seed=seed)
     if opacity is not None:
         raw["opacities"] = np.full(n, opacity)
     if getattr(method, "SIGNED_ALPHA", False):  # every third component scoops
         raw["opacities"] = np.where(np.arange(n) % 3 == 0, -1.0, 1.0) * np.abs(raw["opacities"])
-    return {k: jnp.asarray(v, jnp.float64) for k, v in raw.items()}
+    return {k: jnp.asarray(v, dtype) for k, v in raw.items()}
 
 
 def _loss(method, config, cam_shape=(H, W)):

@@ -131,6 +131,7 @@ def _config(**kw):
 def run(scene, tmp_path_factory):
     train_set, test_set = scene
     out = tmp_path_factory.mktemp("run")
+    step_fn.cache_clear()  # another test file on this worker may have built this step already
     builds = step_fn.cache_info().currsize
     traces = tr.TRACE_COUNT["train_step"]
     result = tr.train(METHOD, train_set, test_set, out, _config())
@@ -148,7 +149,6 @@ def test_psnr_rises_by_5db(run):
     assert [e["step"] for e in result.evals] == [0, 100, 200, 300]
 
 
-@pytest.mark.xfail(reason="fails after merging the session-2026-12-05 branches; unresolved at the stop, see the stop note", strict=False)
 def test_train_step_traced_once(run):
     """Relocation events (100, 150, 200, 250) and SH degree changes (100, 200) recompile nothing."""
     _, _, new_build, traces = run

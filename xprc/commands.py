@@ -43,6 +43,13 @@ non_negative_int = int_range(0, INT32_MAX, "an integer >= 0")
 port_number = int_range(1, 65535, "a port number in 1..65535")
 
 
+def seed_int(text: str) -> int:
+    """argparse type of --seed: the trainer's range (`xprc.train.config.SEED_MAX`)."""
+    from .train.config import SEED_MAX
+
+    return int_range(0, SEED_MAX, "an integer >= 0")(text)
+
+
 def shown(text: str, limit: int = 60) -> str:
     """An argument quoted for a message: escaped (printable) and cut to `limit` characters."""
     cut = text if len(text) <= limit else text[: limit - 3] + "..."
@@ -315,7 +322,7 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="static primitive count (default: the number of initial points)",
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed")
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed")
     p.add_argument(
         "--eval-every", type=non_negative_int, default=1000, help="test every N steps (0: off)"
     )

@@ -52,14 +52,20 @@ class Layout(NamedTuple):
     prim: jax.Array
 
 
+def tile_chunks(bins: Bins, chunk: int):
+    """Per tile [T]: its entries, its chunks of `chunk`, and the end of its chunks in item
+    order (a tile's items are chunk_end - chunks .. chunk_end - 1)."""
+    counts = bins.tile_start[1:] - bins.tile_start[:-1]
+    chunks = ((counts + chunk - 1) // chunk).astype(jnp.int32)
+    return counts, chunks, jnp.cumsum(chunks).astype(jnp.int32)
+
+
 def layout(bins: Bins, grid: TileGrid, config: RenderConfig) -> Layout:
     """Chunks of one tile each, in (tile, depth) order, padded to a whole number of groups."""
     num_tiles = grid.num_tiles
     b, g = config.chunk, config.group
     capacity = bins.tile.shape[0]
-    counts = bins.tile_start[1:] - bins.tile_start[:-1]  # [T]
-    chunks = (counts + b - 1) // b
-    chunk_end = jnp.cumsum(chunks)
+    counts, chunks, chunk_end = tile_chunks(bins, b)
     num_items = -(-(-(-capacity // b) + num_tiles) // g) * g
     item = jnp.arange(num_items, dtype=jnp.int32)
     item_tile = jnp.searchsorted(chunk_end, item, side="right").astype(jnp.int32)  # T = padding

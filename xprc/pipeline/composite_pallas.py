@@ -39,7 +39,7 @@ from jax.extend.core import Var
 
 from ..errors import XprError
 from .binning import TileGrid
-from .composite import Layout, gather, tile_pixels
+from .composite import Layout, gather, tile_chunks, tile_pixels
 from .config import RenderConfig
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
@@ -124,10 +124,8 @@ def _warn_once(name: str, reason: str) -> None:
 
 def tile_items(bins, grid: TileGrid, config: RenderConfig):
     """First item and item count [T] of each tile in `layout`'s numbering."""
-    b = config.chunk
-    counts = bins.tile_start[1:] - bins.tile_start[:-1]
-    chunks = ((counts + b - 1) // b).astype(jnp.int32)
-    return (jnp.cumsum(chunks) - chunks).astype(jnp.int32), chunks
+    _, chunks, chunk_end = tile_chunks(bins, config.chunk)
+    return chunk_end - chunks, chunks
 
 
 def pixel_rows(rays, grid: TileGrid, dtype) -> jax.Array:
@@ -259,17 +257,17 @@ def _wait_write(src, index, dst_hbm, start, sem):
     _write(src, jax.lax.rem(index, jnp.int32(2)), dst_hbm, start, sem).wait()
 
 
-def _forward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, out_ref, buf, sem,
-                    t_ref):  # fmt: skip
-    tile = pl.program_id(0)
-    start, n = start_ref[tile], count_ref[tile]
-    rows = rows_ref[0]
+def _walk_chunks(st: _Static, lanes_hbm, start, n, buf, sem, t_ref, chunk_step):
+    """The loop both kernels run over a tile's n chunks (items start..start+n-1), front to
+    back: each chunk's lanes arrive by DMA while the previous one is processed, and the walk
+    stops once every pixel is saturated (unsigned responses). `chunk_step(j, slot, lane)`
+    processes chunk j (lanes [B, C] in buffer `slot`) and returns the transmittance after it.
+    Returns how many chunks were processed."""
 
     @pl.when(n > 0)
     def _():
         _dma(lanes_hbm, start, buf, sem, jnp.int32(0)).start()
 
-    out_ref[...] = jnp.zeros_like(out_ref)
     t_ref[...] = jnp.ones_like(t_ref)
 
     def cond(carry):
@@ -285,17 +283,7 @@ def _forward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, out_
         def _():
             _dma(lanes_hbm, start + j + 1, buf, sem, jnp.int32(1) - slot).start()
 
-        lane = buf[slot]  # [B, C]
-        fn, cols, ray_rows = _chunk_alpha(st, lane, rows)
-        alpha, extra = fn(cols, ray_rows)
-        ok = lane[:, st.a + st.v : st.a + st.v + 1]
-        t_in = t_ref[...]
-        _, used, w, _, _, t_out = _weights(st, alpha, ok, t_in)
-        sums = [jnp.sum(w * lane[:, st.a + c : st.a + c + 1], axis=0, keepdims=True)
-                for c in range(st.v)]  # fmt: skip
-        sums += [jnp.sum(w * jnp.where(used, e, 0.0), axis=0, keepdims=True) for e in extra]
-        sums.append(jnp.sum(w, axis=0, keepdims=True))
-        out_ref[0] = out_ref[0] + jnp.concatenate(sums, axis=0)
+        t_out = chunk_step(j, slot, buf[slot])
         t_ref[...] = t_out
         alive = jnp.bool_(True) if st.signed else jnp.max(t_out) >= st.t_min
         return j + 1, alive
@@ -305,6 +293,30 @@ def _forward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, out_
     @pl.when(j < n)  # stopped early with the next chunk's copy in flight
     def _():
         _dma(lanes_hbm, start + j, buf, sem, jax.lax.rem(j, jnp.int32(2))).wait()
+
+    return j
+
+
+def _forward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, out_ref, buf, sem,
+                    t_ref):  # fmt: skip
+    tile = pl.program_id(0)
+    start, n = start_ref[tile], count_ref[tile]
+    rows = rows_ref[0]
+    out_ref[...] = jnp.zeros_like(out_ref)
+
+    def chunk_step(j, slot, lane):  # lane: [B, C]
+        fn, cols, ray_rows = _chunk_alpha(st, lane, rows)
+        alpha, extra = fn(cols, ray_rows)
+        ok = lane[:, st.a + st.v : st.a + st.v + 1]
+        _, used, w, _, _, t_out = _weights(st, alpha, ok, t_ref[...])
+        sums = [jnp.sum(w * lane[:, st.a + c : st.a + c + 1], axis=0, keepdims=True)
+                for c in range(st.v)]  # fmt: skip
+        sums += [jnp.sum(w * jnp.where(used, e, 0.0), axis=0, keepdims=True) for e in extra]
+        sums.append(jnp.sum(w, axis=0, keepdims=True))
+        out_ref[0] = out_ref[0] + jnp.concatenate(sums, axis=0)
+        return t_out
+
+    _walk_chunks(st, lanes_hbm, start, n, buf, sem, t_ref, chunk_step)
 
 
 def _tile_block(t, starts, counts):
@@ -371,32 +383,14 @@ def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_r
     gw = g[st.v + st.k : st.v + st.k + 1]
     g_total = g[st.v + st.k + 1 : st.v + st.k + 2]
 
-    @pl.when(n > 0)
-    def _():
-        _dma(lanes_hbm, start, buf, sem, jnp.int32(0)).start()
-
     d_rows_ref[...] = jnp.zeros_like(d_rows_ref)
-    t_ref[...] = jnp.ones_like(t_ref)
     s_ref[...] = jnp.zeros_like(s_ref)
 
-    def cond(carry):
-        j, alive = carry
-        return (j < n) & alive
-
-    def body(carry):
-        j, _ = carry
-        slot = jax.lax.rem(j, jnp.int32(2))
-        _dma(lanes_hbm, start + j, buf, sem, slot).wait()
-
-        @pl.when(j + 1 < n)
-        def _():
-            _dma(lanes_hbm, start + j + 1, buf, sem, jnp.int32(1) - slot).start()
-
+    def chunk_step(j, slot, lane):
         @pl.when(j >= 2)  # the write-back issued two chunks ago used this slot's buffer
         def _():
             _write(obuf, slot, d_lanes_hbm, start, osem).wait()
 
-        lane = buf[slot]
         fn, cols, ray_rows = _chunk_alpha(st, lane, rows)
         (alpha, extra), vjp_fn = jax.vjp(fn, cols, ray_rows)
         ok = lane[:, st.a + st.v : st.a + st.v + 1]
@@ -432,16 +426,9 @@ def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_r
                     d = jnp.where(lane0, d, 0.0)
                 d_rows_ref[0, 2 + r : 3 + r, :] = d_rows_ref[0, 2 + r : 3 + r, :] + d
         s_ref[...] = run
-        t_ref[...] = t_out
-        alive = jnp.bool_(True) if st.signed else jnp.max(t_out) >= st.t_min
-        return j + 1, alive
+        return t_out
 
-    j, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), jnp.bool_(True)))
-
-    @pl.when(j < n)
-    def _():
-        _dma(lanes_hbm, start + j, buf, sem, jax.lax.rem(j, jnp.int32(2))).wait()
-
+    j = _walk_chunks(st, lanes_hbm, start, n, buf, sem, t_ref, chunk_step)
     for back in (1, 2):  # the write-backs still in flight
         pl.when(j >= back)(functools.partial(_wait_write, obuf, j - back, d_lanes_hbm, start, osem))
 
