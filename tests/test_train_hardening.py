@@ -125,6 +125,19 @@ def _variant(module, **attrs):
     return out
 
 
+def test_a_response_with_alpha_over_one_warns_once_and_logs_each_step(scene, tmp_path):
+    """Issue 26: training a spec whose alpha exceeds 1 (no `min(0.99, ...)`) went on in
+    silence. The first step that clamps warns with the count; train.log has every such step
+    and the run's total."""
+    hot = _variant(METHOD, response=lambda *args: 30.0 * METHOD.response(*args))  # init 0.1
+    with pytest.warns(RuntimeWarning, match=r"training step 1: the spec's response gave [0-9,]+"):
+        tr.train(hot, *scene, tmp_path, _cfg(steps=2))
+    log = (tmp_path / "train.log").read_text()
+    assert re.search(r"step 1: [0-9,]+ alpha value\(s\) clamped into range", log), log
+    assert re.search(r"step 2: [0-9,]+ alpha value\(s\) clamped into range", log), log
+    assert re.search(r"[0-9,]+ alpha value\(s\) the response gave outside its range", log), log
+
+
 def _downscaled(dataset):
     """Every view at half size, as --downscale 2 loads it."""
     views = []

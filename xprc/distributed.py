@@ -179,7 +179,8 @@ def sharded_views(method, per_view, mesh: Mesh, mode="RGB", config: RenderConfig
 
     per_view(out: RenderOutput, target, extra) -> {name: scalar} for one camera; `sums` holds
     each name summed over the batch, `stats` the largest `dropped` and `entries_needed` of any
-    camera. `params` must already be checked (`prepare_params`).
+    camera and the batch's total `alpha_out_of_range`. `params` must already be checked
+    (`prepare_params`).
     """
     config = config or RenderConfig()
     render_batch = _compiled(method, mode, config, True)
@@ -192,6 +193,8 @@ def sharded_views(method, per_view, mesh: Mesh, mode="RGB", config: RenderConfig
             k: jax.lax.pmax(jnp.max(out.stats[k]).astype(jnp.int32), AXIS)
             for k in ("dropped", "entries_needed")
         }
+        clamped = jnp.sum(out.stats["alpha_out_of_range"]).astype(jnp.int32)
+        stats["alpha_out_of_range"] = jax.lax.psum(clamped, AXIS)
         return sums, stats
 
     return jax.shard_map(

@@ -139,13 +139,26 @@ def nonfinite_message(count: int) -> str:
     )
 
 
+def alpha_message(count: int) -> str:
+    return (
+        f"the spec's response gave {count:,} (pixel, primitive) alpha value(s) that are NaN or "
+        "outside [0, 1] (a signed response: outside (-1, 1)); they were clamped into range. "
+        "Cap alpha in the spec's response, e.g. 'alpha = min(0.99, ...)'; "
+        "stats['alpha_out_of_range'] counts them"
+    )
+
+
 def report_overflow(stats: dict, policy: str, stacklevel: int = 3) -> int:
     """Apply the overflow policy to concrete render stats; returns the dropped count.
 
-    Primitives left out for non-finite values are reported as a warning unless ignored."""
-    nonfinite = int(np.max(np.asarray(stats.get("nonfinite", 0))))
-    if nonfinite and policy != "ignore":
-        warnings.warn(nonfinite_message(nonfinite), RuntimeWarning, stacklevel=stacklevel)
+    Primitives left out for non-finite values, and alphas clamped into range, are reported as
+    warnings unless ignored."""
+    # a batch renders the same primitives from each camera (max) at different pixels (sum)
+    for key, message, total in (("nonfinite", nonfinite_message, np.max),
+                                ("alpha_out_of_range", alpha_message, np.sum)):  # fmt: skip
+        count = int(total(np.asarray(stats.get(key, 0)).astype(np.int64)))
+        if count and policy != "ignore":
+            warnings.warn(message(count), RuntimeWarning, stacklevel=stacklevel)
     dropped = np.asarray(stats["dropped"])
     if policy == "ignore" or not np.any(dropped > 0):
         return int(np.sum(dropped, dtype=np.int64))
@@ -160,32 +173,18 @@ def report_overflow(stats: dict, policy: str, stacklevel: int = 3) -> int:
     return total
 
 
-def runtime_overflow_check(
-    policy: str, dropped, needed, capacity: int, saturated, nonfinite
-) -> None:
+def runtime_overflow_check(policy: str, stats: dict) -> None:
     """Inside a trace: warn or raise at run time when entries were dropped (and warn about
-    primitives left out for non-finite values)."""
+    primitives left out for non-finite values and clamped alphas)."""
     if policy == "ignore":
         return
+    names = ("dropped", "entries_needed", "entry_capacity", "entries_saturated", "nonfinite",
+             "alpha_out_of_range")  # fmt: skip
 
-    def callback(dropped, needed, saturated, nonfinite):
-        bad = int(np.max(np.asarray(nonfinite)))
-        if bad:
-            warnings.warn(nonfinite_message(bad), RuntimeWarning, stacklevel=2)
-        dropped, needed = np.asarray(dropped), np.asarray(needed)
-        if not np.any(dropped > 0):
-            return
-        message = overflow_message(
-            int(np.sum(dropped, dtype=np.int64)),
-            int(np.max(needed)),
-            capacity,
-            bool(np.any(np.asarray(saturated))),
-        )
-        if policy == "raise":
-            raise EntryOverflowError(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
+    def callback(*values):
+        report_overflow(dict(zip(names, values, strict=True)), policy, stacklevel=2)
 
-    jax.debug.callback(callback, dropped, needed, saturated, nonfinite)
+    jax.debug.callback(callback, *(stats[k] for k in names))
 
 
 def finite_rows(*arrays) -> jax.Array:

@@ -111,6 +111,28 @@ def evaluate(response, camera, a, ray_o, ray_d, tiles, grid: TileGrid, pixel_cha
     return jnp.broadcast_to(alpha, (g, pix, b)).astype(dtype), extra
 
 
+ALPHA_CAP = 0.99  # where an alpha out of range goes: 3DGS's cap, which the shipped specs use
+
+
+def clamp_alpha(alpha, signed: bool):
+    """The response's alpha in the compositor's range, and where it was not [same shape].
+
+    The range is [0, 1] (signed responses: (-1, 1), as 1 - alpha divides in the backward). An
+    alpha outside it is brought to [0, ALPHA_CAP] ([-ALPHA_CAP, ALPHA_CAP]): at 1 the stop rule
+    would drop the primitive where it is most opaque. NaN: 0, no contribution. Renders count
+    the lanes changed here (`stats["alpha_out_of_range"]`) and warn: a response that leaves the
+    range is a spec bug (a missing `min(0.99, ...)`), never a silent NaN or clip."""
+    nan = jnp.isnan(alpha)
+    if signed:
+        bad = nan | (jnp.abs(alpha) >= 1.0)
+        lo = -ALPHA_CAP
+    else:
+        bad = nan | (alpha < 0.0) | (alpha > 1.0)
+        lo = 0.0
+    fixed = jnp.where(nan, 0.0, jnp.clip(alpha, lo, ALPHA_CAP)).astype(alpha.dtype)
+    return jnp.where(bad, fixed, alpha), bad
+
+
 def running(op, x):
     """Inclusive running `op` (jnp.multiply, jnp.add) along the last axis, in list order.
 
@@ -202,9 +224,10 @@ def composite(
     distortion: int | None = None,
     method=None,
 ) -> jax.Array:
-    """Returns per-tile sums [T, P, V + K + 1 (+ 1)]: sum_k w_k values_k, then sum_k w_k extra_k
+    """Returns per-tile sums [T, P, V + K + 2 (+ 1)]: sum_k w_k values_k, then sum_k w_k extra_k
     for the K per-pixel channels the response returns beside alpha (`pixel_channels`), then
-    sum_k w_k (= 1 - T), then, when `distortion` is set, the depth distortion
+    sum_k w_k (= 1 - T), then the count of lanes whose alpha `clamp_alpha` changed (not
+    differentiable: callers stop its gradient), then, when `distortion` is set, the depth distortion
     sum_{i,j} w_i w_j |z_i - z_j| in list order, with z the lane channel `distortion` of
     [values (V), extra (K)].
 
@@ -253,13 +276,14 @@ def _composite_autodiff(
         v_items.reshape(-1, g, b, num_values),
         lay.ok.reshape(-1, g, b),
     )
-    out_channels = num_values + pixel_channels + 1 + (distortion is not None)
+    out_channels = num_values + pixel_channels + 2 + (distortion is not None)
     t_min, alpha_min = config.t_min, config.alpha_min
 
     def group_sums(carry, tiles, a, v, m):
         cur_tile, t_run, z_run = carry
         ray_o, ray_d = group_rays(rays, tiles, grid, dtype)
         alpha, extra = evaluate(response, camera, a, ray_o, ray_d, tiles, grid, pixel_channels)
+        alpha, bad = clamp_alpha(alpha, signed)
         used = m[:, None, :] & ((jnp.abs(alpha) if signed else alpha) >= alpha_min)
         alpha = jnp.where(used, alpha, 0.0)
         if pixel_channels:  # an unused lane's outputs may be NaN (a ray missing a surfel)
@@ -270,6 +294,7 @@ def _composite_autodiff(
         if pixel_channels:
             parts.append(jnp.einsum("gpb,gpbk->gpk", wt.w, extra, precision=EXACT))
         parts.append(jnp.sum(wt.w, axis=2, keepdims=True))
+        parts.append(jnp.sum(bad & m[:, None, :], axis=2, keepdims=True).astype(dtype))
         if distortion is not None:
             if distortion < num_values:
                 z = v[:, None, :, distortion]

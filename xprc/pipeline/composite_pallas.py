@@ -13,8 +13,8 @@ a chunk is one [B, P] array; per-entry inputs are [B, 1] columns and per-pixel i
   the lane's validity (1.0 / 0.0), C = A + V + 1; gathered by `layout` in XLA.
 - rows [T, 8, P]: per tile, the pixel centres (x, y), the ray origins (x, y, z) and directions
   (x, y, z) of its pixels (zeros without rays).
-- output [T, V + K + 1, P]: sum_k w_k values_k, sum_k w_k extra_k (the K per-pixel outputs), and
-  sum_k w_k, channels on sublanes.
+- output [T, V + K + 2, P]: sum_k w_k values_k, sum_k w_k extra_k (the K per-pixel outputs),
+  sum_k w_k, and the count of lanes whose alpha `clamp_alpha` changed, channels on sublanes.
 
 The backward kernel is the custom VJP of `composite_vjp.py` in the same per-tile form: a second
 front-to-back walk recomputes each chunk's alpha, takes S_k = g . out - prefix_k, and gets the
@@ -39,7 +39,7 @@ from jax.extend.core import Var
 
 from ..errors import XprError
 from .binning import TileGrid
-from .composite import Layout, gather, tile_chunks, tile_pixels
+from .composite import Layout, clamp_alpha, gather, tile_chunks, tile_pixels
 from .config import RenderConfig
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
@@ -145,7 +145,7 @@ def composite_pallas(
     response, attrs, values, lay: Layout, starts, counts, rays, grid: TileGrid,
     config: RenderConfig, signed: bool, pixel_channels: int,
 ):  # fmt: skip
-    """Per-tile sums [T, P, V + K + 1], as `composite` returns them; attrs [N, A], values
+    """Per-tile sums [T, P, V + K + 2], as `composite` returns them; attrs [N, A], values
     [N, V] per primitive."""
     dtype = attrs.dtype
     table = jnp.concatenate([attrs, values, jnp.ones_like(values[:, :1])], axis=-1)
@@ -192,7 +192,7 @@ class _Static:
 
     @property
     def out_channels(self) -> int:
-        return self.v + self.k + 1
+        return self.v + self.k + 2
 
     @property
     def pix(self) -> int:
@@ -200,8 +200,9 @@ class _Static:
 
 
 def _chunk_alpha(st: _Static, lane, rows):
-    """A chunk's response: `fn(attr columns, ray rows)` -> (alpha [B, P], extra list of K
-    [B, P]) with the inputs it closes over, for `jax.vjp` in the backward."""
+    """A chunk's response: `fn(attr columns, ray rows)` -> ((alpha [B, P] after `clamp_alpha`,
+    extra list of K [B, P]), where alpha was clamped [B, P]) with the inputs it closes over, for
+    `jax.vjp(..., has_aux=True)` in the backward."""
     attr_cols = [lane[:, k : k + 1] for k in range(st.a)]
     pixel = _Components([rows[0:1], rows[1:2]], (1, st.pix))
     ray_rows = [rows[2:3, 0:1] if st.central else rows[2:3], rows[3:4, 0:1] if st.central
@@ -219,7 +220,8 @@ def _chunk_alpha(st: _Static, lane, rows):
             extra = [jnp.broadcast_to(extra[..., k], shape) for k in range(st.k)]
         else:
             alpha, extra = out, []
-        return jnp.broadcast_to(alpha, shape).astype(jnp.float32), extra
+        alpha, bad = clamp_alpha(jnp.broadcast_to(alpha, shape).astype(jnp.float32), st.signed)
+        return (alpha, extra), bad
 
     return fn, attr_cols, ray_rows
 
@@ -306,13 +308,15 @@ def _forward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, out_
 
     def chunk_step(j, slot, lane):  # lane: [B, C]
         fn, cols, ray_rows = _chunk_alpha(st, lane, rows)
-        alpha, extra = fn(cols, ray_rows)
+        (alpha, extra), bad = fn(cols, ray_rows)
         ok = lane[:, st.a + st.v : st.a + st.v + 1]
         _, used, w, _, _, t_out = _weights(st, alpha, ok, t_ref[...])
+        bad = (bad & (ok > 0.5)).astype(jnp.float32)
         sums = [jnp.sum(w * lane[:, st.a + c : st.a + c + 1], axis=0, keepdims=True)
                 for c in range(st.v)]  # fmt: skip
         sums += [jnp.sum(w * jnp.where(used, e, 0.0), axis=0, keepdims=True) for e in extra]
         sums.append(jnp.sum(w, axis=0, keepdims=True))
+        sums.append(jnp.sum(bad, axis=0, keepdims=True))
         out_ref[0] = out_ref[0] + jnp.concatenate(sums, axis=0)
         return t_out
 
@@ -377,11 +381,11 @@ def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_r
     tile = pl.program_id(0)
     start, n = start_ref[tile], count_ref[tile]
     rows = rows_ref[0]
-    g = g_ref[0]  # [V + K + 2, P]: g_out channels, then g . out
+    g = g_ref[0]  # [V + K + 3, P]: g_out channels (the count's zeroed), then g . out
     gv = [g[c : c + 1] for c in range(st.v)]
     ge = [g[st.v + k : st.v + k + 1] for k in range(st.k)]
     gw = g[st.v + st.k : st.v + st.k + 1]
-    g_total = g[st.v + st.k + 1 : st.v + st.k + 2]
+    g_total = g[st.v + st.k + 2 : st.v + st.k + 3]
 
     d_rows_ref[...] = jnp.zeros_like(d_rows_ref)
     s_ref[...] = jnp.zeros_like(s_ref)
@@ -392,7 +396,7 @@ def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_r
             _write(obuf, slot, d_lanes_hbm, start, osem).wait()
 
         fn, cols, ray_rows = _chunk_alpha(st, lane, rows)
-        (alpha, extra), vjp_fn = jax.vjp(fn, cols, ray_rows)
+        (alpha, extra), vjp_fn, _ = jax.vjp(fn, cols, ray_rows, has_aux=True)
         ok = lane[:, st.a + st.v : st.a + st.v + 1]
         t_in = t_ref[...]
         alpha, used, w, T, live, t_out = _weights(st, alpha, ok, t_in)
@@ -435,6 +439,7 @@ def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_r
 
 def _core_bwd(st, residuals, g_out):
     lanes, rows, starts, counts, out = residuals
+    g_out = g_out.at[:, -1].set(0.0)  # the clamped-alpha count: no gradient
     g_total = jnp.sum(g_out * out, axis=1, keepdims=True)  # [T, 1, P]
     g = jnp.concatenate([g_out, g_total], axis=1)
     num_tiles = st.grid.num_tiles

@@ -34,6 +34,7 @@ from .binning import TileGrid
 from .composite import (
     Layout,
     _composite_autodiff,
+    clamp_alpha,
     evaluate,
     group_rays,
     group_weights,
@@ -49,7 +50,7 @@ def composite_custom(
     rays, signed: bool, pixel_channels: int,
 ):  # fmt: skip
     """`composite` on gathered lanes (a_items [I, B, A], v_items [I, B, V]) with the custom
-    VJP; returns the per-tile sums [T, P, V + K + 1]."""
+    VJP; returns the per-tile sums [T, P, V + K + 2] (the last: the clamped-alpha count)."""
     static = (response, grid, config, signed, pixel_channels)
     return _core(static, a_items, v_items, camera, rays, lay.item_tile, lay.ok)
 
@@ -82,7 +83,8 @@ def _group_grad(static, camera, rays, g_out, g_total, carry, tiles, a, v, m):
     ray_o, ray_d = group_rays(rays, tiles, grid, a.dtype)
 
     def fn(a, cam, ro, rd):
-        return evaluate(response, cam, a, ro, rd, tiles, grid, pixel_channels)
+        alpha, extra = evaluate(response, cam, a, ro, rd, tiles, grid, pixel_channels)
+        return clamp_alpha(alpha, signed)[0], extra
 
     (alpha, extra), vjp_fn = jax.vjp(fn, a, camera, ray_o, ray_d)
     used = m[:, None, :] & ((jnp.abs(alpha) if signed else alpha) >= config.alpha_min)
@@ -92,7 +94,8 @@ def _group_grad(static, camera, rays, g_out, g_total, carry, tiles, a, v, m):
     safe = jnp.minimum(tiles, grid.num_tiles - 1)
     gt = g_out[safe]  # [G, P, C]
     gv = gt[..., :num_values]
-    gc = jnp.einsum("gpv,gbv->gpb", gv, v, precision=EXACT) + gt[..., -1:]  # g . c_k
+    at_w = num_values + pixel_channels  # the weight channel (the count after it has no gradient)
+    gc = jnp.einsum("gpv,gbv->gpb", gv, v, precision=EXACT) + gt[..., at_w : at_w + 1]  # g . c_k
     d_extra = None
     if pixel_channels:
         ge = gt[..., num_values : num_values + pixel_channels]
@@ -118,6 +121,7 @@ def _core_bwd(static, residuals, g_out):
     g, b = config.group, config.chunk
     num_values = v_items.shape[-1]
     t_min = config.t_min
+    g_out = g_out.at[..., -1].set(0.0)  # the clamped-alpha count: no gradient
     g_total = jnp.sum(g_out * out, axis=-1)  # [T, P]: g . out = sum_k w_k (g . c_k)
 
     def group_grad(carry, tiles, a, v, m):

@@ -46,7 +46,9 @@ class RenderOutput:
            entries_needed), dropped_per_tile [T], entries_per_tile [T], nonfinite (primitives
            left out because their projection is NaN or infinite), entries_culled (rectangle
            entries the spec's `ellipse` rejected; entries_needed counts rectangle entries) and
-           ellipse_fallback (primitives whose ellipse is unusable and that keep the rectangle)
+           ellipse_fallback (primitives whose ellipse is unusable and that keep the rectangle),
+           alpha_out_of_range ((pixel, primitive) evaluations inside the image whose alpha
+           was NaN or outside [0, 1] (signed: (-1, 1)) and was clamped; warned about)
     """
 
     def __init__(self, image, alpha, depth, stats, mode, extra=None, distortion=None):
@@ -127,6 +129,7 @@ def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
         "entries_culled": jnp.int32(0),
         "ellipse_fallback": jnp.int32(0),
         "nonfinite": jnp.int32(0),
+        "alpha_out_of_range": jnp.int32(0),
     }
     image = color if mode.startswith("RGB") else None
     distortion = jnp.zeros((h, w, 1), dtype) if config.distortion else None
@@ -167,6 +170,9 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     img = img.reshape(grid.tiles_y * t, grid.tiles_x * t, -1)[: grid.height, : grid.width]
     at_w = channels + 1 + len(names)
     weight = img[..., at_w : at_w + 1]
+    # lanes whose alpha left the compositor's range (counted per pixel inside the image)
+    clamped = jax.lax.stop_gradient(img[..., at_w + 1])
+    clamped = jnp.sum(jnp.round(clamped).astype(jnp.int32))
     color = img[..., :channels]
     if background is not None:
         color = color + (1.0 - weight) * jnp.asarray(background, dtype)[None, None, :]
@@ -189,11 +195,10 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
         "entries_culled": jnp.sum(bins.culled, dtype=jnp.int32),
         "ellipse_fallback": bins.fallback,
         "nonfinite": jnp.sum(~finite).astype(jnp.int32),
+        "alpha_out_of_range": clamped,
     }
     if check:
-        cap.runtime_overflow_check(
-            config.on_overflow, dropped, bins.needed, capacity, saturated, stats["nonfinite"]
-        )
+        cap.runtime_overflow_check(config.on_overflow, stats)
     image = color if mode.startswith("RGB") else None
     distortion = img[..., -1:] if config.distortion else None
     return RenderOutput(image, weight, depth_img, stats, mode, extra, distortion)

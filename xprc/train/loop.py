@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import numpy as np
 from .. import __version__
 from ..pipeline import RenderConfig, entry_bucket
 from ..pipeline.binning import TileGrid
-from ..pipeline.capacity import MemoryBudgetError, check_memory
+from ..pipeline.capacity import MemoryBudgetError, alpha_message, check_memory
 from . import checkpoint as ckpt
 from . import folder as run_folder
 from . import health, losses_2dgs
@@ -187,6 +188,7 @@ class Run:
         self.history: list[dict] = []
         self.evals: list[dict] = []
         self.events: dict = {k: 0 for k in self.strategy.count_names}
+        self.clamped_alpha = 0  # alpha values the compositor clamped, summed over steps
         self.elapsed_before = 0.0
         self.interrupted = False
         self.saved_step: int | None = None  # the step of the checkpoint in the run folder
@@ -325,6 +327,7 @@ class Run:
             raise health.divergence_error(self.step + 1, info, self.data["cameras"], self.names,
                                           self.points, self._kept(), self.out)  # fmt: skip
         self.state = state
+        self._report_clamped(int(info["alpha_out_of_range"]))
         counts = {k: int(info[k]) for k in self.strategy.count_names}
         if any(counts.values()):
             for k, v in counts.items():
@@ -332,6 +335,17 @@ class Run:
             text = ", ".join(f"{k} {v}" for k, v in counts.items())
             self.log(f"step {self.step}: {self.config.strategy} {text}")
         return info
+
+    def _report_clamped(self, count: int) -> None:
+        """A response whose alpha leaves [0, 1] is a spec bug: warned at the first step it
+        happens, every such step in train.log, the run's total at the end (`_finish`)."""
+        if not count:
+            return
+        if not self.clamped_alpha:
+            warnings.warn(f"training step {self.step}: {alpha_message(count)}",
+                          RuntimeWarning, stacklevel=4)  # fmt: skip
+        self.clamped_alpha += count
+        self.log.file(f"step {self.step}: {count:,} alpha value(s) clamped into range")
 
     def evaluate(self, elapsed: float, keep_images: bool = False) -> tuple[dict, list]:
         rows, images = [], []
@@ -498,6 +512,9 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
         run.evals.append(final)
     else:
         run.evals[-1] = final
+    if run.clamped_alpha:
+        run.log(f"{run.clamped_alpha:,} alpha value(s) the response gave outside its range were "
+                "clamped during training (see the warning and train.log)", always=True)  # fmt: skip
     if run.interrupted:
         where = f"; checkpoint saved to {run.ckpt_path}" if run.ckpt_path is not None else ""
         run.log(f"interrupted at step {run.step}{where}")

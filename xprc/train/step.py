@@ -26,6 +26,8 @@ from .strategy import make_strategy, per_prim
 
 # Incremented each time the train step is traced: a test proves "compiled once per run".
 TRACE_COUNT = {"train_step": 0, "eval": 0}
+# render stats a step returns: for the capacity (dropped, needed) and the clamped-alpha warning
+STATS = ("dropped", "entries_needed", "alpha_out_of_range")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +118,7 @@ def _render_loss(key: StepKey):
 
     def loss(params, cam, gt, background, w):
         out = render(method, params, cam, background, config=rconfig)
-        stats = {k: out.stats[k].astype(jnp.int32) for k in ("dropped", "entries_needed")}
+        stats = {k: out.stats[k].astype(jnp.int32) for k in STATS}
         return per_view(out, (gt, cam), w), stats
 
     return loss
@@ -225,8 +227,7 @@ def step_fn(key: StepKey):
             "psnr": values["psnr"],
             **{k: values[k] for k in ("distortion", "normal") if k in values},
             "live": strategy.live(method.activate(new_params), used, hyper),
-            "dropped": stats["dropped"],
-            "entries_needed": stats["entries_needed"],
+            **{k: stats[k] for k in STATS},
             # one flag per parameter and camera correction (xprc.train.health)
             "finite": {
                 **{k: jnp.all(jnp.isfinite(v)) for k, v in new_params.items()},

@@ -1,0 +1,155 @@
+"""Issue 26: a response whose alpha leaves its range (NaN, or outside [0, 1]; signed: outside
+(-1, 1)) rendered NaN (alpha > 1 turns T negative) or was dropped without a word. The
+compositors now clamp such an alpha to [0, 0.99] ([-0.99, 0.99] signed; NaN to 0), count the
+(pixel, primitive) evaluations they changed in `stats["alpha_out_of_range"]` and warn with that
+count. Checked against a per-pixel NumPy twin of the clamped compositing rule, for the XLA and
+the Pallas (interpreted) compositors, and the custom VJPs against autodiff of the same forward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from xprc.camera import look_at
+from xprc.compiler import driver
+from xprc.pipeline import RenderConfig, render
+from xprc.pipeline.composite import clamp_alpha
+
+SPEC = """primitive Hot
+param means : vec3
+param o     : scalar
+param rgb   : vec3 = sigmoid(raw)
+param size  : scalar = exp(raw)
+projection {
+  p = camera.world_to_camera(means)
+  z = max(p.z, camera.near)
+  s = camera.fx * size / z
+  emit centre = camera.project([p.x, p.y, z]), depth = p.z, valid = p.z > camera.near,
+       radius = 4 * s, inv_s2 = 1 / (s * s), gain = o
+}
+response@ {
+  d = pixel - centre
+  alpha = gain * exp(-0.5 * dot(d, d) * inv_s2)
+}
+color = rgb
+"""
+W, H = 24, 20
+XLA = RenderConfig(tile_size=8, chunk=4, group=2, max_entries=2048, compositor="xla")
+WARNING = r"response gave [0-9,]+ \(pixel, primitive\) alpha value\(s\) that are NaN or outside"
+
+
+def _method(tmp_path, signed: bool):
+    path = tmp_path / ("hot_signed.xpr" if signed else "hot.xpr")
+    path.write_text(SPEC.replace("@", " signed" if signed else ""))
+    return driver.load(path)
+
+
+def _camera():
+    return look_at([0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0], W, H, 60.0,
+                   dtype=np.float32)  # fmt: skip
+
+
+def _scene(signed: bool):
+    """Three blobs, the middle one too hot (|alpha| up to 2); they overlap, never saturate."""
+    raw = {
+        "means": np.array([[-0.5, 0.0, 4.0], [0.0, 0.1, 4.5], [0.45, -0.1, 5.0]]),
+        "o": np.array([0.8, -2.0 if signed else 2.0, 0.7]),
+        "rgb": np.array([[1.0, -1.0, 0.0], [0.0, 2.0, -1.0], [-2.0, 0.5, 1.5]]),
+        "size": np.log([0.3, 0.35, 0.3]),
+    }
+    return {k: jnp.asarray(v, jnp.float32) for k, v in raw.items()}
+
+
+def _twin(raw, cam, signed: bool):
+    """Per pixel, front to back: the clamped rule. Returns image, alpha, out-of-range count."""
+    R, t = np.asarray(cam.R, np.float64), np.asarray(cam.t, np.float64)
+    fx, fy, cx, cy = (float(np.asarray(v)) for v in (cam.fx, cam.fy, cam.cx, cam.cy))
+    raw = {k: np.asarray(v, np.float64) for k, v in raw.items()}
+    pc = raw["means"] @ R.T + t
+    centre = np.c_[fx * pc[:, 0] / pc[:, 2] + cx, fy * pc[:, 1] / pc[:, 2] + cy]
+    s = fx * np.exp(raw["size"]) / pc[:, 2]
+    rgb = 1 / (1 + np.exp(-raw["rgb"]))
+    img, acc, count = np.zeros((H, W, 3)), np.zeros((H, W, 1)), 0
+    for i in range(H):
+        for j in range(W):
+            T = 1.0
+            for k in np.argsort(pc[:, 2]):
+                d = np.array([j + 0.5, i + 0.5]) - centre[k]
+                a = raw["o"][k] * np.exp(-0.5 * (d @ d) / s[k] ** 2)
+                out = abs(a) >= 1 if signed else not 0 <= a <= 1
+                if out:
+                    count += 1
+                    a = float(np.clip(a, -0.99 if signed else 0.0, 0.99))
+                if (abs(a) if signed else a) < 1 / 255:
+                    continue
+                if not signed and T * (1 - a) < 1e-4:
+                    break
+                img[i, j] += a * T * rgb[k]
+                acc[i, j] += a * T
+                T *= 1 - a
+    return img, acc, count
+
+
+def test_clamp_alpha_brings_every_value_into_range_and_marks_what_it_changed():
+    x = jnp.array([-0.5, 0.0, 0.5, 0.995, 1.0, 1.5, jnp.nan, -jnp.inf, jnp.inf], jnp.float32)
+    a, bad = clamp_alpha(x, signed=False)
+    np.testing.assert_array_equal(a, np.float32([0.0, 0.0, 0.5, 0.995, 1.0, 0.99, 0.0, 0.0, 0.99]))
+    np.testing.assert_array_equal(bad, [1, 0, 0, 0, 0, 1, 1, 1, 1])
+    a, bad = clamp_alpha(x, signed=True)
+    np.testing.assert_array_equal(a, np.float32([-0.5, 0, 0.5, 0.995, 0.99, 0.99, 0, -0.99, 0.99]))
+    np.testing.assert_array_equal(bad, [0, 0, 0, 0, 1, 1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("compositor", ["xla", "pallas"])
+@pytest.mark.parametrize("signed", [False, True], ids=["unsigned", "signed"])
+def test_out_of_range_alpha_is_clamped_counted_and_warned(tmp_path, signed, compositor):
+    method = _method(tmp_path, signed)
+    raw, cam = _scene(signed), _camera()
+    config = dataclasses.replace(XLA, compositor=compositor)
+    with pytest.warns(RuntimeWarning, match=WARNING) as record:
+        out = render(method, raw, cam, config=config)
+    img, acc, count = _twin(raw, cam, signed)
+    assert count > 5  # the hot blob's core
+    assert int(out.stats["alpha_out_of_range"]) == count
+    assert f" {count} (pixel, primitive)" in str(record[0].message)
+    assert np.isfinite(np.asarray(out.image)).all()
+    np.testing.assert_allclose(out.image, img, atol=2e-5)
+    np.testing.assert_allclose(out.alpha, acc, atol=2e-5)
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["unsigned", "signed"])
+def test_gradients_through_the_clamp_equal_autodiff_in_both_compositors(tmp_path, signed):
+    """The clamp is inside the custom VJPs' recomputed alpha: a clamped lane passes no
+    gradient to the response's inputs, as autodiff of the forward says."""
+    method = _method(tmp_path, signed)
+    raw, cam = _scene(signed), _camera()
+    weights = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (H, W, 3)), jnp.float32)
+
+    def grads(config):
+        def loss(p):
+            return jnp.sum(render(method, p, cam, config=config).image * weights)
+
+        return jax.jit(jax.grad(loss))(raw)
+
+    config = dataclasses.replace(XLA, on_overflow="ignore")
+    want = grads(dataclasses.replace(config, backward="autodiff"))
+    for got in (grads(config), grads(dataclasses.replace(config, compositor="pallas"))):
+        for k in want:
+            scale = max(1.0, float(jnp.abs(want[k]).max()))
+            np.testing.assert_allclose(got[k], want[k], atol=2e-5 * scale, err_msg=k)
+    assert float(jnp.abs(want["o"][1])) > 0  # the hot blob's rim still has a gradient
+
+
+def test_a_render_under_jit_warns_at_run_time(tmp_path):
+    method = _method(tmp_path, signed=False)
+    raw, cam = _scene(False), _camera()
+    fn = jax.jit(lambda p: render(method, p, cam, config=XLA).stats["alpha_out_of_range"])
+    with pytest.warns(RuntimeWarning, match=WARNING):
+        count = int(jax.block_until_ready(fn(raw)))
+        jax.effects_barrier()
+    assert count == _twin(raw, cam, False)[2]
