@@ -37,7 +37,7 @@ def env(tmp_path, monkeypatch, request):
     spec = tmp_path / "spec.xpr"
     text = SPEC.format(tag=request.node.name)
     spec.write_text(text)
-    name = driver._cache_name(spec, text, {})
+    name = cache.module_name(spec, text, {})
     mod_name = "xprc_generated_" + name.removesuffix(".py").rsplit("_", 1)[-1]
     sys.modules.pop(mod_name, None)
     yield spec, tmp_path / "cache" / name, tmp_path / "PWNED"

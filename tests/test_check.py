@@ -188,15 +188,15 @@ def test_trainer_starts_from_the_derived_raw_value(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The built-in functions' one table (xprc/compiler/library.py).
+# The built-in functions' one table (xprc/compiler/builtin_functions.py).
 
 
 def test_docs_list_the_builtin_table():
     """docs/language.md's table is the one generated from library.TABLE (regenerate it with
-    `python -m xprc.compiler.library` and paste it between the markers)."""
+    `python -m xprc.compiler.builtin_functions` and paste it between the markers)."""
     from conftest import ROOT
 
-    from xprc.compiler import library
+    from xprc.compiler import builtin_functions as library
 
     text = (ROOT / "docs" / "language.md").read_text()
     begin, end = "<!-- built-in table: begin -->\n", "<!-- built-in table: end -->"
@@ -219,7 +219,7 @@ _NUMPY = {
 def test_unary_builtins_fold_like_numpy(x):
     """Every one-argument elementwise built-in folds a number at check time (its table fold)
     to NumPy's value (nan where NumPy gives nan)."""
-    from xprc.compiler import library
+    from xprc.compiler import builtin_functions as library
 
     assert set(_NUMPY) == set(library.UNARY)
     for name, f in _NUMPY.items():

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from xprc.compiler import ast, parse
-from xprc.compiler.check import unparse
+from xprc.compiler.names import unparse
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,8 @@ import pytest
 from conftest import ROOT
 
 from xprc import cli, verify
-from xprc.compiler import driver, reuse
+from xprc.compiler import cache, driver
+from xprc.compiler import extends as reuse
 
 SPEC_3DGS = (ROOT / "specs" / "3dgs.xpr").read_text()
 
@@ -99,9 +100,9 @@ def test_module_cache_notices_a_changed_base(tmp_path):
     (tmp_path / "3dgs.xpr").write_text(SPEC_3DGS)
     path = tmp_path / "student.xpr"
     path.write_text(STUDENT)
-    before = driver._cache_path(path, STUDENT, {})
+    before = cache.module_path(path, STUDENT, {})
     (tmp_path / "3dgs.xpr").write_text(SPEC_3DGS.replace("eps2d = 0.3", "eps2d = 0.2"))
-    assert driver._cache_path(path, STUDENT, {}) != before
+    assert cache.module_path(path, STUDENT, {}) != before
 
 
 @pytest.mark.parametrize("name", ["3dgs", "3dgs.xpr"])
@@ -132,6 +133,6 @@ def test_module_cache_notices_a_changed_shipped_base(tmp_path, monkeypatch):
     monkeypatch.setattr(reuse, "shipped_specs", lambda: {"3dgs": shipped})
     path = tmp_path / "student.xpr"
     text = STUDENT.replace('"3dgs.xpr"', '"3dgs"')
-    before = driver._cache_path(path, text, {})
+    before = cache.module_path(path, text, {})
     shipped.write_text(SPEC_3DGS.replace("eps2d = 0.3", "eps2d = 0.2"))
-    assert driver._cache_path(path, text, {}) != before
+    assert cache.module_path(path, text, {}) != before

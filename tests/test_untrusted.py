@@ -16,7 +16,7 @@ import pytest
 from test_errors import BASE, sub
 
 from xprc import cli
-from xprc.compiler import codegen, driver, parse
+from xprc.compiler import codegen, driver, parse, spec_file
 from xprc.errors import DefineError, MissingOutputError, ParseError, StaticError, XprError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -223,9 +223,9 @@ def test_special_files_are_not_read(tmp_path):
 
 def test_spec_size_limit(tmp_path):
     big = tmp_path / "big.xpr"
-    big.write_text("#" * driver.MAX_SPEC_BYTES + "\n")
+    big.write_text("#" * spec_file.MAX_SPEC_BYTES + "\n")
     assert _read_error(big) == f"{big}: error: cannot read spec: larger than 1024 KiB"
-    ok = _spec(tmp_path, "ok.xpr", BASE + "#" * (driver.MAX_SPEC_BYTES - len(BASE) - 1) + "\n")
+    ok = _spec(tmp_path, "ok.xpr", BASE + "#" * (spec_file.MAX_SPEC_BYTES - len(BASE) - 1) + "\n")
     assert driver.read_spec(ok).startswith("primitive Blob")
 
 

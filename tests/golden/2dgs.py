@@ -42,8 +42,21 @@ def activate(raw):
     r_quats__3 = raw['quats'][..., 3]
     r_scales__0 = raw['scales'][..., 0]
     r_scales__1 = raw['scales'][..., 1]
-    t0 = lax.rsqrt(jnp.maximum(r_quats__0*r_quats__0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3, 1e-24))
-    return {'means': raw['means'], 'quats': jnp.stack([t0*r_quats__0, t0*r_quats__1, t0*r_quats__2, t0*r_quats__3], -1), 'scales': jnp.stack([jnp.exp(r_scales__0), jnp.exp(r_scales__1)], -1), 'opacities': jax.nn.sigmoid(r_opacities), 'sh': raw['sh']}
+    z_0 = r_quats__0*r_quats__0
+    z_1 = z_0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3
+    t0 = lax.rsqrt(jnp.maximum(z_1, 1e-24))
+    return {
+        'means': raw['means'],
+        'quats': jnp.stack([
+            t0*r_quats__0,
+            t0*r_quats__1,
+            t0*r_quats__2,
+            t0*r_quats__3,
+        ], -1),
+        'scales': jnp.stack([jnp.exp(r_scales__0), jnp.exp(r_scales__1)], -1),
+        'opacities': jax.nn.sigmoid(r_opacities),
+        'sh': raw['sh'],
+    }
 
 
 def project(raw, camera):
@@ -127,7 +140,8 @@ def project(raw, camera):
     r_sh__15_0 = raw['sh'][..., 15, 0]
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
-    t0 = c_translation__2 + c_rotation__2_0*r_means__0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    z_0 = c_rotation__2_0*r_means__0
+    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
@@ -140,7 +154,8 @@ def project(raw, camera):
     t10 = t8*t9
     t11 = jax.nn.sigmoid(r_opacities)
     t12 = 255.0*jnp.maximum(t11, 0.00392156862745098)
-    t13 = jnp.sqrt(lax.stop_gradient(jnp.maximum(-2.0*jnp.log(jnp.minimum(jnp.maximum(1.0/t12, 1e-30), 1.0)), 0.0)))
+    z_1 = jnp.maximum(-2.0*jnp.log(jnp.minimum(jnp.maximum(1.0/t12, 1e-30), 1.0)), 0.0)
+    t13 = jnp.sqrt(lax.stop_gradient(z_1))
     t14 = 1.082392200292394*t13
     t15 = t5*r_quats__3
     t16 = t15*r_quats__0
@@ -178,8 +193,35 @@ def project(raw, camera):
     t48 = 3.6739403974420594e-16*t9
     t49 = 1.4142135623730954*t25
     t50 = 1.4142135623730947*t9
-    t51 = jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(c_translation__2 + c_rotation__2_0*(r_means__0 + t10*t14) + c_rotation__2_1*(r_means__1 + t19*t20) + c_rotation__2_2*(r_means__2 + t20*t23) > c_near, c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(t27 + 0.7071067811865476*t10)) + c_rotation__2_1*(r_means__1 + t14*(t31 + t19*t32)) + c_rotation__2_2*(r_means__2 + t14*(t37 + t23*t32)) > c_near), c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(t39 + 6.123233995736766e-17*t10)) + c_rotation__2_1*(r_means__1 + t14*(t40 + t19*t41)) + c_rotation__2_2*(r_means__2 + t14*(t42 + t23*t41)) > c_near), c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(-0.7071067811865475*t10 + t24*t43)) + c_rotation__2_1*(r_means__1 + t14*(0.7071067811865476*t30 - t19*t44)) + c_rotation__2_2*(r_means__2 + t14*(t36*t43 - t23*t44)) > c_near), c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(-t10 + t24*t45)) + c_rotation__2_1*(r_means__1 + t14*(1.2246467991473532e-16*t30 - t19*t46)) + c_rotation__2_2*(r_means__2 + t14*(t36*t45 - t23*t46)) > c_near), c_translation__2 + c_rotation__2_0*(r_means__0 - t14*(t27 + 0.7071067811865477*t10)) + c_rotation__2_1*(r_means__1 - t14*(t31 + t19*t47)) + c_rotation__2_2*(r_means__2 - t14*(t37 + t23*t47)) > c_near), c_translation__2 + c_rotation__2_0*(r_means__0 - t14*(t39 + 1.8369701987210297e-16*t10)) + c_rotation__2_1*(r_means__1 - t14*(t40 + t19*t48)) + c_rotation__2_2*(r_means__2 - t14*(t42 + t23*t48)) > c_near), c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(0.7071067811865474*t10 - t24*t49)) + c_rotation__2_1*(r_means__1 + t14*(-0.7071067811865477*t30 + t19*t50)) + c_rotation__2_2*(r_means__2 + t14*(t23*t50 - t36*t49)) > c_near), jnp.logical_or(is_pinhole, is_ortho))
-    t52 = lax.stop_gradient(jnp.maximum(-2.0*jnp.log(jnp.where(t51, jnp.minimum(jnp.maximum(1.0/jnp.where(t51, t12, 1.0), 1e-30), 1.0), 1.0)), 0.0))
+    z_2 = c_translation__2 + c_rotation__2_0*(r_means__0 + t10*t14) + c_rotation__2_1*(r_means__1 + t19*t20)
+    z_3 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(t27 + 0.7071067811865476*t10)) + c_rotation__2_1*(r_means__1 + t14*(t31 + t19*t32))
+    z_4 = z_3 + c_rotation__2_2*(r_means__2 + t14*(t37 + t23*t32)) > c_near
+    z_5 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(t39 + 6.123233995736766e-17*t10))
+    z_6 = c_rotation__2_1*(r_means__1 + t14*(t40 + t19*t41))
+    z_7 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(t39 + 6.123233995736766e-17*t10))
+    z_8 = jnp.logical_and(z_2 + c_rotation__2_2*(r_means__2 + t20*t23) > c_near, z_4)
+    z_9 = z_7 + z_6 + c_rotation__2_2*(r_means__2 + t14*(t42 + t23*t41)) > c_near
+    z_10 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(-0.7071067811865475*t10 + t24*t43))
+    z_11 = c_rotation__2_1*(r_means__1 + t14*(0.7071067811865476*t30 - t19*t44))
+    z_12 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(-0.7071067811865475*t10 + t24*t43))
+    z_13 = z_12 + z_11 + c_rotation__2_2*(r_means__2 + t14*(t36*t43 - t23*t44)) > c_near
+    z_14 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(-t10 + t24*t45)) + c_rotation__2_1*(r_means__1 + t14*(1.2246467991473532e-16*t30 - t19*t46))
+    z_15 = z_14 + c_rotation__2_2*(r_means__2 + t14*(t36*t45 - t23*t46)) > c_near
+    z_16 = c_translation__2 + c_rotation__2_0*(r_means__0 - t14*(t27 + 0.7071067811865477*t10)) + c_rotation__2_1*(r_means__1 - t14*(t31 + t19*t47))
+    z_17 = jnp.logical_and(jnp.logical_and(jnp.logical_and(z_8, z_9), z_13), z_15)
+    z_18 = z_16 + c_rotation__2_2*(r_means__2 - t14*(t37 + t23*t47)) > c_near
+    z_19 = c_translation__2 + c_rotation__2_0*(r_means__0 - t14*(t39 + 1.8369701987210297e-16*t10))
+    z_20 = c_rotation__2_1*(r_means__1 - t14*(t40 + t19*t48))
+    z_21 = c_translation__2 + c_rotation__2_0*(r_means__0 - t14*(t39 + 1.8369701987210297e-16*t10))
+    z_22 = z_21 + z_20 + c_rotation__2_2*(r_means__2 - t14*(t42 + t23*t48)) > c_near
+    z_23 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(0.7071067811865474*t10 - t24*t49))
+    z_24 = c_rotation__2_1*(r_means__1 + t14*(-0.7071067811865477*t30 + t19*t50))
+    z_25 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(0.7071067811865474*t10 - t24*t49))
+    z_26 = z_25 + z_24 + c_rotation__2_2*(r_means__2 + t14*(t23*t50 - t36*t49)) > c_near
+    z_27 = jnp.logical_and(jnp.logical_and(jnp.logical_and(z_17, z_18), z_22), z_26)
+    t51 = jnp.logical_and(z_27, jnp.logical_or(is_pinhole, is_ortho))
+    z_28 = jnp.minimum(jnp.maximum(1.0/jnp.where(t51, t12, 1.0), 1e-30), 1.0)
+    t52 = lax.stop_gradient(jnp.maximum(-2.0*jnp.log(jnp.where(t51, z_28, 1.0)), 0.0))
     t53 = jnp.sqrt(jnp.where(t51, 0.5*t52, 1.0))
     t54 = -t53
     t55 = r_means__0 - c_position__0
@@ -225,8 +267,10 @@ def project(raw, camera):
     t95 = 2.0*t94
     t96 = 1.0/jnp.maximum(t25, 1e-06)
     t97 = 2.0*t96
-    t98 = c_translation__0 + c_rotation__0_0*r_means__0 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
-    t99 = c_translation__1 + c_rotation__1_0*r_means__0 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    z_29 = c_rotation__0_0*r_means__0
+    t98 = c_translation__0 + z_29 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_30 = c_rotation__1_0*r_means__0
+    t99 = c_translation__1 + z_30 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
     t100 = jnp.maximum(t0, c_near)
     t101 = lax.rsqrt(jnp.where(t51, t4, 1.0)) ** 2
     t102 = t101*t3
@@ -288,23 +332,147 @@ def project(raw, camera):
     t158 = r_means__1 + t106*(-0.7071067811865477*t122 + t112*t157)
     t159 = r_means__2 + t106*(t115*t157 - t126*t155)
     cam_u0, cam_v0 = camera.project(t98, t99, t100)
-    cam_u1, cam_v1 = camera.project(jnp.where(t51, t98, 1.0), jnp.where(t51, t99, 1.0), jnp.where(t51, t100, 1.0))
-    cam_u2, cam_v2 = camera.project(jnp.where(t51, c_translation__0 + t107*c_rotation__0_0 + t114*c_rotation__0_1 + t116*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t107*c_rotation__1_0 + t114*c_rotation__1_1 + t116*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t107*c_rotation__2_0 + t114*c_rotation__2_1 + t116*c_rotation__2_2, 1.0))
-    cam_u3, cam_v3 = camera.project(jnp.where(t51, c_translation__0 + t121*c_rotation__0_0 + t125*c_rotation__0_1 + t128*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t121*c_rotation__1_0 + t125*c_rotation__1_1 + t128*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t121*c_rotation__2_0 + t125*c_rotation__2_1 + t128*c_rotation__2_2, 1.0))
-    cam_u4, cam_v4 = camera.project(jnp.where(t51, c_translation__0 + t131*c_rotation__0_0 + t134*c_rotation__0_1 + t136*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t131*c_rotation__1_0 + t134*c_rotation__1_1 + t136*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t131*c_rotation__2_0 + t134*c_rotation__2_1 + t136*c_rotation__2_2, 1.0))
-    cam_u5, cam_v5 = camera.project(jnp.where(t51, c_translation__0 + t138*c_rotation__0_0 + t140*c_rotation__0_1 + t141*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t138*c_rotation__1_0 + t140*c_rotation__1_1 + t141*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t138*c_rotation__2_0 + t140*c_rotation__2_1 + t141*c_rotation__2_2, 1.0))
-    cam_u6, cam_v6 = camera.project(jnp.where(t51, c_translation__0 + t143*c_rotation__0_0 + t145*c_rotation__0_1 + t146*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t143*c_rotation__1_0 + t145*c_rotation__1_1 + t146*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t143*c_rotation__2_0 + t145*c_rotation__2_1 + t146*c_rotation__2_2, 1.0))
-    cam_u7, cam_v7 = camera.project(jnp.where(t51, c_translation__0 + t147*c_rotation__0_0 + t149*c_rotation__0_1 + t150*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t147*c_rotation__1_0 + t149*c_rotation__1_1 + t150*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t147*c_rotation__2_0 + t149*c_rotation__2_1 + t150*c_rotation__2_2, 1.0))
-    cam_u8, cam_v8 = camera.project(jnp.where(t51, c_translation__0 + t151*c_rotation__0_0 + t153*c_rotation__0_1 + t154*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t151*c_rotation__1_0 + t153*c_rotation__1_1 + t154*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t151*c_rotation__2_0 + t153*c_rotation__2_1 + t154*c_rotation__2_2, 1.0))
-    cam_u9, cam_v9 = camera.project(jnp.where(t51, c_translation__0 + t156*c_rotation__0_0 + t158*c_rotation__0_1 + t159*c_rotation__0_2, 1.0), jnp.where(t51, c_translation__1 + t156*c_rotation__1_0 + t158*c_rotation__1_1 + t159*c_rotation__1_2, 1.0), jnp.where(t51, c_translation__2 + t156*c_rotation__2_0 + t158*c_rotation__2_1 + t159*c_rotation__2_2, 1.0))
+    z_31 = jnp.where(t51, t98, 1.0)
+    z_32 = jnp.where(t51, t99, 1.0)
+    z_33 = jnp.where(t51, t100, 1.0)
+    cam_u1, cam_v1 = camera.project(z_31, z_32, z_33)
+    z_34 = t107*c_rotation__0_0
+    z_35 = c_translation__0 + z_34 + t114*c_rotation__0_1 + t116*c_rotation__0_2
+    z_36 = t107*c_rotation__1_0
+    z_37 = c_translation__1 + z_36 + t114*c_rotation__1_1 + t116*c_rotation__1_2
+    z_38 = t107*c_rotation__2_0
+    z_39 = c_translation__2 + z_38 + t114*c_rotation__2_1 + t116*c_rotation__2_2
+    z_40 = jnp.where(t51, z_35, 1.0)
+    z_41 = jnp.where(t51, z_37, 1.0)
+    z_42 = jnp.where(t51, z_39, 1.0)
+    cam_u2, cam_v2 = camera.project(z_40, z_41, z_42)
+    z_43 = t121*c_rotation__0_0
+    z_44 = c_translation__0 + z_43 + t125*c_rotation__0_1 + t128*c_rotation__0_2
+    z_45 = t121*c_rotation__1_0
+    z_46 = c_translation__1 + z_45 + t125*c_rotation__1_1 + t128*c_rotation__1_2
+    z_47 = t121*c_rotation__2_0
+    z_48 = c_translation__2 + z_47 + t125*c_rotation__2_1 + t128*c_rotation__2_2
+    z_49 = jnp.where(t51, z_44, 1.0)
+    z_50 = jnp.where(t51, z_46, 1.0)
+    z_51 = jnp.where(t51, z_48, 1.0)
+    cam_u3, cam_v3 = camera.project(z_49, z_50, z_51)
+    z_52 = t131*c_rotation__0_0
+    z_53 = c_translation__0 + z_52 + t134*c_rotation__0_1 + t136*c_rotation__0_2
+    z_54 = t131*c_rotation__1_0
+    z_55 = c_translation__1 + z_54 + t134*c_rotation__1_1 + t136*c_rotation__1_2
+    z_56 = t131*c_rotation__2_0
+    z_57 = c_translation__2 + z_56 + t134*c_rotation__2_1 + t136*c_rotation__2_2
+    z_58 = jnp.where(t51, z_53, 1.0)
+    z_59 = jnp.where(t51, z_55, 1.0)
+    z_60 = jnp.where(t51, z_57, 1.0)
+    cam_u4, cam_v4 = camera.project(z_58, z_59, z_60)
+    z_61 = t138*c_rotation__0_0
+    z_62 = c_translation__0 + z_61 + t140*c_rotation__0_1 + t141*c_rotation__0_2
+    z_63 = t138*c_rotation__1_0
+    z_64 = c_translation__1 + z_63 + t140*c_rotation__1_1 + t141*c_rotation__1_2
+    z_65 = t138*c_rotation__2_0
+    z_66 = c_translation__2 + z_65 + t140*c_rotation__2_1 + t141*c_rotation__2_2
+    z_67 = jnp.where(t51, z_62, 1.0)
+    z_68 = jnp.where(t51, z_64, 1.0)
+    z_69 = jnp.where(t51, z_66, 1.0)
+    cam_u5, cam_v5 = camera.project(z_67, z_68, z_69)
+    z_70 = t143*c_rotation__0_0
+    z_71 = c_translation__0 + z_70 + t145*c_rotation__0_1 + t146*c_rotation__0_2
+    z_72 = t143*c_rotation__1_0
+    z_73 = c_translation__1 + z_72 + t145*c_rotation__1_1 + t146*c_rotation__1_2
+    z_74 = t143*c_rotation__2_0
+    z_75 = c_translation__2 + z_74 + t145*c_rotation__2_1 + t146*c_rotation__2_2
+    z_76 = jnp.where(t51, z_71, 1.0)
+    z_77 = jnp.where(t51, z_73, 1.0)
+    z_78 = jnp.where(t51, z_75, 1.0)
+    cam_u6, cam_v6 = camera.project(z_76, z_77, z_78)
+    z_79 = t147*c_rotation__0_0
+    z_80 = c_translation__0 + z_79 + t149*c_rotation__0_1 + t150*c_rotation__0_2
+    z_81 = t147*c_rotation__1_0
+    z_82 = c_translation__1 + z_81 + t149*c_rotation__1_1 + t150*c_rotation__1_2
+    z_83 = t147*c_rotation__2_0
+    z_84 = c_translation__2 + z_83 + t149*c_rotation__2_1 + t150*c_rotation__2_2
+    z_85 = jnp.where(t51, z_80, 1.0)
+    z_86 = jnp.where(t51, z_82, 1.0)
+    z_87 = jnp.where(t51, z_84, 1.0)
+    cam_u7, cam_v7 = camera.project(z_85, z_86, z_87)
+    z_88 = t151*c_rotation__0_0
+    z_89 = c_translation__0 + z_88 + t153*c_rotation__0_1 + t154*c_rotation__0_2
+    z_90 = t151*c_rotation__1_0
+    z_91 = c_translation__1 + z_90 + t153*c_rotation__1_1 + t154*c_rotation__1_2
+    z_92 = t151*c_rotation__2_0
+    z_93 = c_translation__2 + z_92 + t153*c_rotation__2_1 + t154*c_rotation__2_2
+    z_94 = jnp.where(t51, z_89, 1.0)
+    z_95 = jnp.where(t51, z_91, 1.0)
+    z_96 = jnp.where(t51, z_93, 1.0)
+    cam_u8, cam_v8 = camera.project(z_94, z_95, z_96)
+    z_97 = t156*c_rotation__0_0
+    z_98 = c_translation__0 + z_97 + t158*c_rotation__0_1 + t159*c_rotation__0_2
+    z_99 = t156*c_rotation__1_0
+    z_100 = c_translation__1 + z_99 + t158*c_rotation__1_1 + t159*c_rotation__1_2
+    z_101 = t156*c_rotation__2_0
+    z_102 = c_translation__2 + z_101 + t158*c_rotation__2_1 + t159*c_rotation__2_2
+    z_103 = jnp.where(t51, z_98, 1.0)
+    z_104 = jnp.where(t51, z_100, 1.0)
+    z_105 = jnp.where(t51, z_102, 1.0)
+    cam_u9, cam_v9 = camera.project(z_103, z_104, z_105)
+    z_106 = jnp.minimum(jnp.minimum(jnp.minimum(cam_u1 + t54, cam_u2), cam_u3), cam_u4)
+    z_107 = jnp.minimum(jnp.minimum(jnp.minimum(z_106, cam_u5), cam_u6), cam_u7)
+    z_108 = jnp.minimum(jnp.minimum(jnp.minimum(cam_v1 + t54, cam_v2), cam_v3), cam_v4)
+    z_109 = jnp.minimum(jnp.minimum(jnp.minimum(z_108, cam_v5), cam_v6), cam_v7)
+    z_110 = jnp.maximum(jnp.maximum(jnp.maximum(cam_u1 + t53, cam_u2), cam_u3), cam_u4)
+    z_111 = jnp.maximum(jnp.maximum(jnp.maximum(z_110, cam_u5), cam_u6), cam_u7)
+    z_112 = jnp.maximum(jnp.maximum(jnp.maximum(cam_v1 + t53, cam_v2), cam_v3), cam_v4)
+    z_113 = jnp.maximum(jnp.maximum(jnp.maximum(z_112, cam_v5), cam_v6), cam_v7)
+    z_114 = 0.28209479177387814*r_sh__0_0 + t67*r_sh__8_0 + t70*r_sh__6_0 + t72*r_sh__2_0 + t78*r_sh__12_0
+    z_115 = z_114 + t81*r_sh__4_0 + t82*r_sh__14_0 + t93*r_sh__10_0 - t73*r_sh__1_0 - t74*r_sh__3_0
+    z_116 = z_115 - t84*r_sh__5_0 - t85*r_sh__7_0 - t88*r_sh__11_0 - t90*r_sh__13_0 - t91*r_sh__15_0
+    z_117 = 0.28209479177387814*r_sh__0_1 + t67*r_sh__8_1 + t70*r_sh__6_1 + t72*r_sh__2_1 + t78*r_sh__12_1
+    z_118 = z_117 + t81*r_sh__4_1 + t82*r_sh__14_1 + t93*r_sh__10_1 - t73*r_sh__1_1 - t74*r_sh__3_1
+    z_119 = z_118 - t84*r_sh__5_1 - t85*r_sh__7_1 - t88*r_sh__11_1 - t90*r_sh__13_1 - t91*r_sh__15_1
+    z_120 = 0.28209479177387814*r_sh__0_2 + t67*r_sh__8_2 + t70*r_sh__6_2 + t72*r_sh__2_2 + t78*r_sh__12_2
+    z_121 = z_120 + t81*r_sh__4_2 + t82*r_sh__14_2 + t93*r_sh__10_2 - t73*r_sh__1_2 - t74*r_sh__3_2
+    z_122 = z_121 - t84*r_sh__5_2 - t85*r_sh__7_2 - t88*r_sh__11_2 - t90*r_sh__13_2 - t91*r_sh__15_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 34
     depth = t0  # spec line 34
-    box = jnp.stack([jnp.where(t51, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_u1 + t54, cam_u2), cam_u3), cam_u4), cam_u5), cam_u6), cam_u7), cam_u8), cam_u9), -1.0), jnp.where(t51, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_v1 + t54, cam_v2), cam_v3), cam_v4), cam_v5), cam_v6), cam_v7), cam_v8), cam_v9), -1.0), jnp.where(t51, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_u1 + t53, cam_u2), cam_u3), cam_u4), cam_u5), cam_u6), cam_u7), cam_u8), cam_u9), c_width + 1.0), jnp.where(t51, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_v1 + t53, cam_v2), cam_v3), cam_v4), cam_v5), cam_v6), cam_v7), cam_v8), cam_v9), c_height + 1.0)], -1)  # spec line 35
+    box = jnp.stack([  # spec line 35
+        jnp.where(t51, jnp.minimum(jnp.minimum(z_107, cam_u8), cam_u9), -1.0),
+        jnp.where(t51, jnp.minimum(jnp.minimum(z_109, cam_v8), cam_v9), -1.0),
+        jnp.where(t51, jnp.maximum(jnp.maximum(z_111, cam_u8), cam_u9), c_width + 1.0),
+        jnp.where(t51, jnp.maximum(jnp.maximum(z_113, cam_v8), cam_v9), c_height + 1.0),
+    ], -1)
     valid = jnp.logical_and(t0 > c_near, t11 >= 0.00392156862745098)  # spec line 34
     valid = rt.finite_and(valid, centre, depth, box)
-    attrs = jnp.stack([2.0*(t21 + t22), 2.0*(t35 - t34), -2.0*(t28 + t6) + 1.0, r_means__0, r_means__1, r_means__2, t8*t94, t19*t95, t23*t95, t24*t97, t29*t96, t36*t97, cam_u0, cam_v0, t11], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t67*r_sh__8_0 + t70*r_sh__6_0 + t72*r_sh__2_0 + t78*r_sh__12_0 + t81*r_sh__4_0 + t82*r_sh__14_0 + t93*r_sh__10_0 - t73*r_sh__1_0 - t74*r_sh__3_0 - t84*r_sh__5_0 - t85*r_sh__7_0 - t88*r_sh__11_0 - t90*r_sh__13_0 - t91*r_sh__15_0 - t92*r_sh__9_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t67*r_sh__8_1 + t70*r_sh__6_1 + t72*r_sh__2_1 + t78*r_sh__12_1 + t81*r_sh__4_1 + t82*r_sh__14_1 + t93*r_sh__10_1 - t73*r_sh__1_1 - t74*r_sh__3_1 - t84*r_sh__5_1 - t85*r_sh__7_1 - t88*r_sh__11_1 - t90*r_sh__13_1 - t91*r_sh__15_1 - t92*r_sh__9_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t67*r_sh__8_2 + t70*r_sh__6_2 + t72*r_sh__2_2 + t78*r_sh__12_2 + t81*r_sh__4_2 + t82*r_sh__14_2 + t93*r_sh__10_2 - t73*r_sh__1_2 - t74*r_sh__3_2 - t84*r_sh__5_2 - t85*r_sh__7_2 - t88*r_sh__11_2 - t90*r_sh__13_2 - t91*r_sh__15_2 - t92*r_sh__9_2 + 0.5, 0.0)], -1)  # spec line 50, base spec
-    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
+    attrs = jnp.stack([
+        2.0*(t21 + t22),
+        2.0*(t35 - t34),
+        -2.0*(t28 + t6) + 1.0,
+        r_means__0,
+        r_means__1,
+        r_means__2,
+        t8*t94,
+        t19*t95,
+        t23*t95,
+        t24*t97,
+        t29*t96,
+        t36*t97,
+        cam_u0,
+        cam_v0,
+        t11,
+    ], -1)
+    features = jnp.stack([  # spec line 50, base spec
+        jnp.maximum(z_116 - t92*r_sh__9_0 + 0.5, 0.0),
+        jnp.maximum(z_119 - t92*r_sh__9_1 + 0.5, 0.0),
+        jnp.maximum(z_122 - t92*r_sh__9_2 + 0.5, 0.0),
+    ], -1)
+    return {
+        "centre": centre,
+        "depth": depth,
+        "box": box,
+        "valid": valid,
+        "attrs": attrs,
+        "features": features,
+    }
 
 
 def response(pixel, ray_origin, ray_dir, attrs, camera):
@@ -341,10 +509,17 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t6 = ro_y - a4 + t5*rd_y
     t7 = ro_z - a5 + t5*rd_z
     t8 = ro_x - a3 + t5*rd_x
-    t9 = jnp.where(t5 > 0.0, (a10*t6 + a11*t7 + a9*t8) ** 2 + (a6*t8 + a7*t6 + a8*t7) ** 2, 1e+30)
+    z_0 = (a10*t6 + a11*t7 + a9*t8) ** 2 + (a6*t8 + a7*t6 + a8*t7) ** 2
+    t9 = jnp.where(t5 > 0.0, z_0, 1e+30)
     t10 = 2.0*((px - a12) ** 2 + (py - a13) ** 2)
     t11 = jnp.where(t9 <= t10, t5, t2*rd_x + t3*rd_y + t4*rd_z)
     t12 = t0 > 0.0
     shape = jnp.broadcast_shapes(pixel.shape[:-1], ray_origin.shape[:-1], attrs.shape[:-1])
     alpha = jnp.broadcast_to(rt.minimum(0.99, a14*jnp.exp(-0.5*rt.minimum(t9, t10))), shape)  # spec line 49
-    return alpha, jnp.stack([jnp.broadcast_to(t11, shape), jnp.broadcast_to(t11*t11, shape), jnp.broadcast_to(jnp.where(t12, -a0, a0), shape), jnp.broadcast_to(jnp.where(t12, -a1, a1), shape), jnp.broadcast_to(jnp.where(t12, -a2, a2), shape)], -1)  # depth: line 47, depth_sq: line 47, normal: line 48
+    return alpha, jnp.stack([
+        jnp.broadcast_to(t11, shape),
+        jnp.broadcast_to(t11*t11, shape),
+        jnp.broadcast_to(jnp.where(t12, -a0, a0), shape),
+        jnp.broadcast_to(jnp.where(t12, -a1, a1), shape),
+        jnp.broadcast_to(jnp.where(t12, -a2, a2), shape),
+    ], -1)  # depth: line 47, depth_sq: line 47, normal: line 48

@@ -43,8 +43,25 @@ def activate(raw):
     r_scales__0 = raw['scales'][..., 0]
     r_scales__1 = raw['scales'][..., 1]
     r_scales__2 = raw['scales'][..., 2]
-    t0 = lax.rsqrt(jnp.maximum(r_quats__0*r_quats__0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3, 1e-24))
-    return {'means': raw['means'], 'quats': jnp.stack([t0*r_quats__0, t0*r_quats__1, t0*r_quats__2, t0*r_quats__3], -1), 'scales': jnp.stack([jnp.exp(r_scales__0), jnp.exp(r_scales__1), jnp.exp(r_scales__2)], -1), 'opacities': jax.nn.sigmoid(r_opacities), 'sh': raw['sh']}
+    z_0 = r_quats__0*r_quats__0
+    z_1 = z_0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3
+    t0 = lax.rsqrt(jnp.maximum(z_1, 1e-24))
+    return {
+        'means': raw['means'],
+        'quats': jnp.stack([
+            t0*r_quats__0,
+            t0*r_quats__1,
+            t0*r_quats__2,
+            t0*r_quats__3,
+        ], -1),
+        'scales': jnp.stack([
+            jnp.exp(r_scales__0),
+            jnp.exp(r_scales__1),
+            jnp.exp(r_scales__2),
+        ], -1),
+        'opacities': jax.nn.sigmoid(r_opacities),
+        'sh': raw['sh'],
+    }
 
 
 def project(raw, camera):
@@ -126,7 +143,8 @@ def project(raw, camera):
     r_sh__15_0 = raw['sh'][..., 15, 0]
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
-    t0 = c_translation__2 + c_rotation__2_0*r_means__0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    z_0 = c_rotation__2_0*r_means__0
+    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = c_position__2 - r_means__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__2*r_quats__2
@@ -185,236 +203,283 @@ def project(raw, camera):
     t56 = jnp.where(t55, 0.0, -40.0)
     t57 = jnp.where(t55, 40.0, 0.0)
     t58 = t56 + t57
-    t59 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t58), 1e-20)) + 1.0, 0.0) >= t54
+    z_1 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t58), 1e-20)) + 1.0
+    t59 = jnp.maximum(z_1, 0.0) >= t54
     t60 = 0.5*t58
     t61 = jnp.where(t59, t60, t56)
     t62 = jnp.where(t59, t57, t60)
     t63 = t61 + t62
-    t64 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t63), 1e-20)) + 1.0, 0.0) >= t54
+    z_2 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t63), 1e-20)) + 1.0
+    t64 = jnp.maximum(z_2, 0.0) >= t54
     t65 = 0.5*t63
     t66 = jnp.where(t64, t65, t61)
     t67 = jnp.where(t64, t62, t65)
     t68 = t66 + t67
-    t69 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t68), 1e-20)) + 1.0, 0.0) >= t54
+    z_3 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t68), 1e-20)) + 1.0
+    t69 = jnp.maximum(z_3, 0.0) >= t54
     t70 = 0.5*t68
     t71 = jnp.where(t69, t70, t66)
     t72 = jnp.where(t69, t67, t70)
     t73 = t71 + t72
-    t74 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t73), 1e-20)) + 1.0, 0.0) >= t54
+    z_4 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t73), 1e-20)) + 1.0
+    t74 = jnp.maximum(z_4, 0.0) >= t54
     t75 = 0.5*t73
     t76 = jnp.where(t74, t75, t71)
     t77 = jnp.where(t74, t72, t75)
     t78 = t76 + t77
-    t79 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t78), 1e-20)) + 1.0, 0.0) >= t54
+    z_5 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t78), 1e-20)) + 1.0
+    t79 = jnp.maximum(z_5, 0.0) >= t54
     t80 = 0.5*t78
     t81 = jnp.where(t79, t80, t76)
     t82 = jnp.where(t79, t77, t80)
     t83 = t81 + t82
-    t84 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t83), 1e-20)) + 1.0, 0.0) >= t54
+    z_6 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t83), 1e-20)) + 1.0
+    t84 = jnp.maximum(z_6, 0.0) >= t54
     t85 = 0.5*t83
     t86 = jnp.where(t84, t85, t81)
     t87 = jnp.where(t84, t82, t85)
     t88 = t86 + t87
-    t89 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t88), 1e-20)) + 1.0, 0.0) >= t54
+    z_7 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t88), 1e-20)) + 1.0
+    t89 = jnp.maximum(z_7, 0.0) >= t54
     t90 = 0.5*t88
     t91 = jnp.where(t89, t90, t86)
     t92 = jnp.where(t89, t87, t90)
     t93 = t91 + t92
-    t94 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t93), 1e-20)) + 1.0, 0.0) >= t54
+    z_8 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t93), 1e-20)) + 1.0
+    t94 = jnp.maximum(z_8, 0.0) >= t54
     t95 = 0.5*t93
     t96 = jnp.where(t94, t95, t91)
     t97 = jnp.where(t94, t92, t95)
     t98 = t96 + t97
-    t99 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t98), 1e-20)) + 1.0, 0.0) >= t54
+    z_9 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t98), 1e-20)) + 1.0
+    t99 = jnp.maximum(z_9, 0.0) >= t54
     t100 = 0.5*t98
     t101 = jnp.where(t99, t100, t96)
     t102 = jnp.where(t99, t97, t100)
     t103 = t101 + t102
-    t104 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t103), 1e-20)) + 1.0, 0.0) >= t54
+    z_10 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t103), 1e-20)) + 1.0
+    t104 = jnp.maximum(z_10, 0.0) >= t54
     t105 = 0.5*t103
     t106 = jnp.where(t104, t105, t101)
     t107 = jnp.where(t104, t102, t105)
     t108 = t106 + t107
-    t109 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t108), 1e-20)) + 1.0, 0.0) >= t54
+    z_11 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t108), 1e-20)) + 1.0
+    t109 = jnp.maximum(z_11, 0.0) >= t54
     t110 = 0.5*t108
     t111 = jnp.where(t109, t110, t106)
     t112 = jnp.where(t109, t107, t110)
     t113 = t111 + t112
-    t114 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t113), 1e-20)) + 1.0, 0.0) >= t54
+    z_12 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t113), 1e-20)) + 1.0
+    t114 = jnp.maximum(z_12, 0.0) >= t54
     t115 = 0.5*t113
     t116 = jnp.where(t114, t115, t111)
     t117 = jnp.where(t114, t112, t115)
     t118 = t116 + t117
-    t119 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t118), 1e-20)) + 1.0, 0.0) >= t54
+    z_13 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t118), 1e-20)) + 1.0
+    t119 = jnp.maximum(z_13, 0.0) >= t54
     t120 = 0.5*t118
     t121 = jnp.where(t119, t120, t116)
     t122 = jnp.where(t119, t117, t120)
     t123 = t121 + t122
-    t124 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t123), 1e-20)) + 1.0, 0.0) >= t54
+    z_14 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t123), 1e-20)) + 1.0
+    t124 = jnp.maximum(z_14, 0.0) >= t54
     t125 = 0.5*t123
     t126 = jnp.where(t124, t125, t121)
     t127 = jnp.where(t124, t122, t125)
     t128 = t126 + t127
-    t129 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t128), 1e-20)) + 1.0, 0.0) >= t54
+    z_15 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t128), 1e-20)) + 1.0
+    t129 = jnp.maximum(z_15, 0.0) >= t54
     t130 = 0.5*t128
     t131 = jnp.where(t129, t130, t126)
     t132 = jnp.where(t129, t127, t130)
     t133 = t131 + t132
-    t134 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t133), 1e-20)) + 1.0, 0.0) >= t54
+    z_16 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t133), 1e-20)) + 1.0
+    t134 = jnp.maximum(z_16, 0.0) >= t54
     t135 = 0.5*t133
     t136 = jnp.where(t134, t135, t131)
     t137 = jnp.where(t134, t132, t135)
     t138 = t136 + t137
-    t139 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t138), 1e-20)) + 1.0, 0.0) >= t54
+    z_17 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t138), 1e-20)) + 1.0
+    t139 = jnp.maximum(z_17, 0.0) >= t54
     t140 = 0.5*t138
     t141 = jnp.where(t139, t140, t136)
     t142 = jnp.where(t139, t137, t140)
     t143 = t141 + t142
-    t144 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t143), 1e-20)) + 1.0, 0.0) >= t54
+    z_18 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t143), 1e-20)) + 1.0
+    t144 = jnp.maximum(z_18, 0.0) >= t54
     t145 = 0.5*t143
     t146 = jnp.where(t144, t145, t141)
     t147 = jnp.where(t144, t142, t145)
     t148 = t146 + t147
-    t149 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t148), 1e-20)) + 1.0, 0.0) >= t54
+    z_19 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t148), 1e-20)) + 1.0
+    t149 = jnp.maximum(z_19, 0.0) >= t54
     t150 = 0.5*t148
     t151 = jnp.where(t149, t150, t146)
     t152 = jnp.where(t149, t147, t150)
     t153 = t151 + t152
-    t154 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t153), 1e-20)) + 1.0, 0.0) >= t54
+    z_20 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t153), 1e-20)) + 1.0
+    t154 = jnp.maximum(z_20, 0.0) >= t54
     t155 = 0.5*t153
     t156 = jnp.where(t154, t155, t151)
     t157 = jnp.where(t154, t152, t155)
     t158 = t156 + t157
-    t159 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t158), 1e-20)) + 1.0, 0.0) >= t54
+    z_21 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t158), 1e-20)) + 1.0
+    t159 = jnp.maximum(z_21, 0.0) >= t54
     t160 = 0.5*t158
     t161 = jnp.where(t159, t160, t156)
     t162 = jnp.where(t159, t157, t160)
     t163 = t161 + t162
-    t164 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t163), 1e-20)) + 1.0, 0.0) >= t54
+    z_22 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t163), 1e-20)) + 1.0
+    t164 = jnp.maximum(z_22, 0.0) >= t54
     t165 = 0.5*t163
     t166 = jnp.where(t164, t165, t161)
     t167 = jnp.where(t164, t162, t165)
     t168 = t166 + t167
-    t169 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t168), 1e-20)) + 1.0, 0.0) >= t54
+    z_23 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t168), 1e-20)) + 1.0
+    t169 = jnp.maximum(z_23, 0.0) >= t54
     t170 = 0.5*t168
     t171 = jnp.where(t169, t170, t166)
     t172 = jnp.where(t169, t167, t170)
     t173 = t171 + t172
-    t174 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t173), 1e-20)) + 1.0, 0.0) >= t54
+    z_24 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t173), 1e-20)) + 1.0
+    t174 = jnp.maximum(z_24, 0.0) >= t54
     t175 = 0.5*t173
     t176 = jnp.where(t174, t175, t171)
     t177 = jnp.where(t174, t172, t175)
     t178 = t176 + t177
-    t179 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t178), 1e-20)) + 1.0, 0.0) >= t54
+    z_25 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t178), 1e-20)) + 1.0
+    t179 = jnp.maximum(z_25, 0.0) >= t54
     t180 = 0.5*t178
     t181 = jnp.where(t179, t180, t176)
     t182 = jnp.where(t179, t177, t180)
     t183 = t181 + t182
-    t184 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t183), 1e-20)) + 1.0, 0.0) >= t54
+    z_26 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t183), 1e-20)) + 1.0
+    t184 = jnp.maximum(z_26, 0.0) >= t54
     t185 = 0.5*t183
     t186 = jnp.where(t184, t185, t181)
     t187 = jnp.where(t184, t182, t185)
     t188 = t186 + t187
-    t189 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t188), 1e-20)) + 1.0, 0.0) >= t54
+    z_27 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t188), 1e-20)) + 1.0
+    t189 = jnp.maximum(z_27, 0.0) >= t54
     t190 = 0.5*t188
     t191 = jnp.where(t189, t190, t186)
     t192 = jnp.where(t189, t187, t190)
     t193 = t191 + t192
-    t194 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t193), 1e-20)) + 1.0, 0.0) >= t54
+    z_28 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t193), 1e-20)) + 1.0
+    t194 = jnp.maximum(z_28, 0.0) >= t54
     t195 = 0.5*t193
     t196 = jnp.where(t194, t195, t191)
     t197 = jnp.where(t194, t192, t195)
     t198 = t196 + t197
-    t199 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t198), 1e-20)) + 1.0, 0.0) >= t54
+    z_29 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t198), 1e-20)) + 1.0
+    t199 = jnp.maximum(z_29, 0.0) >= t54
     t200 = 0.5*t198
     t201 = jnp.where(t199, t200, t196)
     t202 = jnp.where(t199, t197, t200)
     t203 = t201 + t202
-    t204 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t203), 1e-20)) + 1.0, 0.0) >= t54
+    z_30 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t203), 1e-20)) + 1.0
+    t204 = jnp.maximum(z_30, 0.0) >= t54
     t205 = 0.5*t203
     t206 = jnp.where(t204, t205, t201)
     t207 = jnp.where(t204, t202, t205)
     t208 = t206 + t207
-    t209 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t208), 1e-20)) + 1.0, 0.0) >= t54
+    z_31 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t208), 1e-20)) + 1.0
+    t209 = jnp.maximum(z_31, 0.0) >= t54
     t210 = 0.5*t208
     t211 = jnp.where(t209, t210, t206)
     t212 = jnp.where(t209, t207, t210)
     t213 = t211 + t212
-    t214 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t213), 1e-20)) + 1.0, 0.0) >= t54
+    z_32 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t213), 1e-20)) + 1.0
+    t214 = jnp.maximum(z_32, 0.0) >= t54
     t215 = 0.5*t213
     t216 = jnp.where(t214, t215, t211)
     t217 = jnp.where(t214, t212, t215)
     t218 = t216 + t217
-    t219 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t218), 1e-20)) + 1.0, 0.0) >= t54
+    z_33 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t218), 1e-20)) + 1.0
+    t219 = jnp.maximum(z_33, 0.0) >= t54
     t220 = 0.5*t218
     t221 = jnp.where(t219, t220, t216)
     t222 = jnp.where(t219, t217, t220)
     t223 = t221 + t222
-    t224 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t223), 1e-20)) + 1.0, 0.0) >= t54
+    z_34 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t223), 1e-20)) + 1.0
+    t224 = jnp.maximum(z_34, 0.0) >= t54
     t225 = 0.5*t223
     t226 = jnp.where(t224, t225, t221)
     t227 = jnp.where(t224, t222, t225)
     t228 = t226 + t227
-    t229 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t228), 1e-20)) + 1.0, 0.0) >= t54
+    z_35 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t228), 1e-20)) + 1.0
+    t229 = jnp.maximum(z_35, 0.0) >= t54
     t230 = 0.5*t228
     t231 = jnp.where(t229, t230, t226)
     t232 = jnp.where(t229, t227, t230)
     t233 = t231 + t232
-    t234 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t233), 1e-20)) + 1.0, 0.0) >= t54
+    z_36 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t233), 1e-20)) + 1.0
+    t234 = jnp.maximum(z_36, 0.0) >= t54
     t235 = 0.5*t233
     t236 = jnp.where(t234, t235, t231)
     t237 = jnp.where(t234, t232, t235)
     t238 = t236 + t237
-    t239 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t238), 1e-20)) + 1.0, 0.0) >= t54
+    z_37 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t238), 1e-20)) + 1.0
+    t239 = jnp.maximum(z_37, 0.0) >= t54
     t240 = 0.5*t238
     t241 = jnp.where(t239, t240, t236)
     t242 = jnp.where(t239, t237, t240)
     t243 = t241 + t242
-    t244 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t243), 1e-20)) + 1.0, 0.0) >= t54
+    z_38 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t243), 1e-20)) + 1.0
+    t244 = jnp.maximum(z_38, 0.0) >= t54
     t245 = 0.5*t243
     t246 = jnp.where(t244, t245, t241)
     t247 = jnp.where(t244, t242, t245)
     t248 = t246 + t247
-    t249 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t248), 1e-20)) + 1.0, 0.0) >= t54
+    z_39 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t248), 1e-20)) + 1.0
+    t249 = jnp.maximum(z_39, 0.0) >= t54
     t250 = 0.5*t248
     t251 = jnp.where(t249, t250, t246)
     t252 = jnp.where(t249, t247, t250)
     t253 = t251 + t252
-    t254 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t253), 1e-20)) + 1.0, 0.0) >= t54
+    z_40 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t253), 1e-20)) + 1.0
+    t254 = jnp.maximum(z_40, 0.0) >= t54
     t255 = 0.5*t253
     t256 = jnp.where(t254, t255, t251)
     t257 = jnp.where(t254, t252, t255)
     t258 = t256 + t257
-    t259 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t258), 1e-20)) + 1.0, 0.0) >= t54
+    z_41 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t258), 1e-20)) + 1.0
+    t259 = jnp.maximum(z_41, 0.0) >= t54
     t260 = 0.5*t258
     t261 = jnp.where(t259, t260, t256)
     t262 = jnp.where(t259, t257, t260)
     t263 = t261 + t262
-    t264 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t263), 1e-20)) + 1.0, 0.0) >= t54
+    z_42 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t263), 1e-20)) + 1.0
+    t264 = jnp.maximum(z_42, 0.0) >= t54
     t265 = 0.5*t263
     t266 = jnp.where(t264, t265, t261)
     t267 = jnp.where(t264, t262, t265)
     t268 = t266 + t267
-    t269 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t268), 1e-20)) + 1.0, 0.0) >= t54
+    z_43 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t268), 1e-20)) + 1.0
+    t269 = jnp.maximum(z_43, 0.0) >= t54
     t270 = 0.5*t268
     t271 = jnp.where(t269, t270, t266)
     t272 = jnp.where(t269, t267, t270)
     t273 = t271 + t272
-    t274 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t273), 1e-20)) + 1.0, 0.0) >= t54
+    z_44 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t273), 1e-20)) + 1.0
+    t274 = jnp.maximum(z_44, 0.0) >= t54
     t275 = 0.5*t273
     t276 = jnp.where(t274, t275, t271)
     t277 = jnp.where(t274, t272, t275)
     t278 = t276 + t277
-    t279 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t278), 1e-20)) + 1.0, 0.0) >= t54
+    z_45 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t278), 1e-20)) + 1.0
+    t279 = jnp.maximum(z_45, 0.0) >= t54
     t280 = 0.5*t278
     t281 = jnp.where(t279, t280, t276)
     t282 = jnp.where(t279, t277, t280)
     t283 = t281 + t282
-    t284 = jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t283), 1e-20)) + 1.0, 0.0) >= t54
+    z_46 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t283), 1e-20)) + 1.0
+    t284 = jnp.maximum(z_46, 0.0) >= t54
     t285 = 0.5*t283
     t286 = jnp.where(t284, t282, t285)
     t287 = t286 + jnp.where(t284, t285, t281)
-    t288 = 0.6931471805599453*jnp.where(jnp.maximum(-0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t287), 1e-20)) + 1.0, 0.0) >= t54, t286, 0.5*t287)
+    z_47 = -0.32963*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t287), 1e-20)) + 1.0
+    t288 = 0.6931471805599453*jnp.where(jnp.maximum(z_47, 0.0) >= t54, t286, 0.5*t287)
     t289 = jnp.minimum(lax.stop_gradient(1.000001*jnp.exp(t288)), 8.99655090570303)
     t298 = r_means__0 - c_position__0
     t299 = t298*t298
@@ -461,10 +526,12 @@ def project(raw, camera):
     t340 = t339*t45
     t341 = t339*t48
     t342 = t338*c_rotation__0_0 + t340*c_rotation__0_1 + t341*c_rotation__0_2
-    t343 = c_translation__0 + c_rotation__0_0*r_means__0 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_48 = c_rotation__0_0*r_means__0
+    t343 = c_translation__0 + z_48 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
     t344 = t343 - t342
     t345 = t338*c_rotation__1_0 + t340*c_rotation__1_1 + t341*c_rotation__1_2
-    t346 = c_translation__1 + c_rotation__1_0*r_means__0 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    z_49 = c_rotation__1_0*r_means__0
+    t346 = c_translation__1 + z_49 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
     t347 = t346 - t345
     t348 = t338*c_rotation__2_0 + t340*c_rotation__2_1 + t341*c_rotation__2_2
     t349 = t0 - t348
@@ -709,24 +776,132 @@ def project(raw, camera):
     cam_ok10 = camera.project_valid(t344, t347, t349)
     cam_ok11 = camera.project_valid(t356, t358, t360)
     cam_ok12 = camera.project_valid(t367, t369, t371)
-    cam_ok13 = camera.project_valid(c_translation__0 + t406*c_rotation__0_0 + t409*c_rotation__0_1 + t410*c_rotation__0_2, c_translation__1 + t406*c_rotation__1_0 + t409*c_rotation__1_1 + t410*c_rotation__1_2, c_translation__2 + t406*c_rotation__2_0 + t409*c_rotation__2_1 + t410*c_rotation__2_2)
-    cam_ok14 = camera.project_valid(c_translation__0 + t426*c_rotation__0_0 + t428*c_rotation__0_1 + t429*c_rotation__0_2, c_translation__1 + t426*c_rotation__1_0 + t428*c_rotation__1_1 + t429*c_rotation__1_2, c_translation__2 + t426*c_rotation__2_0 + t428*c_rotation__2_1 + t429*c_rotation__2_2)
-    cam_ok15 = camera.project_valid(c_translation__0 + t439*c_rotation__0_0 + t441*c_rotation__0_1 + t442*c_rotation__0_2, c_translation__1 + t439*c_rotation__1_0 + t441*c_rotation__1_1 + t442*c_rotation__1_2, c_translation__2 + t439*c_rotation__2_0 + t441*c_rotation__2_1 + t442*c_rotation__2_2)
-    cam_ok16 = camera.project_valid(c_translation__0 + t452*c_rotation__0_0 + t454*c_rotation__0_1 + t455*c_rotation__0_2, c_translation__1 + t452*c_rotation__1_0 + t454*c_rotation__1_1 + t455*c_rotation__1_2, c_translation__2 + t452*c_rotation__2_0 + t454*c_rotation__2_1 + t455*c_rotation__2_2)
-    cam_ok17 = camera.project_valid(c_translation__0 + t465*c_rotation__0_0 + t467*c_rotation__0_1 + t468*c_rotation__0_2, c_translation__1 + t465*c_rotation__1_0 + t467*c_rotation__1_1 + t468*c_rotation__1_2, c_translation__2 + t465*c_rotation__2_0 + t467*c_rotation__2_1 + t468*c_rotation__2_2)
-    cam_ok18 = camera.project_valid(c_translation__0 + t475*c_rotation__0_0 + t477*c_rotation__0_1 + t478*c_rotation__0_2, c_translation__1 + t475*c_rotation__1_0 + t477*c_rotation__1_1 + t478*c_rotation__1_2, c_translation__2 + t475*c_rotation__2_0 + t477*c_rotation__2_1 + t478*c_rotation__2_2)
-    cam_ok19 = camera.project_valid(c_translation__0 + t485*c_rotation__0_0 + t487*c_rotation__0_1 + t488*c_rotation__0_2, c_translation__1 + t485*c_rotation__1_0 + t487*c_rotation__1_1 + t488*c_rotation__1_2, c_translation__2 + t485*c_rotation__2_0 + t487*c_rotation__2_1 + t488*c_rotation__2_2)
-    cam_ok20 = camera.project_valid(c_translation__0 + t494*c_rotation__0_0 + t496*c_rotation__0_1 + t497*c_rotation__0_2, c_translation__1 + t494*c_rotation__1_0 + t496*c_rotation__1_1 + t497*c_rotation__1_2, c_translation__2 + t494*c_rotation__2_0 + t496*c_rotation__2_1 + t497*c_rotation__2_2)
-    cam_ok21 = camera.project_valid(c_translation__0 + t504*c_rotation__0_0 + t506*c_rotation__0_1 + t507*c_rotation__0_2, c_translation__1 + t504*c_rotation__1_0 + t506*c_rotation__1_1 + t507*c_rotation__1_2, c_translation__2 + t504*c_rotation__2_0 + t506*c_rotation__2_1 + t507*c_rotation__2_2)
-    cam_ok22 = camera.project_valid(c_translation__0 + t514*c_rotation__0_0 + t516*c_rotation__0_1 + t517*c_rotation__0_2, c_translation__1 + t514*c_rotation__1_0 + t516*c_rotation__1_1 + t517*c_rotation__1_2, c_translation__2 + t514*c_rotation__2_0 + t516*c_rotation__2_1 + t517*c_rotation__2_2)
-    cam_ok23 = camera.project_valid(c_translation__0 + t524*c_rotation__0_0 + t526*c_rotation__0_1 + t527*c_rotation__0_2, c_translation__1 + t524*c_rotation__1_0 + t526*c_rotation__1_1 + t527*c_rotation__1_2, c_translation__2 + t524*c_rotation__2_0 + t526*c_rotation__2_1 + t527*c_rotation__2_2)
-    cam_ok24 = camera.project_valid(c_translation__0 + t534*c_rotation__0_0 + t536*c_rotation__0_1 + t537*c_rotation__0_2, c_translation__1 + t534*c_rotation__1_0 + t536*c_rotation__1_1 + t537*c_rotation__1_2, c_translation__2 + t534*c_rotation__2_0 + t536*c_rotation__2_1 + t537*c_rotation__2_2)
-    cam_ok25 = camera.project_valid(c_translation__0 + t544*c_rotation__0_0 + t546*c_rotation__0_1 + t547*c_rotation__0_2, c_translation__1 + t544*c_rotation__1_0 + t546*c_rotation__1_1 + t547*c_rotation__1_2, c_translation__2 + t544*c_rotation__2_0 + t546*c_rotation__2_1 + t547*c_rotation__2_2)
-    cam_ok26 = camera.project_valid(c_translation__0 + t554*c_rotation__0_0 + t556*c_rotation__0_1 + t557*c_rotation__0_2, c_translation__1 + t554*c_rotation__1_0 + t556*c_rotation__1_1 + t557*c_rotation__1_2, c_translation__2 + t554*c_rotation__2_0 + t556*c_rotation__2_1 + t557*c_rotation__2_2)
-    cam_ok27 = camera.project_valid(c_translation__0 + t564*c_rotation__0_0 + t566*c_rotation__0_1 + t567*c_rotation__0_2, c_translation__1 + t564*c_rotation__1_0 + t566*c_rotation__1_1 + t567*c_rotation__1_2, c_translation__2 + t564*c_rotation__2_0 + t566*c_rotation__2_1 + t567*c_rotation__2_2)
-    cam_ok28 = camera.project_valid(c_translation__0 + t574*c_rotation__0_0 + t576*c_rotation__0_1 + t577*c_rotation__0_2, c_translation__1 + t574*c_rotation__1_0 + t576*c_rotation__1_1 + t577*c_rotation__1_2, c_translation__2 + t574*c_rotation__2_0 + t576*c_rotation__2_1 + t577*c_rotation__2_2)
-    t290 = jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(t52 > 1.0001*t289, jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(cam_ok6, cam_ok7), cam_ok8), cam_ok9), cam_ok10), cam_ok11), cam_ok12)), cam_ok13), cam_ok14), cam_ok15), cam_ok16), cam_ok17), cam_ok18), cam_ok19), cam_ok20), cam_ok21), cam_ok22), cam_ok23), cam_ok24), cam_ok25), cam_ok26), cam_ok27), cam_ok28)
-    t293 = jnp.minimum(lax.stop_gradient(1.000001*jnp.exp(jnp.where(t290, t288, 0.0))), 8.99655090570303)
+    z_50 = t406*c_rotation__0_0
+    z_51 = t406*c_rotation__1_0
+    z_52 = t406*c_rotation__2_0
+    z_53 = c_translation__0 + z_50 + t409*c_rotation__0_1 + t410*c_rotation__0_2
+    z_54 = c_translation__1 + z_51 + t409*c_rotation__1_1 + t410*c_rotation__1_2
+    z_55 = c_translation__2 + z_52 + t409*c_rotation__2_1 + t410*c_rotation__2_2
+    cam_ok13 = camera.project_valid(z_53, z_54, z_55)
+    z_56 = t426*c_rotation__0_0
+    z_57 = t426*c_rotation__1_0
+    z_58 = t426*c_rotation__2_0
+    z_59 = c_translation__0 + z_56 + t428*c_rotation__0_1 + t429*c_rotation__0_2
+    z_60 = c_translation__1 + z_57 + t428*c_rotation__1_1 + t429*c_rotation__1_2
+    z_61 = c_translation__2 + z_58 + t428*c_rotation__2_1 + t429*c_rotation__2_2
+    cam_ok14 = camera.project_valid(z_59, z_60, z_61)
+    z_62 = t439*c_rotation__0_0
+    z_63 = t439*c_rotation__1_0
+    z_64 = t439*c_rotation__2_0
+    z_65 = c_translation__0 + z_62 + t441*c_rotation__0_1 + t442*c_rotation__0_2
+    z_66 = c_translation__1 + z_63 + t441*c_rotation__1_1 + t442*c_rotation__1_2
+    z_67 = c_translation__2 + z_64 + t441*c_rotation__2_1 + t442*c_rotation__2_2
+    cam_ok15 = camera.project_valid(z_65, z_66, z_67)
+    z_68 = t452*c_rotation__0_0
+    z_69 = t452*c_rotation__1_0
+    z_70 = t452*c_rotation__2_0
+    z_71 = c_translation__0 + z_68 + t454*c_rotation__0_1 + t455*c_rotation__0_2
+    z_72 = c_translation__1 + z_69 + t454*c_rotation__1_1 + t455*c_rotation__1_2
+    z_73 = c_translation__2 + z_70 + t454*c_rotation__2_1 + t455*c_rotation__2_2
+    cam_ok16 = camera.project_valid(z_71, z_72, z_73)
+    z_74 = t465*c_rotation__0_0
+    z_75 = t465*c_rotation__1_0
+    z_76 = t465*c_rotation__2_0
+    z_77 = c_translation__0 + z_74 + t467*c_rotation__0_1 + t468*c_rotation__0_2
+    z_78 = c_translation__1 + z_75 + t467*c_rotation__1_1 + t468*c_rotation__1_2
+    z_79 = c_translation__2 + z_76 + t467*c_rotation__2_1 + t468*c_rotation__2_2
+    cam_ok17 = camera.project_valid(z_77, z_78, z_79)
+    z_80 = t475*c_rotation__0_0
+    z_81 = t475*c_rotation__1_0
+    z_82 = t475*c_rotation__2_0
+    z_83 = c_translation__0 + z_80 + t477*c_rotation__0_1 + t478*c_rotation__0_2
+    z_84 = c_translation__1 + z_81 + t477*c_rotation__1_1 + t478*c_rotation__1_2
+    z_85 = c_translation__2 + z_82 + t477*c_rotation__2_1 + t478*c_rotation__2_2
+    cam_ok18 = camera.project_valid(z_83, z_84, z_85)
+    z_86 = t485*c_rotation__0_0
+    z_87 = t485*c_rotation__1_0
+    z_88 = t485*c_rotation__2_0
+    z_89 = c_translation__0 + z_86 + t487*c_rotation__0_1 + t488*c_rotation__0_2
+    z_90 = c_translation__1 + z_87 + t487*c_rotation__1_1 + t488*c_rotation__1_2
+    z_91 = c_translation__2 + z_88 + t487*c_rotation__2_1 + t488*c_rotation__2_2
+    cam_ok19 = camera.project_valid(z_89, z_90, z_91)
+    z_92 = t494*c_rotation__0_0
+    z_93 = t494*c_rotation__1_0
+    z_94 = t494*c_rotation__2_0
+    z_95 = c_translation__0 + z_92 + t496*c_rotation__0_1 + t497*c_rotation__0_2
+    z_96 = c_translation__1 + z_93 + t496*c_rotation__1_1 + t497*c_rotation__1_2
+    z_97 = c_translation__2 + z_94 + t496*c_rotation__2_1 + t497*c_rotation__2_2
+    cam_ok20 = camera.project_valid(z_95, z_96, z_97)
+    z_98 = t504*c_rotation__0_0
+    z_99 = t504*c_rotation__1_0
+    z_100 = t504*c_rotation__2_0
+    z_101 = c_translation__0 + z_98 + t506*c_rotation__0_1 + t507*c_rotation__0_2
+    z_102 = c_translation__1 + z_99 + t506*c_rotation__1_1 + t507*c_rotation__1_2
+    z_103 = c_translation__2 + z_100 + t506*c_rotation__2_1 + t507*c_rotation__2_2
+    cam_ok21 = camera.project_valid(z_101, z_102, z_103)
+    z_104 = t514*c_rotation__0_0
+    z_105 = t514*c_rotation__1_0
+    z_106 = t514*c_rotation__2_0
+    z_107 = c_translation__0 + z_104 + t516*c_rotation__0_1 + t517*c_rotation__0_2
+    z_108 = c_translation__1 + z_105 + t516*c_rotation__1_1 + t517*c_rotation__1_2
+    z_109 = c_translation__2 + z_106 + t516*c_rotation__2_1 + t517*c_rotation__2_2
+    cam_ok22 = camera.project_valid(z_107, z_108, z_109)
+    z_110 = t524*c_rotation__0_0
+    z_111 = t524*c_rotation__1_0
+    z_112 = t524*c_rotation__2_0
+    z_113 = c_translation__0 + z_110 + t526*c_rotation__0_1 + t527*c_rotation__0_2
+    z_114 = c_translation__1 + z_111 + t526*c_rotation__1_1 + t527*c_rotation__1_2
+    z_115 = c_translation__2 + z_112 + t526*c_rotation__2_1 + t527*c_rotation__2_2
+    cam_ok23 = camera.project_valid(z_113, z_114, z_115)
+    z_116 = t534*c_rotation__0_0
+    z_117 = t534*c_rotation__1_0
+    z_118 = t534*c_rotation__2_0
+    z_119 = c_translation__0 + z_116 + t536*c_rotation__0_1 + t537*c_rotation__0_2
+    z_120 = c_translation__1 + z_117 + t536*c_rotation__1_1 + t537*c_rotation__1_2
+    z_121 = c_translation__2 + z_118 + t536*c_rotation__2_1 + t537*c_rotation__2_2
+    cam_ok24 = camera.project_valid(z_119, z_120, z_121)
+    z_122 = t544*c_rotation__0_0
+    z_123 = t544*c_rotation__1_0
+    z_124 = t544*c_rotation__2_0
+    z_125 = c_translation__0 + z_122 + t546*c_rotation__0_1 + t547*c_rotation__0_2
+    z_126 = c_translation__1 + z_123 + t546*c_rotation__1_1 + t547*c_rotation__1_2
+    z_127 = c_translation__2 + z_124 + t546*c_rotation__2_1 + t547*c_rotation__2_2
+    cam_ok25 = camera.project_valid(z_125, z_126, z_127)
+    z_128 = t554*c_rotation__0_0
+    z_129 = t554*c_rotation__1_0
+    z_130 = t554*c_rotation__2_0
+    z_131 = c_translation__0 + z_128 + t556*c_rotation__0_1 + t557*c_rotation__0_2
+    z_132 = c_translation__1 + z_129 + t556*c_rotation__1_1 + t557*c_rotation__1_2
+    z_133 = c_translation__2 + z_130 + t556*c_rotation__2_1 + t557*c_rotation__2_2
+    cam_ok26 = camera.project_valid(z_131, z_132, z_133)
+    z_134 = t564*c_rotation__0_0
+    z_135 = t564*c_rotation__1_0
+    z_136 = t564*c_rotation__2_0
+    z_137 = c_translation__0 + z_134 + t566*c_rotation__0_1 + t567*c_rotation__0_2
+    z_138 = c_translation__1 + z_135 + t566*c_rotation__1_1 + t567*c_rotation__1_2
+    z_139 = c_translation__2 + z_136 + t566*c_rotation__2_1 + t567*c_rotation__2_2
+    cam_ok27 = camera.project_valid(z_137, z_138, z_139)
+    z_140 = t574*c_rotation__0_0
+    z_141 = t574*c_rotation__1_0
+    z_142 = t574*c_rotation__2_0
+    z_143 = c_translation__0 + z_140 + t576*c_rotation__0_1 + t577*c_rotation__0_2
+    z_144 = c_translation__1 + z_141 + t576*c_rotation__1_1 + t577*c_rotation__1_2
+    z_145 = c_translation__2 + z_142 + t576*c_rotation__2_1 + t577*c_rotation__2_2
+    cam_ok28 = camera.project_valid(z_143, z_144, z_145)
+    z_146 = jnp.logical_and(jnp.logical_and(cam_ok6, cam_ok7), cam_ok8)
+    z_147 = jnp.logical_and(jnp.logical_and(z_146, cam_ok9), cam_ok10)
+    z_148 = jnp.logical_and(jnp.logical_and(z_147, cam_ok11), cam_ok12)
+    z_149 = jnp.logical_and(jnp.logical_and(t52 > 1.0001*t289, z_148), cam_ok13)
+    z_150 = jnp.logical_and(jnp.logical_and(z_149, cam_ok14), cam_ok15)
+    z_151 = jnp.logical_and(jnp.logical_and(z_150, cam_ok16), cam_ok17)
+    z_152 = jnp.logical_and(jnp.logical_and(z_151, cam_ok18), cam_ok19)
+    z_153 = jnp.logical_and(jnp.logical_and(z_152, cam_ok20), cam_ok21)
+    z_154 = jnp.logical_and(jnp.logical_and(z_153, cam_ok22), cam_ok23)
+    z_155 = jnp.logical_and(jnp.logical_and(z_154, cam_ok24), cam_ok25)
+    z_156 = jnp.logical_and(jnp.logical_and(z_155, cam_ok26), cam_ok27)
+    t290 = jnp.logical_and(z_156, cam_ok28)
+    z_157 = lax.stop_gradient(1.000001*jnp.exp(jnp.where(t290, t288, 0.0)))
+    t293 = jnp.minimum(z_157, 8.99655090570303)
     t578 = lax.rsqrt(jnp.where(t290, t5, 1.0)) ** 2
     t579 = t3*t578
     t580 = t4*t578
@@ -790,7 +965,8 @@ def project(raw, camera):
     t638 = t388*t634 - t389*t631
     t639 = t391*t631 - t388*t628
     t640 = t389*t628 - t391*t634
-    t641 = lax.rsqrt(jnp.where(t290, jnp.maximum(t638*t638 + t639*t639 + t640*t640, 1e-24), 1.0))
+    z_158 = jnp.where(t290, jnp.maximum(t638*t638 + t639*t639 + t640*t640, 1e-24), 1.0)
+    t641 = lax.rsqrt(z_158)
     t642 = 1.0705707161187343*jnp.sqrt(jnp.where(t290, t293*(-t636 + 1.0), 1.0))
     t643 = t641*t642
     t644 = t637 + t638*t643
@@ -974,43 +1150,284 @@ def project(raw, camera):
     t822 = t654*t816
     t823 = r_means__1 + t588*t822 + t602*t819 + t621*t818
     t824 = r_means__2 + t594*t822 + t609*t820 + t616*t817
-    cam_u29, cam_v29 = camera.project(jnp.where(t290, t343 - t596, 1.0), jnp.where(t290, t346 - t597, 1.0), jnp.where(t290, t0 - t598, 1.0))
-    cam_u30, cam_v30 = camera.project(jnp.where(t290, t343 - t611, 1.0), jnp.where(t290, t346 - t612, 1.0), jnp.where(t290, t0 - t613, 1.0))
-    cam_u31, cam_v31 = camera.project(jnp.where(t290, t343 - t623, 1.0), jnp.where(t290, t346 - t624, 1.0), jnp.where(t290, t0 - t625, 1.0))
-    cam_u32, cam_v32 = camera.project(jnp.where(t290, t343 + t596, 1.0), jnp.where(t290, t346 + t597, 1.0), jnp.where(t290, t0 + t598, 1.0))
-    cam_u33, cam_v33 = camera.project(jnp.where(t290, t343 + t611, 1.0), jnp.where(t290, t346 + t612, 1.0), jnp.where(t290, t0 + t613, 1.0))
-    cam_u34, cam_v34 = camera.project(jnp.where(t290, t343 + t623, 1.0), jnp.where(t290, t346 + t624, 1.0), jnp.where(t290, t0 + t625, 1.0))
-    t291 = 0.16666666666666666*cam_u29 + 0.16666666666666666*cam_u30 + 0.16666666666666666*cam_u31 + 0.16666666666666666*cam_u32 + 0.16666666666666666*cam_u33 + 0.16666666666666666*cam_u34
+    z_159 = jnp.where(t290, t343 - t596, 1.0)
+    z_160 = jnp.where(t290, t346 - t597, 1.0)
+    z_161 = jnp.where(t290, t0 - t598, 1.0)
+    cam_u29, cam_v29 = camera.project(z_159, z_160, z_161)
+    z_162 = jnp.where(t290, t343 - t611, 1.0)
+    z_163 = jnp.where(t290, t346 - t612, 1.0)
+    z_164 = jnp.where(t290, t0 - t613, 1.0)
+    cam_u30, cam_v30 = camera.project(z_162, z_163, z_164)
+    z_165 = jnp.where(t290, t343 - t623, 1.0)
+    z_166 = jnp.where(t290, t346 - t624, 1.0)
+    z_167 = jnp.where(t290, t0 - t625, 1.0)
+    cam_u31, cam_v31 = camera.project(z_165, z_166, z_167)
+    z_168 = jnp.where(t290, t343 + t596, 1.0)
+    z_169 = jnp.where(t290, t346 + t597, 1.0)
+    z_170 = jnp.where(t290, t0 + t598, 1.0)
+    cam_u32, cam_v32 = camera.project(z_168, z_169, z_170)
+    z_171 = jnp.where(t290, t343 + t611, 1.0)
+    z_172 = jnp.where(t290, t346 + t612, 1.0)
+    z_173 = jnp.where(t290, t0 + t613, 1.0)
+    cam_u33, cam_v33 = camera.project(z_171, z_172, z_173)
+    z_174 = jnp.where(t290, t343 + t623, 1.0)
+    z_175 = jnp.where(t290, t346 + t624, 1.0)
+    z_176 = jnp.where(t290, t0 + t625, 1.0)
+    cam_u34, cam_v34 = camera.project(z_174, z_175, z_176)
+    z_177 = 0.16666666666666666*cam_u29 + 0.16666666666666666*cam_u30 + 0.16666666666666666*cam_u31
+    z_178 = 0.16666666666666666*cam_u32
+    z_179 = 0.16666666666666666*cam_u29 + 0.16666666666666666*cam_u30 + 0.16666666666666666*cam_u31
+    t291 = z_179 + z_178 + 0.16666666666666666*cam_u33 + 0.16666666666666666*cam_u34
     t292 = -t291
-    t295 = 0.16666666666666666*cam_v29 + 0.16666666666666666*cam_v30 + 0.16666666666666666*cam_v31 + 0.16666666666666666*cam_v32 + 0.16666666666666666*cam_v33 + 0.16666666666666666*cam_v34
+    z_180 = 0.16666666666666666*cam_v29 + 0.16666666666666666*cam_v30 + 0.16666666666666666*cam_v31
+    z_181 = 0.16666666666666666*cam_v32
+    z_182 = 0.16666666666666666*cam_v29 + 0.16666666666666666*cam_v30 + 0.16666666666666666*cam_v31
+    t295 = z_182 + z_181 + 0.16666666666666666*cam_v33 + 0.16666666666666666*cam_v34
     t296 = -t295
-    cam_u35, cam_v35 = camera.project(jnp.where(t290, t343, 1.0), jnp.where(t290, t346, 1.0), jnp.where(t290, t0, 1.0))
-    t294 = jnp.sqrt(jnp.where(t290, t293*(2.0*(cam_u35 + t292) ** 2 + 0.16666666666666666*(cam_u29 + t292) ** 2 + 0.16666666666666666*(cam_u30 + t292) ** 2 + 0.16666666666666666*(cam_u31 + t292) ** 2 + 0.16666666666666666*(cam_u32 + t292) ** 2 + 0.16666666666666666*(cam_u33 + t292) ** 2 + 0.16666666666666666*(cam_u34 + t292) ** 2 + 0.3), 1.0))
-    t297 = jnp.sqrt(jnp.where(t290, t293*(2.0*(cam_v35 + t296) ** 2 + 0.16666666666666666*(cam_v29 + t296) ** 2 + 0.16666666666666666*(cam_v30 + t296) ** 2 + 0.16666666666666666*(cam_v31 + t296) ** 2 + 0.16666666666666666*(cam_v32 + t296) ** 2 + 0.16666666666666666*(cam_v33 + t296) ** 2 + 0.16666666666666666*(cam_v34 + t296) ** 2 + 0.3), 1.0))
-    cam_u36, cam_v36 = camera.project(jnp.where(t290, c_translation__0 + t653*c_rotation__0_0 + t656*c_rotation__0_1 + t657*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t653*c_rotation__1_0 + t656*c_rotation__1_1 + t657*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t653*c_rotation__2_0 + t656*c_rotation__2_1 + t657*c_rotation__2_2, 1.0))
-    cam_u37, cam_v37 = camera.project(jnp.where(t290, c_translation__0 + t673*c_rotation__0_0 + t675*c_rotation__0_1 + t676*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t673*c_rotation__1_0 + t675*c_rotation__1_1 + t676*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t673*c_rotation__2_0 + t675*c_rotation__2_1 + t676*c_rotation__2_2, 1.0))
-    cam_u38, cam_v38 = camera.project(jnp.where(t290, c_translation__0 + t686*c_rotation__0_0 + t688*c_rotation__0_1 + t689*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t686*c_rotation__1_0 + t688*c_rotation__1_1 + t689*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t686*c_rotation__2_0 + t688*c_rotation__2_1 + t689*c_rotation__2_2, 1.0))
-    cam_u39, cam_v39 = camera.project(jnp.where(t290, c_translation__0 + t699*c_rotation__0_0 + t701*c_rotation__0_1 + t702*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t699*c_rotation__1_0 + t701*c_rotation__1_1 + t702*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t699*c_rotation__2_0 + t701*c_rotation__2_1 + t702*c_rotation__2_2, 1.0))
-    cam_u40, cam_v40 = camera.project(jnp.where(t290, c_translation__0 + t712*c_rotation__0_0 + t714*c_rotation__0_1 + t715*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t712*c_rotation__1_0 + t714*c_rotation__1_1 + t715*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t712*c_rotation__2_0 + t714*c_rotation__2_1 + t715*c_rotation__2_2, 1.0))
-    cam_u41, cam_v41 = camera.project(jnp.where(t290, c_translation__0 + t722*c_rotation__0_0 + t724*c_rotation__0_1 + t725*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t722*c_rotation__1_0 + t724*c_rotation__1_1 + t725*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t722*c_rotation__2_0 + t724*c_rotation__2_1 + t725*c_rotation__2_2, 1.0))
-    cam_u42, cam_v42 = camera.project(jnp.where(t290, c_translation__0 + t732*c_rotation__0_0 + t734*c_rotation__0_1 + t735*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t732*c_rotation__1_0 + t734*c_rotation__1_1 + t735*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t732*c_rotation__2_0 + t734*c_rotation__2_1 + t735*c_rotation__2_2, 1.0))
-    cam_u43, cam_v43 = camera.project(jnp.where(t290, c_translation__0 + t741*c_rotation__0_0 + t743*c_rotation__0_1 + t744*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t741*c_rotation__1_0 + t743*c_rotation__1_1 + t744*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t741*c_rotation__2_0 + t743*c_rotation__2_1 + t744*c_rotation__2_2, 1.0))
-    cam_u44, cam_v44 = camera.project(jnp.where(t290, c_translation__0 + t751*c_rotation__0_0 + t753*c_rotation__0_1 + t754*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t751*c_rotation__1_0 + t753*c_rotation__1_1 + t754*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t751*c_rotation__2_0 + t753*c_rotation__2_1 + t754*c_rotation__2_2, 1.0))
-    cam_u45, cam_v45 = camera.project(jnp.where(t290, c_translation__0 + t761*c_rotation__0_0 + t763*c_rotation__0_1 + t764*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t761*c_rotation__1_0 + t763*c_rotation__1_1 + t764*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t761*c_rotation__2_0 + t763*c_rotation__2_1 + t764*c_rotation__2_2, 1.0))
-    cam_u46, cam_v46 = camera.project(jnp.where(t290, c_translation__0 + t771*c_rotation__0_0 + t773*c_rotation__0_1 + t774*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t771*c_rotation__1_0 + t773*c_rotation__1_1 + t774*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t771*c_rotation__2_0 + t773*c_rotation__2_1 + t774*c_rotation__2_2, 1.0))
-    cam_u47, cam_v47 = camera.project(jnp.where(t290, c_translation__0 + t781*c_rotation__0_0 + t783*c_rotation__0_1 + t784*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t781*c_rotation__1_0 + t783*c_rotation__1_1 + t784*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t781*c_rotation__2_0 + t783*c_rotation__2_1 + t784*c_rotation__2_2, 1.0))
-    cam_u48, cam_v48 = camera.project(jnp.where(t290, c_translation__0 + t791*c_rotation__0_0 + t793*c_rotation__0_1 + t794*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t791*c_rotation__1_0 + t793*c_rotation__1_1 + t794*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t791*c_rotation__2_0 + t793*c_rotation__2_1 + t794*c_rotation__2_2, 1.0))
-    cam_u49, cam_v49 = camera.project(jnp.where(t290, c_translation__0 + t801*c_rotation__0_0 + t803*c_rotation__0_1 + t804*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t801*c_rotation__1_0 + t803*c_rotation__1_1 + t804*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t801*c_rotation__2_0 + t803*c_rotation__2_1 + t804*c_rotation__2_2, 1.0))
-    cam_u50, cam_v50 = camera.project(jnp.where(t290, c_translation__0 + t811*c_rotation__0_0 + t813*c_rotation__0_1 + t814*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t811*c_rotation__1_0 + t813*c_rotation__1_1 + t814*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t811*c_rotation__2_0 + t813*c_rotation__2_1 + t814*c_rotation__2_2, 1.0))
-    cam_u51, cam_v51 = camera.project(jnp.where(t290, c_translation__0 + t821*c_rotation__0_0 + t823*c_rotation__0_1 + t824*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t821*c_rotation__1_0 + t823*c_rotation__1_1 + t824*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t821*c_rotation__2_0 + t823*c_rotation__2_1 + t824*c_rotation__2_2, 1.0))
-    centre = jnp.stack([0.16666666666666666*cam_u0 + 0.16666666666666666*cam_u1 + 0.16666666666666666*cam_u2 + 0.16666666666666666*cam_u3 + 0.16666666666666666*cam_u4 + 0.16666666666666666*cam_u5, 0.16666666666666666*cam_v0 + 0.16666666666666666*cam_v1 + 0.16666666666666666*cam_v2 + 0.16666666666666666*cam_v3 + 0.16666666666666666*cam_v4 + 0.16666666666666666*cam_v5], -1)  # spec line 110, base spec
+    z_183 = jnp.where(t290, t343, 1.0)
+    z_184 = jnp.where(t290, t346, 1.0)
+    z_185 = jnp.where(t290, t0, 1.0)
+    cam_u35, cam_v35 = camera.project(z_183, z_184, z_185)
+    z_186 = 2.0*(cam_u35 + t292) ** 2 + 0.16666666666666666*(cam_u29 + t292) ** 2 + 0.16666666666666666*(cam_u30 + t292) ** 2
+    z_187 = z_186 + 0.16666666666666666*(cam_u31 + t292) ** 2 + 0.16666666666666666*(cam_u32 + t292) ** 2
+    z_188 = z_187 + 0.16666666666666666*(cam_u33 + t292) ** 2 + 0.16666666666666666*(cam_u34 + t292) ** 2
+    t294 = jnp.sqrt(jnp.where(t290, t293*(z_188 + 0.3), 1.0))
+    z_189 = 2.0*(cam_v35 + t296) ** 2 + 0.16666666666666666*(cam_v29 + t296) ** 2 + 0.16666666666666666*(cam_v30 + t296) ** 2
+    z_190 = z_189 + 0.16666666666666666*(cam_v31 + t296) ** 2 + 0.16666666666666666*(cam_v32 + t296) ** 2
+    z_191 = z_190 + 0.16666666666666666*(cam_v33 + t296) ** 2 + 0.16666666666666666*(cam_v34 + t296) ** 2
+    t297 = jnp.sqrt(jnp.where(t290, t293*(z_191 + 0.3), 1.0))
+    z_192 = t653*c_rotation__0_0
+    z_193 = c_translation__0 + z_192 + t656*c_rotation__0_1 + t657*c_rotation__0_2
+    z_194 = t653*c_rotation__1_0
+    z_195 = c_translation__1 + z_194 + t656*c_rotation__1_1 + t657*c_rotation__1_2
+    z_196 = t653*c_rotation__2_0
+    z_197 = c_translation__2 + z_196 + t656*c_rotation__2_1 + t657*c_rotation__2_2
+    z_198 = jnp.where(t290, z_193, 1.0)
+    z_199 = jnp.where(t290, z_195, 1.0)
+    z_200 = jnp.where(t290, z_197, 1.0)
+    cam_u36, cam_v36 = camera.project(z_198, z_199, z_200)
+    z_201 = t673*c_rotation__0_0
+    z_202 = c_translation__0 + z_201 + t675*c_rotation__0_1 + t676*c_rotation__0_2
+    z_203 = t673*c_rotation__1_0
+    z_204 = c_translation__1 + z_203 + t675*c_rotation__1_1 + t676*c_rotation__1_2
+    z_205 = t673*c_rotation__2_0
+    z_206 = c_translation__2 + z_205 + t675*c_rotation__2_1 + t676*c_rotation__2_2
+    z_207 = jnp.where(t290, z_202, 1.0)
+    z_208 = jnp.where(t290, z_204, 1.0)
+    z_209 = jnp.where(t290, z_206, 1.0)
+    cam_u37, cam_v37 = camera.project(z_207, z_208, z_209)
+    z_210 = t686*c_rotation__0_0
+    z_211 = c_translation__0 + z_210 + t688*c_rotation__0_1 + t689*c_rotation__0_2
+    z_212 = t686*c_rotation__1_0
+    z_213 = c_translation__1 + z_212 + t688*c_rotation__1_1 + t689*c_rotation__1_2
+    z_214 = t686*c_rotation__2_0
+    z_215 = c_translation__2 + z_214 + t688*c_rotation__2_1 + t689*c_rotation__2_2
+    z_216 = jnp.where(t290, z_211, 1.0)
+    z_217 = jnp.where(t290, z_213, 1.0)
+    z_218 = jnp.where(t290, z_215, 1.0)
+    cam_u38, cam_v38 = camera.project(z_216, z_217, z_218)
+    z_219 = t699*c_rotation__0_0
+    z_220 = c_translation__0 + z_219 + t701*c_rotation__0_1 + t702*c_rotation__0_2
+    z_221 = t699*c_rotation__1_0
+    z_222 = c_translation__1 + z_221 + t701*c_rotation__1_1 + t702*c_rotation__1_2
+    z_223 = t699*c_rotation__2_0
+    z_224 = c_translation__2 + z_223 + t701*c_rotation__2_1 + t702*c_rotation__2_2
+    z_225 = jnp.where(t290, z_220, 1.0)
+    z_226 = jnp.where(t290, z_222, 1.0)
+    z_227 = jnp.where(t290, z_224, 1.0)
+    cam_u39, cam_v39 = camera.project(z_225, z_226, z_227)
+    z_228 = t712*c_rotation__0_0
+    z_229 = c_translation__0 + z_228 + t714*c_rotation__0_1 + t715*c_rotation__0_2
+    z_230 = t712*c_rotation__1_0
+    z_231 = c_translation__1 + z_230 + t714*c_rotation__1_1 + t715*c_rotation__1_2
+    z_232 = t712*c_rotation__2_0
+    z_233 = c_translation__2 + z_232 + t714*c_rotation__2_1 + t715*c_rotation__2_2
+    z_234 = jnp.where(t290, z_229, 1.0)
+    z_235 = jnp.where(t290, z_231, 1.0)
+    z_236 = jnp.where(t290, z_233, 1.0)
+    cam_u40, cam_v40 = camera.project(z_234, z_235, z_236)
+    z_237 = t722*c_rotation__0_0
+    z_238 = c_translation__0 + z_237 + t724*c_rotation__0_1 + t725*c_rotation__0_2
+    z_239 = t722*c_rotation__1_0
+    z_240 = c_translation__1 + z_239 + t724*c_rotation__1_1 + t725*c_rotation__1_2
+    z_241 = t722*c_rotation__2_0
+    z_242 = c_translation__2 + z_241 + t724*c_rotation__2_1 + t725*c_rotation__2_2
+    z_243 = jnp.where(t290, z_238, 1.0)
+    z_244 = jnp.where(t290, z_240, 1.0)
+    z_245 = jnp.where(t290, z_242, 1.0)
+    cam_u41, cam_v41 = camera.project(z_243, z_244, z_245)
+    z_246 = t732*c_rotation__0_0
+    z_247 = c_translation__0 + z_246 + t734*c_rotation__0_1 + t735*c_rotation__0_2
+    z_248 = t732*c_rotation__1_0
+    z_249 = c_translation__1 + z_248 + t734*c_rotation__1_1 + t735*c_rotation__1_2
+    z_250 = t732*c_rotation__2_0
+    z_251 = c_translation__2 + z_250 + t734*c_rotation__2_1 + t735*c_rotation__2_2
+    z_252 = jnp.where(t290, z_247, 1.0)
+    z_253 = jnp.where(t290, z_249, 1.0)
+    z_254 = jnp.where(t290, z_251, 1.0)
+    cam_u42, cam_v42 = camera.project(z_252, z_253, z_254)
+    z_255 = t741*c_rotation__0_0
+    z_256 = c_translation__0 + z_255 + t743*c_rotation__0_1 + t744*c_rotation__0_2
+    z_257 = t741*c_rotation__1_0
+    z_258 = c_translation__1 + z_257 + t743*c_rotation__1_1 + t744*c_rotation__1_2
+    z_259 = t741*c_rotation__2_0
+    z_260 = c_translation__2 + z_259 + t743*c_rotation__2_1 + t744*c_rotation__2_2
+    z_261 = jnp.where(t290, z_256, 1.0)
+    z_262 = jnp.where(t290, z_258, 1.0)
+    z_263 = jnp.where(t290, z_260, 1.0)
+    cam_u43, cam_v43 = camera.project(z_261, z_262, z_263)
+    z_264 = t751*c_rotation__0_0
+    z_265 = c_translation__0 + z_264 + t753*c_rotation__0_1 + t754*c_rotation__0_2
+    z_266 = t751*c_rotation__1_0
+    z_267 = c_translation__1 + z_266 + t753*c_rotation__1_1 + t754*c_rotation__1_2
+    z_268 = t751*c_rotation__2_0
+    z_269 = c_translation__2 + z_268 + t753*c_rotation__2_1 + t754*c_rotation__2_2
+    z_270 = jnp.where(t290, z_265, 1.0)
+    z_271 = jnp.where(t290, z_267, 1.0)
+    z_272 = jnp.where(t290, z_269, 1.0)
+    cam_u44, cam_v44 = camera.project(z_270, z_271, z_272)
+    z_273 = t761*c_rotation__0_0
+    z_274 = c_translation__0 + z_273 + t763*c_rotation__0_1 + t764*c_rotation__0_2
+    z_275 = t761*c_rotation__1_0
+    z_276 = c_translation__1 + z_275 + t763*c_rotation__1_1 + t764*c_rotation__1_2
+    z_277 = t761*c_rotation__2_0
+    z_278 = c_translation__2 + z_277 + t763*c_rotation__2_1 + t764*c_rotation__2_2
+    z_279 = jnp.where(t290, z_274, 1.0)
+    z_280 = jnp.where(t290, z_276, 1.0)
+    z_281 = jnp.where(t290, z_278, 1.0)
+    cam_u45, cam_v45 = camera.project(z_279, z_280, z_281)
+    z_282 = t771*c_rotation__0_0
+    z_283 = c_translation__0 + z_282 + t773*c_rotation__0_1 + t774*c_rotation__0_2
+    z_284 = t771*c_rotation__1_0
+    z_285 = c_translation__1 + z_284 + t773*c_rotation__1_1 + t774*c_rotation__1_2
+    z_286 = t771*c_rotation__2_0
+    z_287 = c_translation__2 + z_286 + t773*c_rotation__2_1 + t774*c_rotation__2_2
+    z_288 = jnp.where(t290, z_283, 1.0)
+    z_289 = jnp.where(t290, z_285, 1.0)
+    z_290 = jnp.where(t290, z_287, 1.0)
+    cam_u46, cam_v46 = camera.project(z_288, z_289, z_290)
+    z_291 = t781*c_rotation__0_0
+    z_292 = c_translation__0 + z_291 + t783*c_rotation__0_1 + t784*c_rotation__0_2
+    z_293 = t781*c_rotation__1_0
+    z_294 = c_translation__1 + z_293 + t783*c_rotation__1_1 + t784*c_rotation__1_2
+    z_295 = t781*c_rotation__2_0
+    z_296 = c_translation__2 + z_295 + t783*c_rotation__2_1 + t784*c_rotation__2_2
+    z_297 = jnp.where(t290, z_292, 1.0)
+    z_298 = jnp.where(t290, z_294, 1.0)
+    z_299 = jnp.where(t290, z_296, 1.0)
+    cam_u47, cam_v47 = camera.project(z_297, z_298, z_299)
+    z_300 = t791*c_rotation__0_0
+    z_301 = c_translation__0 + z_300 + t793*c_rotation__0_1 + t794*c_rotation__0_2
+    z_302 = t791*c_rotation__1_0
+    z_303 = c_translation__1 + z_302 + t793*c_rotation__1_1 + t794*c_rotation__1_2
+    z_304 = t791*c_rotation__2_0
+    z_305 = c_translation__2 + z_304 + t793*c_rotation__2_1 + t794*c_rotation__2_2
+    z_306 = jnp.where(t290, z_301, 1.0)
+    z_307 = jnp.where(t290, z_303, 1.0)
+    z_308 = jnp.where(t290, z_305, 1.0)
+    cam_u48, cam_v48 = camera.project(z_306, z_307, z_308)
+    z_309 = t801*c_rotation__0_0
+    z_310 = c_translation__0 + z_309 + t803*c_rotation__0_1 + t804*c_rotation__0_2
+    z_311 = t801*c_rotation__1_0
+    z_312 = c_translation__1 + z_311 + t803*c_rotation__1_1 + t804*c_rotation__1_2
+    z_313 = t801*c_rotation__2_0
+    z_314 = c_translation__2 + z_313 + t803*c_rotation__2_1 + t804*c_rotation__2_2
+    z_315 = jnp.where(t290, z_310, 1.0)
+    z_316 = jnp.where(t290, z_312, 1.0)
+    z_317 = jnp.where(t290, z_314, 1.0)
+    cam_u49, cam_v49 = camera.project(z_315, z_316, z_317)
+    z_318 = t811*c_rotation__0_0
+    z_319 = c_translation__0 + z_318 + t813*c_rotation__0_1 + t814*c_rotation__0_2
+    z_320 = t811*c_rotation__1_0
+    z_321 = c_translation__1 + z_320 + t813*c_rotation__1_1 + t814*c_rotation__1_2
+    z_322 = t811*c_rotation__2_0
+    z_323 = c_translation__2 + z_322 + t813*c_rotation__2_1 + t814*c_rotation__2_2
+    z_324 = jnp.where(t290, z_319, 1.0)
+    z_325 = jnp.where(t290, z_321, 1.0)
+    z_326 = jnp.where(t290, z_323, 1.0)
+    cam_u50, cam_v50 = camera.project(z_324, z_325, z_326)
+    z_327 = t821*c_rotation__0_0
+    z_328 = c_translation__0 + z_327 + t823*c_rotation__0_1 + t824*c_rotation__0_2
+    z_329 = t821*c_rotation__1_0
+    z_330 = c_translation__1 + z_329 + t823*c_rotation__1_1 + t824*c_rotation__1_2
+    z_331 = t821*c_rotation__2_0
+    z_332 = c_translation__2 + z_331 + t823*c_rotation__2_1 + t824*c_rotation__2_2
+    z_333 = jnp.where(t290, z_328, 1.0)
+    z_334 = jnp.where(t290, z_330, 1.0)
+    z_335 = jnp.where(t290, z_332, 1.0)
+    cam_u51, cam_v51 = camera.project(z_333, z_334, z_335)
+    z_336 = 0.16666666666666666*cam_u0 + 0.16666666666666666*cam_u1 + 0.16666666666666666*cam_u2 + 0.16666666666666666*cam_u3
+    z_337 = 0.16666666666666666*cam_v0 + 0.16666666666666666*cam_v1 + 0.16666666666666666*cam_v2 + 0.16666666666666666*cam_v3
+    z_338 = jnp.minimum(jnp.minimum(jnp.minimum(t291 - t294, cam_u36), cam_u37), cam_u38)
+    z_339 = jnp.minimum(jnp.minimum(jnp.minimum(z_338, cam_u39), cam_u40), cam_u41)
+    z_340 = jnp.minimum(jnp.minimum(jnp.minimum(z_339, cam_u42), cam_u43), cam_u44)
+    z_341 = jnp.minimum(jnp.minimum(jnp.minimum(z_340, cam_u45), cam_u46), cam_u47)
+    z_342 = jnp.minimum(jnp.minimum(jnp.minimum(z_341, cam_u48), cam_u49), cam_u50)
+    z_343 = jnp.minimum(jnp.minimum(jnp.minimum(t295 - t297, cam_v36), cam_v37), cam_v38)
+    z_344 = jnp.minimum(jnp.minimum(jnp.minimum(z_343, cam_v39), cam_v40), cam_v41)
+    z_345 = jnp.minimum(jnp.minimum(jnp.minimum(z_344, cam_v42), cam_v43), cam_v44)
+    z_346 = jnp.minimum(jnp.minimum(jnp.minimum(z_345, cam_v45), cam_v46), cam_v47)
+    z_347 = jnp.minimum(jnp.minimum(jnp.minimum(z_346, cam_v48), cam_v49), cam_v50)
+    z_348 = jnp.maximum(jnp.maximum(jnp.maximum(t291 + t294, cam_u36), cam_u37), cam_u38)
+    z_349 = jnp.maximum(jnp.maximum(jnp.maximum(z_348, cam_u39), cam_u40), cam_u41)
+    z_350 = jnp.maximum(jnp.maximum(jnp.maximum(z_349, cam_u42), cam_u43), cam_u44)
+    z_351 = jnp.maximum(jnp.maximum(jnp.maximum(z_350, cam_u45), cam_u46), cam_u47)
+    z_352 = jnp.maximum(jnp.maximum(jnp.maximum(z_351, cam_u48), cam_u49), cam_u50)
+    z_353 = jnp.maximum(jnp.maximum(jnp.maximum(t295 + t297, cam_v36), cam_v37), cam_v38)
+    z_354 = jnp.maximum(jnp.maximum(jnp.maximum(z_353, cam_v39), cam_v40), cam_v41)
+    z_355 = jnp.maximum(jnp.maximum(jnp.maximum(z_354, cam_v42), cam_v43), cam_v44)
+    z_356 = jnp.maximum(jnp.maximum(jnp.maximum(z_355, cam_v45), cam_v46), cam_v47)
+    z_357 = jnp.maximum(jnp.maximum(jnp.maximum(z_356, cam_v48), cam_v49), cam_v50)
+    z_358 = 0.28209479177387814*r_sh__0_0 + t310*r_sh__8_0 + t313*r_sh__6_0 + t315*r_sh__2_0 + t321*r_sh__12_0
+    z_359 = z_358 + t324*r_sh__4_0 + t325*r_sh__14_0 + t336*r_sh__10_0 - t316*r_sh__1_0 - t317*r_sh__3_0
+    z_360 = z_359 - t327*r_sh__5_0 - t328*r_sh__7_0 - t331*r_sh__11_0 - t333*r_sh__13_0 - t334*r_sh__15_0
+    z_361 = 0.28209479177387814*r_sh__0_1 + t310*r_sh__8_1 + t313*r_sh__6_1 + t315*r_sh__2_1 + t321*r_sh__12_1
+    z_362 = z_361 + t324*r_sh__4_1 + t325*r_sh__14_1 + t336*r_sh__10_1 - t316*r_sh__1_1 - t317*r_sh__3_1
+    z_363 = z_362 - t327*r_sh__5_1 - t328*r_sh__7_1 - t331*r_sh__11_1 - t333*r_sh__13_1 - t334*r_sh__15_1
+    z_364 = 0.28209479177387814*r_sh__0_2 + t310*r_sh__8_2 + t313*r_sh__6_2 + t315*r_sh__2_2 + t321*r_sh__12_2
+    z_365 = z_364 + t324*r_sh__4_2 + t325*r_sh__14_2 + t336*r_sh__10_2 - t316*r_sh__1_2 - t317*r_sh__3_2
+    z_366 = z_365 - t327*r_sh__5_2 - t328*r_sh__7_2 - t331*r_sh__11_2 - t333*r_sh__13_2 - t334*r_sh__15_2
+    centre = jnp.stack([  # spec line 110, base spec
+        z_336 + 0.16666666666666666*cam_u4 + 0.16666666666666666*cam_u5,
+        z_337 + 0.16666666666666666*cam_v4 + 0.16666666666666666*cam_v5,
+    ], -1)
     depth = t0  # spec line 111, base spec
-    box = jnp.stack([jnp.where(t290, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(t291 - t294, cam_u36), cam_u37), cam_u38), cam_u39), cam_u40), cam_u41), cam_u42), cam_u43), cam_u44), cam_u45), cam_u46), cam_u47), cam_u48), cam_u49), cam_u50), cam_u51) - 1.0, -1.0), jnp.where(t290, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(t295 - t297, cam_v36), cam_v37), cam_v38), cam_v39), cam_v40), cam_v41), cam_v42), cam_v43), cam_v44), cam_v45), cam_v46), cam_v47), cam_v48), cam_v49), cam_v50), cam_v51) - 1.0, -1.0), jnp.where(t290, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(t291 + t294, cam_u36), cam_u37), cam_u38), cam_u39), cam_u40), cam_u41), cam_u42), cam_u43), cam_u44), cam_u45), cam_u46), cam_u47), cam_u48), cam_u49), cam_u50), cam_u51) + 1.0, c_width + 1.0), jnp.where(t290, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(t295 + t297, cam_v36), cam_v37), cam_v38), cam_v39), cam_v40), cam_v41), cam_v42), cam_v43), cam_v44), cam_v45), cam_v46), cam_v47), cam_v48), cam_v49), cam_v50), cam_v51) + 1.0, c_height + 1.0)], -1)  # spec line 112, base spec
+    box = jnp.stack([  # spec line 112, base spec
+        jnp.where(t290, jnp.minimum(z_342, cam_u51) - 1.0, -1.0),
+        jnp.where(t290, jnp.minimum(z_347, cam_v51) - 1.0, -1.0),
+        jnp.where(t290, jnp.maximum(z_352, cam_u51) + 1.0, c_width + 1.0),
+        jnp.where(t290, jnp.maximum(z_357, cam_v51) + 1.0, c_height + 1.0),
+    ], -1)
     valid = jnp.logical_and(jnp.logical_and(t0 >= 0.2, cam_ok6), t53 >= 0.00392156862745098)  # spec line 113, base spec
     valid = rt.finite_and(valid, centre, depth, box)
-    attrs = jnp.stack([t44, t47, t49, r_means__0, t37, r_means__1, t31, r_means__2, t39, t20, t25, t12, t53], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t310*r_sh__8_0 + t313*r_sh__6_0 + t315*r_sh__2_0 + t321*r_sh__12_0 + t324*r_sh__4_0 + t325*r_sh__14_0 + t336*r_sh__10_0 - t316*r_sh__1_0 - t317*r_sh__3_0 - t327*r_sh__5_0 - t328*r_sh__7_0 - t331*r_sh__11_0 - t333*r_sh__13_0 - t334*r_sh__15_0 - t335*r_sh__9_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t310*r_sh__8_1 + t313*r_sh__6_1 + t315*r_sh__2_1 + t321*r_sh__12_1 + t324*r_sh__4_1 + t325*r_sh__14_1 + t336*r_sh__10_1 - t316*r_sh__1_1 - t317*r_sh__3_1 - t327*r_sh__5_1 - t328*r_sh__7_1 - t331*r_sh__11_1 - t333*r_sh__13_1 - t334*r_sh__15_1 - t335*r_sh__9_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t310*r_sh__8_2 + t313*r_sh__6_2 + t315*r_sh__2_2 + t321*r_sh__12_2 + t324*r_sh__4_2 + t325*r_sh__14_2 + t336*r_sh__10_2 - t316*r_sh__1_2 - t317*r_sh__3_2 - t327*r_sh__5_2 - t328*r_sh__7_2 - t331*r_sh__11_2 - t333*r_sh__13_2 - t334*r_sh__15_2 - t335*r_sh__9_2 + 0.5, 0.0)], -1)  # spec line 128, base spec
-    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
+    attrs = jnp.stack([
+        t44,
+        t47,
+        t49,
+        r_means__0,
+        t37,
+        r_means__1,
+        t31,
+        r_means__2,
+        t39,
+        t20,
+        t25,
+        t12,
+        t53,
+    ], -1)
+    features = jnp.stack([  # spec line 128, base spec
+        jnp.maximum(z_360 - t335*r_sh__9_0 + 0.5, 0.0),
+        jnp.maximum(z_363 - t335*r_sh__9_1 + 0.5, 0.0),
+        jnp.maximum(z_366 - t335*r_sh__9_2 + 0.5, 0.0),
+    ], -1)
+    return {
+        "centre": centre,
+        "depth": depth,
+        "box": box,
+        "valid": valid,
+        "attrs": attrs,
+        "features": features,
+    }
 
 
 def response(pixel, ray_origin, ray_dir, attrs, camera):
@@ -1045,5 +1462,7 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t8 = a10*t2 + a11*t3 + a9*t1
     t9 = (t0*t4 - t5*t6) ** 2 + (t5*t7 - t0*t8) ** 2 + (t6*t8 - t4*t7) ** 2
     t10 = rt.maximum(t0*t0 + t6*t6 + t7*t7, 1e-30)
-    t11 = jnp.logical_and(rt.maximum(-0.32963*jnp.sqrt(rt.maximum(t9/t10, 1e-20)) + 1.0, 0.0) > 0.0113, t0*t5 + t4*t6 + t7*t8 < 0.0)
-    return jnp.where(t11, rt.minimum(0.99, a12*rt.maximum(-0.32963*jnp.sqrt(jnp.where(t11, rt.maximum(t9/jnp.where(t11, t10, 1.0), 1e-20), 1.0)) + 1.0, 0.0)), 0.0)  # spec line 125, base spec
+    z_0 = rt.maximum(-0.32963*jnp.sqrt(rt.maximum(t9/t10, 1e-20)) + 1.0, 0.0) > 0.0113
+    t11 = jnp.logical_and(z_0, t0*t5 + t4*t6 + t7*t8 < 0.0)
+    z_1 = jnp.sqrt(jnp.where(t11, rt.maximum(t9/jnp.where(t11, t10, 1.0), 1e-20), 1.0))
+    return jnp.where(t11, rt.minimum(0.99, a12*rt.maximum(-0.32963*z_1 + 1.0, 0.0)), 0.0)  # spec line 125, base spec

@@ -43,8 +43,25 @@ def activate(raw):
     r_scales__0 = raw['scales'][..., 0]
     r_scales__1 = raw['scales'][..., 1]
     r_scales__2 = raw['scales'][..., 2]
-    t0 = lax.rsqrt(jnp.maximum(r_quats__0*r_quats__0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3, 1e-24))
-    return {'means': raw['means'], 'quats': jnp.stack([t0*r_quats__0, t0*r_quats__1, t0*r_quats__2, t0*r_quats__3], -1), 'scales': jnp.stack([jnp.exp(r_scales__0), jnp.exp(r_scales__1), jnp.exp(r_scales__2)], -1), 'opacities': jax.nn.sigmoid(r_opacities), 'sh': raw['sh']}
+    z_0 = r_quats__0*r_quats__0
+    z_1 = z_0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3
+    t0 = lax.rsqrt(jnp.maximum(z_1, 1e-24))
+    return {
+        'means': raw['means'],
+        'quats': jnp.stack([
+            t0*r_quats__0,
+            t0*r_quats__1,
+            t0*r_quats__2,
+            t0*r_quats__3,
+        ], -1),
+        'scales': jnp.stack([
+            jnp.exp(r_scales__0),
+            jnp.exp(r_scales__1),
+            jnp.exp(r_scales__2),
+        ], -1),
+        'opacities': jax.nn.sigmoid(r_opacities),
+        'sh': raw['sh'],
+    }
 
 
 def project(raw, camera):
@@ -126,7 +143,8 @@ def project(raw, camera):
     r_sh__15_0 = raw['sh'][..., 15, 0]
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
-    t0 = c_translation__2 + c_rotation__2_0*r_means__0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    z_0 = c_rotation__2_0*r_means__0
+    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = c_position__2 - r_means__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__2*r_quats__2
@@ -414,7 +432,8 @@ def project(raw, camera):
     t285 = 0.5*t283
     t286 = jnp.where(t284, t282, t285)
     t287 = t286 + jnp.where(t284, t285, t281)
-    t288 = 0.6931471805599453*jnp.where(jnp.exp(-1.5*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t287), 1e-20))) >= t54, t286, 0.5*t287)
+    z_1 = jnp.exp(-1.5*jnp.sqrt(jnp.maximum(jnp.exp(0.34657359027997264*t287), 1e-20))) >= t54
+    t288 = 0.6931471805599453*jnp.where(z_1, t286, 0.5*t287)
     t289 = jnp.minimum(lax.stop_gradient(1.000001*jnp.exp(t288)), 8.93194830741293)
     t298 = r_means__0 - c_position__0
     t299 = t298*t298
@@ -461,10 +480,12 @@ def project(raw, camera):
     t340 = t339*t45
     t341 = t339*t48
     t342 = t338*c_rotation__0_0 + t340*c_rotation__0_1 + t341*c_rotation__0_2
-    t343 = c_translation__0 + c_rotation__0_0*r_means__0 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_2 = c_rotation__0_0*r_means__0
+    t343 = c_translation__0 + z_2 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
     t344 = t343 - t342
     t345 = t338*c_rotation__1_0 + t340*c_rotation__1_1 + t341*c_rotation__1_2
-    t346 = c_translation__1 + c_rotation__1_0*r_means__0 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    z_3 = c_rotation__1_0*r_means__0
+    t346 = c_translation__1 + z_3 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
     t347 = t346 - t345
     t348 = t338*c_rotation__2_0 + t340*c_rotation__2_1 + t341*c_rotation__2_2
     t349 = t0 - t348
@@ -709,24 +730,132 @@ def project(raw, camera):
     cam_ok10 = camera.project_valid(t344, t347, t349)
     cam_ok11 = camera.project_valid(t356, t358, t360)
     cam_ok12 = camera.project_valid(t367, t369, t371)
-    cam_ok13 = camera.project_valid(c_translation__0 + t406*c_rotation__0_0 + t409*c_rotation__0_1 + t410*c_rotation__0_2, c_translation__1 + t406*c_rotation__1_0 + t409*c_rotation__1_1 + t410*c_rotation__1_2, c_translation__2 + t406*c_rotation__2_0 + t409*c_rotation__2_1 + t410*c_rotation__2_2)
-    cam_ok14 = camera.project_valid(c_translation__0 + t426*c_rotation__0_0 + t428*c_rotation__0_1 + t429*c_rotation__0_2, c_translation__1 + t426*c_rotation__1_0 + t428*c_rotation__1_1 + t429*c_rotation__1_2, c_translation__2 + t426*c_rotation__2_0 + t428*c_rotation__2_1 + t429*c_rotation__2_2)
-    cam_ok15 = camera.project_valid(c_translation__0 + t439*c_rotation__0_0 + t441*c_rotation__0_1 + t442*c_rotation__0_2, c_translation__1 + t439*c_rotation__1_0 + t441*c_rotation__1_1 + t442*c_rotation__1_2, c_translation__2 + t439*c_rotation__2_0 + t441*c_rotation__2_1 + t442*c_rotation__2_2)
-    cam_ok16 = camera.project_valid(c_translation__0 + t452*c_rotation__0_0 + t454*c_rotation__0_1 + t455*c_rotation__0_2, c_translation__1 + t452*c_rotation__1_0 + t454*c_rotation__1_1 + t455*c_rotation__1_2, c_translation__2 + t452*c_rotation__2_0 + t454*c_rotation__2_1 + t455*c_rotation__2_2)
-    cam_ok17 = camera.project_valid(c_translation__0 + t465*c_rotation__0_0 + t467*c_rotation__0_1 + t468*c_rotation__0_2, c_translation__1 + t465*c_rotation__1_0 + t467*c_rotation__1_1 + t468*c_rotation__1_2, c_translation__2 + t465*c_rotation__2_0 + t467*c_rotation__2_1 + t468*c_rotation__2_2)
-    cam_ok18 = camera.project_valid(c_translation__0 + t475*c_rotation__0_0 + t477*c_rotation__0_1 + t478*c_rotation__0_2, c_translation__1 + t475*c_rotation__1_0 + t477*c_rotation__1_1 + t478*c_rotation__1_2, c_translation__2 + t475*c_rotation__2_0 + t477*c_rotation__2_1 + t478*c_rotation__2_2)
-    cam_ok19 = camera.project_valid(c_translation__0 + t485*c_rotation__0_0 + t487*c_rotation__0_1 + t488*c_rotation__0_2, c_translation__1 + t485*c_rotation__1_0 + t487*c_rotation__1_1 + t488*c_rotation__1_2, c_translation__2 + t485*c_rotation__2_0 + t487*c_rotation__2_1 + t488*c_rotation__2_2)
-    cam_ok20 = camera.project_valid(c_translation__0 + t494*c_rotation__0_0 + t496*c_rotation__0_1 + t497*c_rotation__0_2, c_translation__1 + t494*c_rotation__1_0 + t496*c_rotation__1_1 + t497*c_rotation__1_2, c_translation__2 + t494*c_rotation__2_0 + t496*c_rotation__2_1 + t497*c_rotation__2_2)
-    cam_ok21 = camera.project_valid(c_translation__0 + t504*c_rotation__0_0 + t506*c_rotation__0_1 + t507*c_rotation__0_2, c_translation__1 + t504*c_rotation__1_0 + t506*c_rotation__1_1 + t507*c_rotation__1_2, c_translation__2 + t504*c_rotation__2_0 + t506*c_rotation__2_1 + t507*c_rotation__2_2)
-    cam_ok22 = camera.project_valid(c_translation__0 + t514*c_rotation__0_0 + t516*c_rotation__0_1 + t517*c_rotation__0_2, c_translation__1 + t514*c_rotation__1_0 + t516*c_rotation__1_1 + t517*c_rotation__1_2, c_translation__2 + t514*c_rotation__2_0 + t516*c_rotation__2_1 + t517*c_rotation__2_2)
-    cam_ok23 = camera.project_valid(c_translation__0 + t524*c_rotation__0_0 + t526*c_rotation__0_1 + t527*c_rotation__0_2, c_translation__1 + t524*c_rotation__1_0 + t526*c_rotation__1_1 + t527*c_rotation__1_2, c_translation__2 + t524*c_rotation__2_0 + t526*c_rotation__2_1 + t527*c_rotation__2_2)
-    cam_ok24 = camera.project_valid(c_translation__0 + t534*c_rotation__0_0 + t536*c_rotation__0_1 + t537*c_rotation__0_2, c_translation__1 + t534*c_rotation__1_0 + t536*c_rotation__1_1 + t537*c_rotation__1_2, c_translation__2 + t534*c_rotation__2_0 + t536*c_rotation__2_1 + t537*c_rotation__2_2)
-    cam_ok25 = camera.project_valid(c_translation__0 + t544*c_rotation__0_0 + t546*c_rotation__0_1 + t547*c_rotation__0_2, c_translation__1 + t544*c_rotation__1_0 + t546*c_rotation__1_1 + t547*c_rotation__1_2, c_translation__2 + t544*c_rotation__2_0 + t546*c_rotation__2_1 + t547*c_rotation__2_2)
-    cam_ok26 = camera.project_valid(c_translation__0 + t554*c_rotation__0_0 + t556*c_rotation__0_1 + t557*c_rotation__0_2, c_translation__1 + t554*c_rotation__1_0 + t556*c_rotation__1_1 + t557*c_rotation__1_2, c_translation__2 + t554*c_rotation__2_0 + t556*c_rotation__2_1 + t557*c_rotation__2_2)
-    cam_ok27 = camera.project_valid(c_translation__0 + t564*c_rotation__0_0 + t566*c_rotation__0_1 + t567*c_rotation__0_2, c_translation__1 + t564*c_rotation__1_0 + t566*c_rotation__1_1 + t567*c_rotation__1_2, c_translation__2 + t564*c_rotation__2_0 + t566*c_rotation__2_1 + t567*c_rotation__2_2)
-    cam_ok28 = camera.project_valid(c_translation__0 + t574*c_rotation__0_0 + t576*c_rotation__0_1 + t577*c_rotation__0_2, c_translation__1 + t574*c_rotation__1_0 + t576*c_rotation__1_1 + t577*c_rotation__1_2, c_translation__2 + t574*c_rotation__2_0 + t576*c_rotation__2_1 + t577*c_rotation__2_2)
-    t290 = jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(t52 > 1.0001*t289, jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(cam_ok6, cam_ok7), cam_ok8), cam_ok9), cam_ok10), cam_ok11), cam_ok12)), cam_ok13), cam_ok14), cam_ok15), cam_ok16), cam_ok17), cam_ok18), cam_ok19), cam_ok20), cam_ok21), cam_ok22), cam_ok23), cam_ok24), cam_ok25), cam_ok26), cam_ok27), cam_ok28)
-    t293 = jnp.minimum(lax.stop_gradient(1.000001*jnp.exp(jnp.where(t290, t288, 0.0))), 8.93194830741293)
+    z_4 = t406*c_rotation__0_0
+    z_5 = t406*c_rotation__1_0
+    z_6 = t406*c_rotation__2_0
+    z_7 = c_translation__0 + z_4 + t409*c_rotation__0_1 + t410*c_rotation__0_2
+    z_8 = c_translation__1 + z_5 + t409*c_rotation__1_1 + t410*c_rotation__1_2
+    z_9 = c_translation__2 + z_6 + t409*c_rotation__2_1 + t410*c_rotation__2_2
+    cam_ok13 = camera.project_valid(z_7, z_8, z_9)
+    z_10 = t426*c_rotation__0_0
+    z_11 = t426*c_rotation__1_0
+    z_12 = t426*c_rotation__2_0
+    z_13 = c_translation__0 + z_10 + t428*c_rotation__0_1 + t429*c_rotation__0_2
+    z_14 = c_translation__1 + z_11 + t428*c_rotation__1_1 + t429*c_rotation__1_2
+    z_15 = c_translation__2 + z_12 + t428*c_rotation__2_1 + t429*c_rotation__2_2
+    cam_ok14 = camera.project_valid(z_13, z_14, z_15)
+    z_16 = t439*c_rotation__0_0
+    z_17 = t439*c_rotation__1_0
+    z_18 = t439*c_rotation__2_0
+    z_19 = c_translation__0 + z_16 + t441*c_rotation__0_1 + t442*c_rotation__0_2
+    z_20 = c_translation__1 + z_17 + t441*c_rotation__1_1 + t442*c_rotation__1_2
+    z_21 = c_translation__2 + z_18 + t441*c_rotation__2_1 + t442*c_rotation__2_2
+    cam_ok15 = camera.project_valid(z_19, z_20, z_21)
+    z_22 = t452*c_rotation__0_0
+    z_23 = t452*c_rotation__1_0
+    z_24 = t452*c_rotation__2_0
+    z_25 = c_translation__0 + z_22 + t454*c_rotation__0_1 + t455*c_rotation__0_2
+    z_26 = c_translation__1 + z_23 + t454*c_rotation__1_1 + t455*c_rotation__1_2
+    z_27 = c_translation__2 + z_24 + t454*c_rotation__2_1 + t455*c_rotation__2_2
+    cam_ok16 = camera.project_valid(z_25, z_26, z_27)
+    z_28 = t465*c_rotation__0_0
+    z_29 = t465*c_rotation__1_0
+    z_30 = t465*c_rotation__2_0
+    z_31 = c_translation__0 + z_28 + t467*c_rotation__0_1 + t468*c_rotation__0_2
+    z_32 = c_translation__1 + z_29 + t467*c_rotation__1_1 + t468*c_rotation__1_2
+    z_33 = c_translation__2 + z_30 + t467*c_rotation__2_1 + t468*c_rotation__2_2
+    cam_ok17 = camera.project_valid(z_31, z_32, z_33)
+    z_34 = t475*c_rotation__0_0
+    z_35 = t475*c_rotation__1_0
+    z_36 = t475*c_rotation__2_0
+    z_37 = c_translation__0 + z_34 + t477*c_rotation__0_1 + t478*c_rotation__0_2
+    z_38 = c_translation__1 + z_35 + t477*c_rotation__1_1 + t478*c_rotation__1_2
+    z_39 = c_translation__2 + z_36 + t477*c_rotation__2_1 + t478*c_rotation__2_2
+    cam_ok18 = camera.project_valid(z_37, z_38, z_39)
+    z_40 = t485*c_rotation__0_0
+    z_41 = t485*c_rotation__1_0
+    z_42 = t485*c_rotation__2_0
+    z_43 = c_translation__0 + z_40 + t487*c_rotation__0_1 + t488*c_rotation__0_2
+    z_44 = c_translation__1 + z_41 + t487*c_rotation__1_1 + t488*c_rotation__1_2
+    z_45 = c_translation__2 + z_42 + t487*c_rotation__2_1 + t488*c_rotation__2_2
+    cam_ok19 = camera.project_valid(z_43, z_44, z_45)
+    z_46 = t494*c_rotation__0_0
+    z_47 = t494*c_rotation__1_0
+    z_48 = t494*c_rotation__2_0
+    z_49 = c_translation__0 + z_46 + t496*c_rotation__0_1 + t497*c_rotation__0_2
+    z_50 = c_translation__1 + z_47 + t496*c_rotation__1_1 + t497*c_rotation__1_2
+    z_51 = c_translation__2 + z_48 + t496*c_rotation__2_1 + t497*c_rotation__2_2
+    cam_ok20 = camera.project_valid(z_49, z_50, z_51)
+    z_52 = t504*c_rotation__0_0
+    z_53 = t504*c_rotation__1_0
+    z_54 = t504*c_rotation__2_0
+    z_55 = c_translation__0 + z_52 + t506*c_rotation__0_1 + t507*c_rotation__0_2
+    z_56 = c_translation__1 + z_53 + t506*c_rotation__1_1 + t507*c_rotation__1_2
+    z_57 = c_translation__2 + z_54 + t506*c_rotation__2_1 + t507*c_rotation__2_2
+    cam_ok21 = camera.project_valid(z_55, z_56, z_57)
+    z_58 = t514*c_rotation__0_0
+    z_59 = t514*c_rotation__1_0
+    z_60 = t514*c_rotation__2_0
+    z_61 = c_translation__0 + z_58 + t516*c_rotation__0_1 + t517*c_rotation__0_2
+    z_62 = c_translation__1 + z_59 + t516*c_rotation__1_1 + t517*c_rotation__1_2
+    z_63 = c_translation__2 + z_60 + t516*c_rotation__2_1 + t517*c_rotation__2_2
+    cam_ok22 = camera.project_valid(z_61, z_62, z_63)
+    z_64 = t524*c_rotation__0_0
+    z_65 = t524*c_rotation__1_0
+    z_66 = t524*c_rotation__2_0
+    z_67 = c_translation__0 + z_64 + t526*c_rotation__0_1 + t527*c_rotation__0_2
+    z_68 = c_translation__1 + z_65 + t526*c_rotation__1_1 + t527*c_rotation__1_2
+    z_69 = c_translation__2 + z_66 + t526*c_rotation__2_1 + t527*c_rotation__2_2
+    cam_ok23 = camera.project_valid(z_67, z_68, z_69)
+    z_70 = t534*c_rotation__0_0
+    z_71 = t534*c_rotation__1_0
+    z_72 = t534*c_rotation__2_0
+    z_73 = c_translation__0 + z_70 + t536*c_rotation__0_1 + t537*c_rotation__0_2
+    z_74 = c_translation__1 + z_71 + t536*c_rotation__1_1 + t537*c_rotation__1_2
+    z_75 = c_translation__2 + z_72 + t536*c_rotation__2_1 + t537*c_rotation__2_2
+    cam_ok24 = camera.project_valid(z_73, z_74, z_75)
+    z_76 = t544*c_rotation__0_0
+    z_77 = t544*c_rotation__1_0
+    z_78 = t544*c_rotation__2_0
+    z_79 = c_translation__0 + z_76 + t546*c_rotation__0_1 + t547*c_rotation__0_2
+    z_80 = c_translation__1 + z_77 + t546*c_rotation__1_1 + t547*c_rotation__1_2
+    z_81 = c_translation__2 + z_78 + t546*c_rotation__2_1 + t547*c_rotation__2_2
+    cam_ok25 = camera.project_valid(z_79, z_80, z_81)
+    z_82 = t554*c_rotation__0_0
+    z_83 = t554*c_rotation__1_0
+    z_84 = t554*c_rotation__2_0
+    z_85 = c_translation__0 + z_82 + t556*c_rotation__0_1 + t557*c_rotation__0_2
+    z_86 = c_translation__1 + z_83 + t556*c_rotation__1_1 + t557*c_rotation__1_2
+    z_87 = c_translation__2 + z_84 + t556*c_rotation__2_1 + t557*c_rotation__2_2
+    cam_ok26 = camera.project_valid(z_85, z_86, z_87)
+    z_88 = t564*c_rotation__0_0
+    z_89 = t564*c_rotation__1_0
+    z_90 = t564*c_rotation__2_0
+    z_91 = c_translation__0 + z_88 + t566*c_rotation__0_1 + t567*c_rotation__0_2
+    z_92 = c_translation__1 + z_89 + t566*c_rotation__1_1 + t567*c_rotation__1_2
+    z_93 = c_translation__2 + z_90 + t566*c_rotation__2_1 + t567*c_rotation__2_2
+    cam_ok27 = camera.project_valid(z_91, z_92, z_93)
+    z_94 = t574*c_rotation__0_0
+    z_95 = t574*c_rotation__1_0
+    z_96 = t574*c_rotation__2_0
+    z_97 = c_translation__0 + z_94 + t576*c_rotation__0_1 + t577*c_rotation__0_2
+    z_98 = c_translation__1 + z_95 + t576*c_rotation__1_1 + t577*c_rotation__1_2
+    z_99 = c_translation__2 + z_96 + t576*c_rotation__2_1 + t577*c_rotation__2_2
+    cam_ok28 = camera.project_valid(z_97, z_98, z_99)
+    z_100 = jnp.logical_and(jnp.logical_and(cam_ok6, cam_ok7), cam_ok8)
+    z_101 = jnp.logical_and(jnp.logical_and(z_100, cam_ok9), cam_ok10)
+    z_102 = jnp.logical_and(jnp.logical_and(z_101, cam_ok11), cam_ok12)
+    z_103 = jnp.logical_and(jnp.logical_and(t52 > 1.0001*t289, z_102), cam_ok13)
+    z_104 = jnp.logical_and(jnp.logical_and(z_103, cam_ok14), cam_ok15)
+    z_105 = jnp.logical_and(jnp.logical_and(z_104, cam_ok16), cam_ok17)
+    z_106 = jnp.logical_and(jnp.logical_and(z_105, cam_ok18), cam_ok19)
+    z_107 = jnp.logical_and(jnp.logical_and(z_106, cam_ok20), cam_ok21)
+    z_108 = jnp.logical_and(jnp.logical_and(z_107, cam_ok22), cam_ok23)
+    z_109 = jnp.logical_and(jnp.logical_and(z_108, cam_ok24), cam_ok25)
+    z_110 = jnp.logical_and(jnp.logical_and(z_109, cam_ok26), cam_ok27)
+    t290 = jnp.logical_and(z_110, cam_ok28)
+    z_111 = lax.stop_gradient(1.000001*jnp.exp(jnp.where(t290, t288, 0.0)))
+    t293 = jnp.minimum(z_111, 8.93194830741293)
     t578 = lax.rsqrt(jnp.where(t290, t5, 1.0)) ** 2
     t579 = t3*t578
     t580 = t4*t578
@@ -790,7 +919,8 @@ def project(raw, camera):
     t638 = t388*t634 - t389*t631
     t639 = t391*t631 - t388*t628
     t640 = t389*t628 - t391*t634
-    t641 = lax.rsqrt(jnp.where(t290, jnp.maximum(t638*t638 + t639*t639 + t640*t640, 1e-24), 1.0))
+    z_112 = jnp.where(t290, jnp.maximum(t638*t638 + t639*t639 + t640*t640, 1e-24), 1.0)
+    t641 = lax.rsqrt(z_112)
     t642 = 1.0705707161187343*jnp.sqrt(jnp.where(t290, t293*(-t636 + 1.0), 1.0))
     t643 = t641*t642
     t644 = t637 + t638*t643
@@ -974,43 +1104,284 @@ def project(raw, camera):
     t822 = t654*t816
     t823 = r_means__1 + t588*t822 + t602*t819 + t621*t818
     t824 = r_means__2 + t594*t822 + t609*t820 + t616*t817
-    cam_u29, cam_v29 = camera.project(jnp.where(t290, t343 - t596, 1.0), jnp.where(t290, t346 - t597, 1.0), jnp.where(t290, t0 - t598, 1.0))
-    cam_u30, cam_v30 = camera.project(jnp.where(t290, t343 - t611, 1.0), jnp.where(t290, t346 - t612, 1.0), jnp.where(t290, t0 - t613, 1.0))
-    cam_u31, cam_v31 = camera.project(jnp.where(t290, t343 - t623, 1.0), jnp.where(t290, t346 - t624, 1.0), jnp.where(t290, t0 - t625, 1.0))
-    cam_u32, cam_v32 = camera.project(jnp.where(t290, t343 + t596, 1.0), jnp.where(t290, t346 + t597, 1.0), jnp.where(t290, t0 + t598, 1.0))
-    cam_u33, cam_v33 = camera.project(jnp.where(t290, t343 + t611, 1.0), jnp.where(t290, t346 + t612, 1.0), jnp.where(t290, t0 + t613, 1.0))
-    cam_u34, cam_v34 = camera.project(jnp.where(t290, t343 + t623, 1.0), jnp.where(t290, t346 + t624, 1.0), jnp.where(t290, t0 + t625, 1.0))
-    t291 = 0.16666666666666666*cam_u29 + 0.16666666666666666*cam_u30 + 0.16666666666666666*cam_u31 + 0.16666666666666666*cam_u32 + 0.16666666666666666*cam_u33 + 0.16666666666666666*cam_u34
+    z_113 = jnp.where(t290, t343 - t596, 1.0)
+    z_114 = jnp.where(t290, t346 - t597, 1.0)
+    z_115 = jnp.where(t290, t0 - t598, 1.0)
+    cam_u29, cam_v29 = camera.project(z_113, z_114, z_115)
+    z_116 = jnp.where(t290, t343 - t611, 1.0)
+    z_117 = jnp.where(t290, t346 - t612, 1.0)
+    z_118 = jnp.where(t290, t0 - t613, 1.0)
+    cam_u30, cam_v30 = camera.project(z_116, z_117, z_118)
+    z_119 = jnp.where(t290, t343 - t623, 1.0)
+    z_120 = jnp.where(t290, t346 - t624, 1.0)
+    z_121 = jnp.where(t290, t0 - t625, 1.0)
+    cam_u31, cam_v31 = camera.project(z_119, z_120, z_121)
+    z_122 = jnp.where(t290, t343 + t596, 1.0)
+    z_123 = jnp.where(t290, t346 + t597, 1.0)
+    z_124 = jnp.where(t290, t0 + t598, 1.0)
+    cam_u32, cam_v32 = camera.project(z_122, z_123, z_124)
+    z_125 = jnp.where(t290, t343 + t611, 1.0)
+    z_126 = jnp.where(t290, t346 + t612, 1.0)
+    z_127 = jnp.where(t290, t0 + t613, 1.0)
+    cam_u33, cam_v33 = camera.project(z_125, z_126, z_127)
+    z_128 = jnp.where(t290, t343 + t623, 1.0)
+    z_129 = jnp.where(t290, t346 + t624, 1.0)
+    z_130 = jnp.where(t290, t0 + t625, 1.0)
+    cam_u34, cam_v34 = camera.project(z_128, z_129, z_130)
+    z_131 = 0.16666666666666666*cam_u29 + 0.16666666666666666*cam_u30 + 0.16666666666666666*cam_u31
+    z_132 = 0.16666666666666666*cam_u32
+    z_133 = 0.16666666666666666*cam_u29 + 0.16666666666666666*cam_u30 + 0.16666666666666666*cam_u31
+    t291 = z_133 + z_132 + 0.16666666666666666*cam_u33 + 0.16666666666666666*cam_u34
     t292 = -t291
-    t295 = 0.16666666666666666*cam_v29 + 0.16666666666666666*cam_v30 + 0.16666666666666666*cam_v31 + 0.16666666666666666*cam_v32 + 0.16666666666666666*cam_v33 + 0.16666666666666666*cam_v34
+    z_134 = 0.16666666666666666*cam_v29 + 0.16666666666666666*cam_v30 + 0.16666666666666666*cam_v31
+    z_135 = 0.16666666666666666*cam_v32
+    z_136 = 0.16666666666666666*cam_v29 + 0.16666666666666666*cam_v30 + 0.16666666666666666*cam_v31
+    t295 = z_136 + z_135 + 0.16666666666666666*cam_v33 + 0.16666666666666666*cam_v34
     t296 = -t295
-    cam_u35, cam_v35 = camera.project(jnp.where(t290, t343, 1.0), jnp.where(t290, t346, 1.0), jnp.where(t290, t0, 1.0))
-    t294 = jnp.sqrt(jnp.where(t290, t293*(2.0*(cam_u35 + t292) ** 2 + 0.16666666666666666*(cam_u29 + t292) ** 2 + 0.16666666666666666*(cam_u30 + t292) ** 2 + 0.16666666666666666*(cam_u31 + t292) ** 2 + 0.16666666666666666*(cam_u32 + t292) ** 2 + 0.16666666666666666*(cam_u33 + t292) ** 2 + 0.16666666666666666*(cam_u34 + t292) ** 2 + 0.3), 1.0))
-    t297 = jnp.sqrt(jnp.where(t290, t293*(2.0*(cam_v35 + t296) ** 2 + 0.16666666666666666*(cam_v29 + t296) ** 2 + 0.16666666666666666*(cam_v30 + t296) ** 2 + 0.16666666666666666*(cam_v31 + t296) ** 2 + 0.16666666666666666*(cam_v32 + t296) ** 2 + 0.16666666666666666*(cam_v33 + t296) ** 2 + 0.16666666666666666*(cam_v34 + t296) ** 2 + 0.3), 1.0))
-    cam_u36, cam_v36 = camera.project(jnp.where(t290, c_translation__0 + t653*c_rotation__0_0 + t656*c_rotation__0_1 + t657*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t653*c_rotation__1_0 + t656*c_rotation__1_1 + t657*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t653*c_rotation__2_0 + t656*c_rotation__2_1 + t657*c_rotation__2_2, 1.0))
-    cam_u37, cam_v37 = camera.project(jnp.where(t290, c_translation__0 + t673*c_rotation__0_0 + t675*c_rotation__0_1 + t676*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t673*c_rotation__1_0 + t675*c_rotation__1_1 + t676*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t673*c_rotation__2_0 + t675*c_rotation__2_1 + t676*c_rotation__2_2, 1.0))
-    cam_u38, cam_v38 = camera.project(jnp.where(t290, c_translation__0 + t686*c_rotation__0_0 + t688*c_rotation__0_1 + t689*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t686*c_rotation__1_0 + t688*c_rotation__1_1 + t689*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t686*c_rotation__2_0 + t688*c_rotation__2_1 + t689*c_rotation__2_2, 1.0))
-    cam_u39, cam_v39 = camera.project(jnp.where(t290, c_translation__0 + t699*c_rotation__0_0 + t701*c_rotation__0_1 + t702*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t699*c_rotation__1_0 + t701*c_rotation__1_1 + t702*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t699*c_rotation__2_0 + t701*c_rotation__2_1 + t702*c_rotation__2_2, 1.0))
-    cam_u40, cam_v40 = camera.project(jnp.where(t290, c_translation__0 + t712*c_rotation__0_0 + t714*c_rotation__0_1 + t715*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t712*c_rotation__1_0 + t714*c_rotation__1_1 + t715*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t712*c_rotation__2_0 + t714*c_rotation__2_1 + t715*c_rotation__2_2, 1.0))
-    cam_u41, cam_v41 = camera.project(jnp.where(t290, c_translation__0 + t722*c_rotation__0_0 + t724*c_rotation__0_1 + t725*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t722*c_rotation__1_0 + t724*c_rotation__1_1 + t725*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t722*c_rotation__2_0 + t724*c_rotation__2_1 + t725*c_rotation__2_2, 1.0))
-    cam_u42, cam_v42 = camera.project(jnp.where(t290, c_translation__0 + t732*c_rotation__0_0 + t734*c_rotation__0_1 + t735*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t732*c_rotation__1_0 + t734*c_rotation__1_1 + t735*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t732*c_rotation__2_0 + t734*c_rotation__2_1 + t735*c_rotation__2_2, 1.0))
-    cam_u43, cam_v43 = camera.project(jnp.where(t290, c_translation__0 + t741*c_rotation__0_0 + t743*c_rotation__0_1 + t744*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t741*c_rotation__1_0 + t743*c_rotation__1_1 + t744*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t741*c_rotation__2_0 + t743*c_rotation__2_1 + t744*c_rotation__2_2, 1.0))
-    cam_u44, cam_v44 = camera.project(jnp.where(t290, c_translation__0 + t751*c_rotation__0_0 + t753*c_rotation__0_1 + t754*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t751*c_rotation__1_0 + t753*c_rotation__1_1 + t754*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t751*c_rotation__2_0 + t753*c_rotation__2_1 + t754*c_rotation__2_2, 1.0))
-    cam_u45, cam_v45 = camera.project(jnp.where(t290, c_translation__0 + t761*c_rotation__0_0 + t763*c_rotation__0_1 + t764*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t761*c_rotation__1_0 + t763*c_rotation__1_1 + t764*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t761*c_rotation__2_0 + t763*c_rotation__2_1 + t764*c_rotation__2_2, 1.0))
-    cam_u46, cam_v46 = camera.project(jnp.where(t290, c_translation__0 + t771*c_rotation__0_0 + t773*c_rotation__0_1 + t774*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t771*c_rotation__1_0 + t773*c_rotation__1_1 + t774*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t771*c_rotation__2_0 + t773*c_rotation__2_1 + t774*c_rotation__2_2, 1.0))
-    cam_u47, cam_v47 = camera.project(jnp.where(t290, c_translation__0 + t781*c_rotation__0_0 + t783*c_rotation__0_1 + t784*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t781*c_rotation__1_0 + t783*c_rotation__1_1 + t784*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t781*c_rotation__2_0 + t783*c_rotation__2_1 + t784*c_rotation__2_2, 1.0))
-    cam_u48, cam_v48 = camera.project(jnp.where(t290, c_translation__0 + t791*c_rotation__0_0 + t793*c_rotation__0_1 + t794*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t791*c_rotation__1_0 + t793*c_rotation__1_1 + t794*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t791*c_rotation__2_0 + t793*c_rotation__2_1 + t794*c_rotation__2_2, 1.0))
-    cam_u49, cam_v49 = camera.project(jnp.where(t290, c_translation__0 + t801*c_rotation__0_0 + t803*c_rotation__0_1 + t804*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t801*c_rotation__1_0 + t803*c_rotation__1_1 + t804*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t801*c_rotation__2_0 + t803*c_rotation__2_1 + t804*c_rotation__2_2, 1.0))
-    cam_u50, cam_v50 = camera.project(jnp.where(t290, c_translation__0 + t811*c_rotation__0_0 + t813*c_rotation__0_1 + t814*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t811*c_rotation__1_0 + t813*c_rotation__1_1 + t814*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t811*c_rotation__2_0 + t813*c_rotation__2_1 + t814*c_rotation__2_2, 1.0))
-    cam_u51, cam_v51 = camera.project(jnp.where(t290, c_translation__0 + t821*c_rotation__0_0 + t823*c_rotation__0_1 + t824*c_rotation__0_2, 1.0), jnp.where(t290, c_translation__1 + t821*c_rotation__1_0 + t823*c_rotation__1_1 + t824*c_rotation__1_2, 1.0), jnp.where(t290, c_translation__2 + t821*c_rotation__2_0 + t823*c_rotation__2_1 + t824*c_rotation__2_2, 1.0))
-    centre = jnp.stack([0.16666666666666666*cam_u0 + 0.16666666666666666*cam_u1 + 0.16666666666666666*cam_u2 + 0.16666666666666666*cam_u3 + 0.16666666666666666*cam_u4 + 0.16666666666666666*cam_u5, 0.16666666666666666*cam_v0 + 0.16666666666666666*cam_v1 + 0.16666666666666666*cam_v2 + 0.16666666666666666*cam_v3 + 0.16666666666666666*cam_v4 + 0.16666666666666666*cam_v5], -1)  # spec line 110, base spec
+    z_137 = jnp.where(t290, t343, 1.0)
+    z_138 = jnp.where(t290, t346, 1.0)
+    z_139 = jnp.where(t290, t0, 1.0)
+    cam_u35, cam_v35 = camera.project(z_137, z_138, z_139)
+    z_140 = 2.0*(cam_u35 + t292) ** 2 + 0.16666666666666666*(cam_u29 + t292) ** 2 + 0.16666666666666666*(cam_u30 + t292) ** 2
+    z_141 = z_140 + 0.16666666666666666*(cam_u31 + t292) ** 2 + 0.16666666666666666*(cam_u32 + t292) ** 2
+    z_142 = z_141 + 0.16666666666666666*(cam_u33 + t292) ** 2 + 0.16666666666666666*(cam_u34 + t292) ** 2
+    t294 = jnp.sqrt(jnp.where(t290, t293*(z_142 + 0.3), 1.0))
+    z_143 = 2.0*(cam_v35 + t296) ** 2 + 0.16666666666666666*(cam_v29 + t296) ** 2 + 0.16666666666666666*(cam_v30 + t296) ** 2
+    z_144 = z_143 + 0.16666666666666666*(cam_v31 + t296) ** 2 + 0.16666666666666666*(cam_v32 + t296) ** 2
+    z_145 = z_144 + 0.16666666666666666*(cam_v33 + t296) ** 2 + 0.16666666666666666*(cam_v34 + t296) ** 2
+    t297 = jnp.sqrt(jnp.where(t290, t293*(z_145 + 0.3), 1.0))
+    z_146 = t653*c_rotation__0_0
+    z_147 = c_translation__0 + z_146 + t656*c_rotation__0_1 + t657*c_rotation__0_2
+    z_148 = t653*c_rotation__1_0
+    z_149 = c_translation__1 + z_148 + t656*c_rotation__1_1 + t657*c_rotation__1_2
+    z_150 = t653*c_rotation__2_0
+    z_151 = c_translation__2 + z_150 + t656*c_rotation__2_1 + t657*c_rotation__2_2
+    z_152 = jnp.where(t290, z_147, 1.0)
+    z_153 = jnp.where(t290, z_149, 1.0)
+    z_154 = jnp.where(t290, z_151, 1.0)
+    cam_u36, cam_v36 = camera.project(z_152, z_153, z_154)
+    z_155 = t673*c_rotation__0_0
+    z_156 = c_translation__0 + z_155 + t675*c_rotation__0_1 + t676*c_rotation__0_2
+    z_157 = t673*c_rotation__1_0
+    z_158 = c_translation__1 + z_157 + t675*c_rotation__1_1 + t676*c_rotation__1_2
+    z_159 = t673*c_rotation__2_0
+    z_160 = c_translation__2 + z_159 + t675*c_rotation__2_1 + t676*c_rotation__2_2
+    z_161 = jnp.where(t290, z_156, 1.0)
+    z_162 = jnp.where(t290, z_158, 1.0)
+    z_163 = jnp.where(t290, z_160, 1.0)
+    cam_u37, cam_v37 = camera.project(z_161, z_162, z_163)
+    z_164 = t686*c_rotation__0_0
+    z_165 = c_translation__0 + z_164 + t688*c_rotation__0_1 + t689*c_rotation__0_2
+    z_166 = t686*c_rotation__1_0
+    z_167 = c_translation__1 + z_166 + t688*c_rotation__1_1 + t689*c_rotation__1_2
+    z_168 = t686*c_rotation__2_0
+    z_169 = c_translation__2 + z_168 + t688*c_rotation__2_1 + t689*c_rotation__2_2
+    z_170 = jnp.where(t290, z_165, 1.0)
+    z_171 = jnp.where(t290, z_167, 1.0)
+    z_172 = jnp.where(t290, z_169, 1.0)
+    cam_u38, cam_v38 = camera.project(z_170, z_171, z_172)
+    z_173 = t699*c_rotation__0_0
+    z_174 = c_translation__0 + z_173 + t701*c_rotation__0_1 + t702*c_rotation__0_2
+    z_175 = t699*c_rotation__1_0
+    z_176 = c_translation__1 + z_175 + t701*c_rotation__1_1 + t702*c_rotation__1_2
+    z_177 = t699*c_rotation__2_0
+    z_178 = c_translation__2 + z_177 + t701*c_rotation__2_1 + t702*c_rotation__2_2
+    z_179 = jnp.where(t290, z_174, 1.0)
+    z_180 = jnp.where(t290, z_176, 1.0)
+    z_181 = jnp.where(t290, z_178, 1.0)
+    cam_u39, cam_v39 = camera.project(z_179, z_180, z_181)
+    z_182 = t712*c_rotation__0_0
+    z_183 = c_translation__0 + z_182 + t714*c_rotation__0_1 + t715*c_rotation__0_2
+    z_184 = t712*c_rotation__1_0
+    z_185 = c_translation__1 + z_184 + t714*c_rotation__1_1 + t715*c_rotation__1_2
+    z_186 = t712*c_rotation__2_0
+    z_187 = c_translation__2 + z_186 + t714*c_rotation__2_1 + t715*c_rotation__2_2
+    z_188 = jnp.where(t290, z_183, 1.0)
+    z_189 = jnp.where(t290, z_185, 1.0)
+    z_190 = jnp.where(t290, z_187, 1.0)
+    cam_u40, cam_v40 = camera.project(z_188, z_189, z_190)
+    z_191 = t722*c_rotation__0_0
+    z_192 = c_translation__0 + z_191 + t724*c_rotation__0_1 + t725*c_rotation__0_2
+    z_193 = t722*c_rotation__1_0
+    z_194 = c_translation__1 + z_193 + t724*c_rotation__1_1 + t725*c_rotation__1_2
+    z_195 = t722*c_rotation__2_0
+    z_196 = c_translation__2 + z_195 + t724*c_rotation__2_1 + t725*c_rotation__2_2
+    z_197 = jnp.where(t290, z_192, 1.0)
+    z_198 = jnp.where(t290, z_194, 1.0)
+    z_199 = jnp.where(t290, z_196, 1.0)
+    cam_u41, cam_v41 = camera.project(z_197, z_198, z_199)
+    z_200 = t732*c_rotation__0_0
+    z_201 = c_translation__0 + z_200 + t734*c_rotation__0_1 + t735*c_rotation__0_2
+    z_202 = t732*c_rotation__1_0
+    z_203 = c_translation__1 + z_202 + t734*c_rotation__1_1 + t735*c_rotation__1_2
+    z_204 = t732*c_rotation__2_0
+    z_205 = c_translation__2 + z_204 + t734*c_rotation__2_1 + t735*c_rotation__2_2
+    z_206 = jnp.where(t290, z_201, 1.0)
+    z_207 = jnp.where(t290, z_203, 1.0)
+    z_208 = jnp.where(t290, z_205, 1.0)
+    cam_u42, cam_v42 = camera.project(z_206, z_207, z_208)
+    z_209 = t741*c_rotation__0_0
+    z_210 = c_translation__0 + z_209 + t743*c_rotation__0_1 + t744*c_rotation__0_2
+    z_211 = t741*c_rotation__1_0
+    z_212 = c_translation__1 + z_211 + t743*c_rotation__1_1 + t744*c_rotation__1_2
+    z_213 = t741*c_rotation__2_0
+    z_214 = c_translation__2 + z_213 + t743*c_rotation__2_1 + t744*c_rotation__2_2
+    z_215 = jnp.where(t290, z_210, 1.0)
+    z_216 = jnp.where(t290, z_212, 1.0)
+    z_217 = jnp.where(t290, z_214, 1.0)
+    cam_u43, cam_v43 = camera.project(z_215, z_216, z_217)
+    z_218 = t751*c_rotation__0_0
+    z_219 = c_translation__0 + z_218 + t753*c_rotation__0_1 + t754*c_rotation__0_2
+    z_220 = t751*c_rotation__1_0
+    z_221 = c_translation__1 + z_220 + t753*c_rotation__1_1 + t754*c_rotation__1_2
+    z_222 = t751*c_rotation__2_0
+    z_223 = c_translation__2 + z_222 + t753*c_rotation__2_1 + t754*c_rotation__2_2
+    z_224 = jnp.where(t290, z_219, 1.0)
+    z_225 = jnp.where(t290, z_221, 1.0)
+    z_226 = jnp.where(t290, z_223, 1.0)
+    cam_u44, cam_v44 = camera.project(z_224, z_225, z_226)
+    z_227 = t761*c_rotation__0_0
+    z_228 = c_translation__0 + z_227 + t763*c_rotation__0_1 + t764*c_rotation__0_2
+    z_229 = t761*c_rotation__1_0
+    z_230 = c_translation__1 + z_229 + t763*c_rotation__1_1 + t764*c_rotation__1_2
+    z_231 = t761*c_rotation__2_0
+    z_232 = c_translation__2 + z_231 + t763*c_rotation__2_1 + t764*c_rotation__2_2
+    z_233 = jnp.where(t290, z_228, 1.0)
+    z_234 = jnp.where(t290, z_230, 1.0)
+    z_235 = jnp.where(t290, z_232, 1.0)
+    cam_u45, cam_v45 = camera.project(z_233, z_234, z_235)
+    z_236 = t771*c_rotation__0_0
+    z_237 = c_translation__0 + z_236 + t773*c_rotation__0_1 + t774*c_rotation__0_2
+    z_238 = t771*c_rotation__1_0
+    z_239 = c_translation__1 + z_238 + t773*c_rotation__1_1 + t774*c_rotation__1_2
+    z_240 = t771*c_rotation__2_0
+    z_241 = c_translation__2 + z_240 + t773*c_rotation__2_1 + t774*c_rotation__2_2
+    z_242 = jnp.where(t290, z_237, 1.0)
+    z_243 = jnp.where(t290, z_239, 1.0)
+    z_244 = jnp.where(t290, z_241, 1.0)
+    cam_u46, cam_v46 = camera.project(z_242, z_243, z_244)
+    z_245 = t781*c_rotation__0_0
+    z_246 = c_translation__0 + z_245 + t783*c_rotation__0_1 + t784*c_rotation__0_2
+    z_247 = t781*c_rotation__1_0
+    z_248 = c_translation__1 + z_247 + t783*c_rotation__1_1 + t784*c_rotation__1_2
+    z_249 = t781*c_rotation__2_0
+    z_250 = c_translation__2 + z_249 + t783*c_rotation__2_1 + t784*c_rotation__2_2
+    z_251 = jnp.where(t290, z_246, 1.0)
+    z_252 = jnp.where(t290, z_248, 1.0)
+    z_253 = jnp.where(t290, z_250, 1.0)
+    cam_u47, cam_v47 = camera.project(z_251, z_252, z_253)
+    z_254 = t791*c_rotation__0_0
+    z_255 = c_translation__0 + z_254 + t793*c_rotation__0_1 + t794*c_rotation__0_2
+    z_256 = t791*c_rotation__1_0
+    z_257 = c_translation__1 + z_256 + t793*c_rotation__1_1 + t794*c_rotation__1_2
+    z_258 = t791*c_rotation__2_0
+    z_259 = c_translation__2 + z_258 + t793*c_rotation__2_1 + t794*c_rotation__2_2
+    z_260 = jnp.where(t290, z_255, 1.0)
+    z_261 = jnp.where(t290, z_257, 1.0)
+    z_262 = jnp.where(t290, z_259, 1.0)
+    cam_u48, cam_v48 = camera.project(z_260, z_261, z_262)
+    z_263 = t801*c_rotation__0_0
+    z_264 = c_translation__0 + z_263 + t803*c_rotation__0_1 + t804*c_rotation__0_2
+    z_265 = t801*c_rotation__1_0
+    z_266 = c_translation__1 + z_265 + t803*c_rotation__1_1 + t804*c_rotation__1_2
+    z_267 = t801*c_rotation__2_0
+    z_268 = c_translation__2 + z_267 + t803*c_rotation__2_1 + t804*c_rotation__2_2
+    z_269 = jnp.where(t290, z_264, 1.0)
+    z_270 = jnp.where(t290, z_266, 1.0)
+    z_271 = jnp.where(t290, z_268, 1.0)
+    cam_u49, cam_v49 = camera.project(z_269, z_270, z_271)
+    z_272 = t811*c_rotation__0_0
+    z_273 = c_translation__0 + z_272 + t813*c_rotation__0_1 + t814*c_rotation__0_2
+    z_274 = t811*c_rotation__1_0
+    z_275 = c_translation__1 + z_274 + t813*c_rotation__1_1 + t814*c_rotation__1_2
+    z_276 = t811*c_rotation__2_0
+    z_277 = c_translation__2 + z_276 + t813*c_rotation__2_1 + t814*c_rotation__2_2
+    z_278 = jnp.where(t290, z_273, 1.0)
+    z_279 = jnp.where(t290, z_275, 1.0)
+    z_280 = jnp.where(t290, z_277, 1.0)
+    cam_u50, cam_v50 = camera.project(z_278, z_279, z_280)
+    z_281 = t821*c_rotation__0_0
+    z_282 = c_translation__0 + z_281 + t823*c_rotation__0_1 + t824*c_rotation__0_2
+    z_283 = t821*c_rotation__1_0
+    z_284 = c_translation__1 + z_283 + t823*c_rotation__1_1 + t824*c_rotation__1_2
+    z_285 = t821*c_rotation__2_0
+    z_286 = c_translation__2 + z_285 + t823*c_rotation__2_1 + t824*c_rotation__2_2
+    z_287 = jnp.where(t290, z_282, 1.0)
+    z_288 = jnp.where(t290, z_284, 1.0)
+    z_289 = jnp.where(t290, z_286, 1.0)
+    cam_u51, cam_v51 = camera.project(z_287, z_288, z_289)
+    z_290 = 0.16666666666666666*cam_u0 + 0.16666666666666666*cam_u1 + 0.16666666666666666*cam_u2 + 0.16666666666666666*cam_u3
+    z_291 = 0.16666666666666666*cam_v0 + 0.16666666666666666*cam_v1 + 0.16666666666666666*cam_v2 + 0.16666666666666666*cam_v3
+    z_292 = jnp.minimum(jnp.minimum(jnp.minimum(t291 - t294, cam_u36), cam_u37), cam_u38)
+    z_293 = jnp.minimum(jnp.minimum(jnp.minimum(z_292, cam_u39), cam_u40), cam_u41)
+    z_294 = jnp.minimum(jnp.minimum(jnp.minimum(z_293, cam_u42), cam_u43), cam_u44)
+    z_295 = jnp.minimum(jnp.minimum(jnp.minimum(z_294, cam_u45), cam_u46), cam_u47)
+    z_296 = jnp.minimum(jnp.minimum(jnp.minimum(z_295, cam_u48), cam_u49), cam_u50)
+    z_297 = jnp.minimum(jnp.minimum(jnp.minimum(t295 - t297, cam_v36), cam_v37), cam_v38)
+    z_298 = jnp.minimum(jnp.minimum(jnp.minimum(z_297, cam_v39), cam_v40), cam_v41)
+    z_299 = jnp.minimum(jnp.minimum(jnp.minimum(z_298, cam_v42), cam_v43), cam_v44)
+    z_300 = jnp.minimum(jnp.minimum(jnp.minimum(z_299, cam_v45), cam_v46), cam_v47)
+    z_301 = jnp.minimum(jnp.minimum(jnp.minimum(z_300, cam_v48), cam_v49), cam_v50)
+    z_302 = jnp.maximum(jnp.maximum(jnp.maximum(t291 + t294, cam_u36), cam_u37), cam_u38)
+    z_303 = jnp.maximum(jnp.maximum(jnp.maximum(z_302, cam_u39), cam_u40), cam_u41)
+    z_304 = jnp.maximum(jnp.maximum(jnp.maximum(z_303, cam_u42), cam_u43), cam_u44)
+    z_305 = jnp.maximum(jnp.maximum(jnp.maximum(z_304, cam_u45), cam_u46), cam_u47)
+    z_306 = jnp.maximum(jnp.maximum(jnp.maximum(z_305, cam_u48), cam_u49), cam_u50)
+    z_307 = jnp.maximum(jnp.maximum(jnp.maximum(t295 + t297, cam_v36), cam_v37), cam_v38)
+    z_308 = jnp.maximum(jnp.maximum(jnp.maximum(z_307, cam_v39), cam_v40), cam_v41)
+    z_309 = jnp.maximum(jnp.maximum(jnp.maximum(z_308, cam_v42), cam_v43), cam_v44)
+    z_310 = jnp.maximum(jnp.maximum(jnp.maximum(z_309, cam_v45), cam_v46), cam_v47)
+    z_311 = jnp.maximum(jnp.maximum(jnp.maximum(z_310, cam_v48), cam_v49), cam_v50)
+    z_312 = 0.28209479177387814*r_sh__0_0 + t310*r_sh__8_0 + t313*r_sh__6_0 + t315*r_sh__2_0 + t321*r_sh__12_0
+    z_313 = z_312 + t324*r_sh__4_0 + t325*r_sh__14_0 + t336*r_sh__10_0 - t316*r_sh__1_0 - t317*r_sh__3_0
+    z_314 = z_313 - t327*r_sh__5_0 - t328*r_sh__7_0 - t331*r_sh__11_0 - t333*r_sh__13_0 - t334*r_sh__15_0
+    z_315 = 0.28209479177387814*r_sh__0_1 + t310*r_sh__8_1 + t313*r_sh__6_1 + t315*r_sh__2_1 + t321*r_sh__12_1
+    z_316 = z_315 + t324*r_sh__4_1 + t325*r_sh__14_1 + t336*r_sh__10_1 - t316*r_sh__1_1 - t317*r_sh__3_1
+    z_317 = z_316 - t327*r_sh__5_1 - t328*r_sh__7_1 - t331*r_sh__11_1 - t333*r_sh__13_1 - t334*r_sh__15_1
+    z_318 = 0.28209479177387814*r_sh__0_2 + t310*r_sh__8_2 + t313*r_sh__6_2 + t315*r_sh__2_2 + t321*r_sh__12_2
+    z_319 = z_318 + t324*r_sh__4_2 + t325*r_sh__14_2 + t336*r_sh__10_2 - t316*r_sh__1_2 - t317*r_sh__3_2
+    z_320 = z_319 - t327*r_sh__5_2 - t328*r_sh__7_2 - t331*r_sh__11_2 - t333*r_sh__13_2 - t334*r_sh__15_2
+    centre = jnp.stack([  # spec line 110, base spec
+        z_290 + 0.16666666666666666*cam_u4 + 0.16666666666666666*cam_u5,
+        z_291 + 0.16666666666666666*cam_v4 + 0.16666666666666666*cam_v5,
+    ], -1)
     depth = t0  # spec line 111, base spec
-    box = jnp.stack([jnp.where(t290, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(t291 - t294, cam_u36), cam_u37), cam_u38), cam_u39), cam_u40), cam_u41), cam_u42), cam_u43), cam_u44), cam_u45), cam_u46), cam_u47), cam_u48), cam_u49), cam_u50), cam_u51) - 1.0, -1.0), jnp.where(t290, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(t295 - t297, cam_v36), cam_v37), cam_v38), cam_v39), cam_v40), cam_v41), cam_v42), cam_v43), cam_v44), cam_v45), cam_v46), cam_v47), cam_v48), cam_v49), cam_v50), cam_v51) - 1.0, -1.0), jnp.where(t290, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(t291 + t294, cam_u36), cam_u37), cam_u38), cam_u39), cam_u40), cam_u41), cam_u42), cam_u43), cam_u44), cam_u45), cam_u46), cam_u47), cam_u48), cam_u49), cam_u50), cam_u51) + 1.0, c_width + 1.0), jnp.where(t290, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(t295 + t297, cam_v36), cam_v37), cam_v38), cam_v39), cam_v40), cam_v41), cam_v42), cam_v43), cam_v44), cam_v45), cam_v46), cam_v47), cam_v48), cam_v49), cam_v50), cam_v51) + 1.0, c_height + 1.0)], -1)  # spec line 112, base spec
+    box = jnp.stack([  # spec line 112, base spec
+        jnp.where(t290, jnp.minimum(z_296, cam_u51) - 1.0, -1.0),
+        jnp.where(t290, jnp.minimum(z_301, cam_v51) - 1.0, -1.0),
+        jnp.where(t290, jnp.maximum(z_306, cam_u51) + 1.0, c_width + 1.0),
+        jnp.where(t290, jnp.maximum(z_311, cam_v51) + 1.0, c_height + 1.0),
+    ], -1)
     valid = jnp.logical_and(jnp.logical_and(t0 >= 0.2, cam_ok6), t53 >= 0.00392156862745098)  # spec line 113, base spec
     valid = rt.finite_and(valid, centre, depth, box)
-    attrs = jnp.stack([t44, t47, t49, r_means__0, t37, r_means__1, t31, r_means__2, t39, t20, t25, t12, t53], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t310*r_sh__8_0 + t313*r_sh__6_0 + t315*r_sh__2_0 + t321*r_sh__12_0 + t324*r_sh__4_0 + t325*r_sh__14_0 + t336*r_sh__10_0 - t316*r_sh__1_0 - t317*r_sh__3_0 - t327*r_sh__5_0 - t328*r_sh__7_0 - t331*r_sh__11_0 - t333*r_sh__13_0 - t334*r_sh__15_0 - t335*r_sh__9_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t310*r_sh__8_1 + t313*r_sh__6_1 + t315*r_sh__2_1 + t321*r_sh__12_1 + t324*r_sh__4_1 + t325*r_sh__14_1 + t336*r_sh__10_1 - t316*r_sh__1_1 - t317*r_sh__3_1 - t327*r_sh__5_1 - t328*r_sh__7_1 - t331*r_sh__11_1 - t333*r_sh__13_1 - t334*r_sh__15_1 - t335*r_sh__9_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t310*r_sh__8_2 + t313*r_sh__6_2 + t315*r_sh__2_2 + t321*r_sh__12_2 + t324*r_sh__4_2 + t325*r_sh__14_2 + t336*r_sh__10_2 - t316*r_sh__1_2 - t317*r_sh__3_2 - t327*r_sh__5_2 - t328*r_sh__7_2 - t331*r_sh__11_2 - t333*r_sh__13_2 - t334*r_sh__15_2 - t335*r_sh__9_2 + 0.5, 0.0)], -1)  # spec line 128, base spec
-    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
+    attrs = jnp.stack([
+        t44,
+        t47,
+        t49,
+        r_means__0,
+        t37,
+        r_means__1,
+        t31,
+        r_means__2,
+        t39,
+        t20,
+        t25,
+        t12,
+        t53,
+    ], -1)
+    features = jnp.stack([  # spec line 128, base spec
+        jnp.maximum(z_314 - t335*r_sh__9_0 + 0.5, 0.0),
+        jnp.maximum(z_317 - t335*r_sh__9_1 + 0.5, 0.0),
+        jnp.maximum(z_320 - t335*r_sh__9_2 + 0.5, 0.0),
+    ], -1)
+    return {
+        "centre": centre,
+        "depth": depth,
+        "box": box,
+        "valid": valid,
+        "attrs": attrs,
+        "features": features,
+    }
 
 
 def response(pixel, ray_origin, ray_dir, attrs, camera):
@@ -1045,5 +1416,7 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t8 = a10*t2 + a11*t3 + a9*t1
     t9 = (t0*t4 - t5*t6) ** 2 + (t5*t7 - t0*t8) ** 2 + (t6*t8 - t4*t7) ** 2
     t10 = rt.maximum(t0*t0 + t6*t6 + t7*t7, 1e-30)
-    t11 = jnp.logical_and(-1.5*jnp.sqrt(rt.maximum(t9/t10, 1e-20)) > -4.482952553263842, t0*t5 + t4*t6 + t7*t8 < 0.0)
-    return jnp.where(t11, rt.minimum(0.99, a12*jnp.exp(jnp.where(t11, -1.5*jnp.sqrt(jnp.where(t11, rt.maximum(t9/jnp.where(t11, t10, 1.0), 1e-20), 1.0)), 0.0))), 0.0)  # spec line 125, base spec
+    z_0 = -1.5*jnp.sqrt(rt.maximum(t9/t10, 1e-20)) > -4.482952553263842
+    t11 = jnp.logical_and(z_0, t0*t5 + t4*t6 + t7*t8 < 0.0)
+    z_1 = -1.5*jnp.sqrt(jnp.where(t11, rt.maximum(t9/jnp.where(t11, t10, 1.0), 1e-20), 1.0))
+    return jnp.where(t11, rt.minimum(0.99, a12*jnp.exp(jnp.where(t11, z_1, 0.0))), 0.0)  # spec line 125, base spec

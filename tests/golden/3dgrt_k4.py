@@ -43,8 +43,25 @@ def activate(raw):
     r_scales__0 = raw['scales'][..., 0]
     r_scales__1 = raw['scales'][..., 1]
     r_scales__2 = raw['scales'][..., 2]
-    t0 = lax.rsqrt(jnp.maximum(r_quats__0*r_quats__0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3, 1e-24))
-    return {'means': raw['means'], 'quats': jnp.stack([t0*r_quats__0, t0*r_quats__1, t0*r_quats__2, t0*r_quats__3], -1), 'scales': jnp.stack([jnp.exp(r_scales__0), jnp.exp(r_scales__1), jnp.exp(r_scales__2)], -1), 'opacities': jax.nn.sigmoid(r_opacities), 'sh': raw['sh']}
+    z_0 = r_quats__0*r_quats__0
+    z_1 = z_0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3
+    t0 = lax.rsqrt(jnp.maximum(z_1, 1e-24))
+    return {
+        'means': raw['means'],
+        'quats': jnp.stack([
+            t0*r_quats__0,
+            t0*r_quats__1,
+            t0*r_quats__2,
+            t0*r_quats__3,
+        ], -1),
+        'scales': jnp.stack([
+            jnp.exp(r_scales__0),
+            jnp.exp(r_scales__1),
+            jnp.exp(r_scales__2),
+        ], -1),
+        'opacities': jax.nn.sigmoid(r_opacities),
+        'sh': raw['sh'],
+    }
 
 
 def project(raw, camera):
@@ -126,7 +143,8 @@ def project(raw, camera):
     r_sh__15_0 = raw['sh'][..., 15, 0]
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
-    t0 = c_translation__2 + c_rotation__2_0*r_means__0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    z_0 = c_rotation__2_0*r_means__0
+    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = c_position__2 - r_means__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__2*r_quats__2
@@ -181,7 +199,8 @@ def project(raw, camera):
     t52 = jnp.maximum(t51, 1e-30)
     t53 = jax.nn.sigmoid(r_opacities)
     t54 = 255.0*jnp.maximum(t53, 0.00392156862745098)
-    t55 = jnp.minimum(lax.stop_gradient(jnp.maximum(jnp.sqrt(-17.99985600115199*jnp.log(jnp.minimum(jnp.maximum(1.0/t54, 1e-30), 1.0))), 0.0)), 8.982900445777288)
+    z_1 = jnp.sqrt(-17.99985600115199*jnp.log(jnp.minimum(jnp.maximum(1.0/t54, 1e-30), 1.0)))
+    t55 = jnp.minimum(lax.stop_gradient(jnp.maximum(z_1, 0.0)), 8.982900445777288)
     t64 = r_means__0 - c_position__0
     t65 = t64*t64
     t66 = r_means__1 - c_position__1
@@ -227,10 +246,12 @@ def project(raw, camera):
     t106 = t105*t45
     t107 = t105*t48
     t108 = t104*c_rotation__0_0 + t106*c_rotation__0_1 + t107*c_rotation__0_2
-    t109 = c_translation__0 + c_rotation__0_0*r_means__0 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_2 = c_rotation__0_0*r_means__0
+    t109 = c_translation__0 + z_2 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
     t110 = t109 - t108
     t111 = t104*c_rotation__1_0 + t106*c_rotation__1_1 + t107*c_rotation__1_2
-    t112 = c_translation__1 + c_rotation__1_0*r_means__0 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    z_3 = c_rotation__1_0*r_means__0
+    t112 = c_translation__1 + z_3 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
     t113 = t112 - t111
     t114 = t104*c_rotation__2_0 + t106*c_rotation__2_1 + t107*c_rotation__2_2
     t115 = t0 - t114
@@ -475,24 +496,133 @@ def project(raw, camera):
     cam_ok10 = camera.project_valid(t110, t113, t115)
     cam_ok11 = camera.project_valid(t122, t124, t126)
     cam_ok12 = camera.project_valid(t133, t135, t137)
-    cam_ok13 = camera.project_valid(c_translation__0 + t172*c_rotation__0_0 + t175*c_rotation__0_1 + t176*c_rotation__0_2, c_translation__1 + t172*c_rotation__1_0 + t175*c_rotation__1_1 + t176*c_rotation__1_2, c_translation__2 + t172*c_rotation__2_0 + t175*c_rotation__2_1 + t176*c_rotation__2_2)
-    cam_ok14 = camera.project_valid(c_translation__0 + t192*c_rotation__0_0 + t194*c_rotation__0_1 + t195*c_rotation__0_2, c_translation__1 + t192*c_rotation__1_0 + t194*c_rotation__1_1 + t195*c_rotation__1_2, c_translation__2 + t192*c_rotation__2_0 + t194*c_rotation__2_1 + t195*c_rotation__2_2)
-    cam_ok15 = camera.project_valid(c_translation__0 + t205*c_rotation__0_0 + t207*c_rotation__0_1 + t208*c_rotation__0_2, c_translation__1 + t205*c_rotation__1_0 + t207*c_rotation__1_1 + t208*c_rotation__1_2, c_translation__2 + t205*c_rotation__2_0 + t207*c_rotation__2_1 + t208*c_rotation__2_2)
-    cam_ok16 = camera.project_valid(c_translation__0 + t218*c_rotation__0_0 + t220*c_rotation__0_1 + t221*c_rotation__0_2, c_translation__1 + t218*c_rotation__1_0 + t220*c_rotation__1_1 + t221*c_rotation__1_2, c_translation__2 + t218*c_rotation__2_0 + t220*c_rotation__2_1 + t221*c_rotation__2_2)
-    cam_ok17 = camera.project_valid(c_translation__0 + t231*c_rotation__0_0 + t233*c_rotation__0_1 + t234*c_rotation__0_2, c_translation__1 + t231*c_rotation__1_0 + t233*c_rotation__1_1 + t234*c_rotation__1_2, c_translation__2 + t231*c_rotation__2_0 + t233*c_rotation__2_1 + t234*c_rotation__2_2)
-    cam_ok18 = camera.project_valid(c_translation__0 + t241*c_rotation__0_0 + t243*c_rotation__0_1 + t244*c_rotation__0_2, c_translation__1 + t241*c_rotation__1_0 + t243*c_rotation__1_1 + t244*c_rotation__1_2, c_translation__2 + t241*c_rotation__2_0 + t243*c_rotation__2_1 + t244*c_rotation__2_2)
-    cam_ok19 = camera.project_valid(c_translation__0 + t251*c_rotation__0_0 + t253*c_rotation__0_1 + t254*c_rotation__0_2, c_translation__1 + t251*c_rotation__1_0 + t253*c_rotation__1_1 + t254*c_rotation__1_2, c_translation__2 + t251*c_rotation__2_0 + t253*c_rotation__2_1 + t254*c_rotation__2_2)
-    cam_ok20 = camera.project_valid(c_translation__0 + t260*c_rotation__0_0 + t262*c_rotation__0_1 + t263*c_rotation__0_2, c_translation__1 + t260*c_rotation__1_0 + t262*c_rotation__1_1 + t263*c_rotation__1_2, c_translation__2 + t260*c_rotation__2_0 + t262*c_rotation__2_1 + t263*c_rotation__2_2)
-    cam_ok21 = camera.project_valid(c_translation__0 + t270*c_rotation__0_0 + t272*c_rotation__0_1 + t273*c_rotation__0_2, c_translation__1 + t270*c_rotation__1_0 + t272*c_rotation__1_1 + t273*c_rotation__1_2, c_translation__2 + t270*c_rotation__2_0 + t272*c_rotation__2_1 + t273*c_rotation__2_2)
-    cam_ok22 = camera.project_valid(c_translation__0 + t280*c_rotation__0_0 + t282*c_rotation__0_1 + t283*c_rotation__0_2, c_translation__1 + t280*c_rotation__1_0 + t282*c_rotation__1_1 + t283*c_rotation__1_2, c_translation__2 + t280*c_rotation__2_0 + t282*c_rotation__2_1 + t283*c_rotation__2_2)
-    cam_ok23 = camera.project_valid(c_translation__0 + t290*c_rotation__0_0 + t292*c_rotation__0_1 + t293*c_rotation__0_2, c_translation__1 + t290*c_rotation__1_0 + t292*c_rotation__1_1 + t293*c_rotation__1_2, c_translation__2 + t290*c_rotation__2_0 + t292*c_rotation__2_1 + t293*c_rotation__2_2)
-    cam_ok24 = camera.project_valid(c_translation__0 + t300*c_rotation__0_0 + t302*c_rotation__0_1 + t303*c_rotation__0_2, c_translation__1 + t300*c_rotation__1_0 + t302*c_rotation__1_1 + t303*c_rotation__1_2, c_translation__2 + t300*c_rotation__2_0 + t302*c_rotation__2_1 + t303*c_rotation__2_2)
-    cam_ok25 = camera.project_valid(c_translation__0 + t310*c_rotation__0_0 + t312*c_rotation__0_1 + t313*c_rotation__0_2, c_translation__1 + t310*c_rotation__1_0 + t312*c_rotation__1_1 + t313*c_rotation__1_2, c_translation__2 + t310*c_rotation__2_0 + t312*c_rotation__2_1 + t313*c_rotation__2_2)
-    cam_ok26 = camera.project_valid(c_translation__0 + t320*c_rotation__0_0 + t322*c_rotation__0_1 + t323*c_rotation__0_2, c_translation__1 + t320*c_rotation__1_0 + t322*c_rotation__1_1 + t323*c_rotation__1_2, c_translation__2 + t320*c_rotation__2_0 + t322*c_rotation__2_1 + t323*c_rotation__2_2)
-    cam_ok27 = camera.project_valid(c_translation__0 + t330*c_rotation__0_0 + t332*c_rotation__0_1 + t333*c_rotation__0_2, c_translation__1 + t330*c_rotation__1_0 + t332*c_rotation__1_1 + t333*c_rotation__1_2, c_translation__2 + t330*c_rotation__2_0 + t332*c_rotation__2_1 + t333*c_rotation__2_2)
-    cam_ok28 = camera.project_valid(c_translation__0 + t340*c_rotation__0_0 + t342*c_rotation__0_1 + t343*c_rotation__0_2, c_translation__1 + t340*c_rotation__1_0 + t342*c_rotation__1_1 + t343*c_rotation__1_2, c_translation__2 + t340*c_rotation__2_0 + t342*c_rotation__2_1 + t343*c_rotation__2_2)
-    t56 = jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(t52 > 1.0001*t55, jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(cam_ok6, cam_ok7), cam_ok8), cam_ok9), cam_ok10), cam_ok11), cam_ok12)), cam_ok13), cam_ok14), cam_ok15), cam_ok16), cam_ok17), cam_ok18), cam_ok19), cam_ok20), cam_ok21), cam_ok22), cam_ok23), cam_ok24), cam_ok25), cam_ok26), cam_ok27), cam_ok28)
-    t59 = jnp.minimum(lax.stop_gradient(jnp.maximum(jnp.sqrt(jnp.where(t56, -17.99985600115199*jnp.log(jnp.where(t56, jnp.minimum(jnp.maximum(1.0/jnp.where(t56, t54, 1.0), 1e-30), 1.0), 1.0)), 1.0)), 0.0)), 8.982900445777288)
+    z_4 = t172*c_rotation__0_0
+    z_5 = t172*c_rotation__1_0
+    z_6 = t172*c_rotation__2_0
+    z_7 = c_translation__0 + z_4 + t175*c_rotation__0_1 + t176*c_rotation__0_2
+    z_8 = c_translation__1 + z_5 + t175*c_rotation__1_1 + t176*c_rotation__1_2
+    z_9 = c_translation__2 + z_6 + t175*c_rotation__2_1 + t176*c_rotation__2_2
+    cam_ok13 = camera.project_valid(z_7, z_8, z_9)
+    z_10 = t192*c_rotation__0_0
+    z_11 = t192*c_rotation__1_0
+    z_12 = t192*c_rotation__2_0
+    z_13 = c_translation__0 + z_10 + t194*c_rotation__0_1 + t195*c_rotation__0_2
+    z_14 = c_translation__1 + z_11 + t194*c_rotation__1_1 + t195*c_rotation__1_2
+    z_15 = c_translation__2 + z_12 + t194*c_rotation__2_1 + t195*c_rotation__2_2
+    cam_ok14 = camera.project_valid(z_13, z_14, z_15)
+    z_16 = t205*c_rotation__0_0
+    z_17 = t205*c_rotation__1_0
+    z_18 = t205*c_rotation__2_0
+    z_19 = c_translation__0 + z_16 + t207*c_rotation__0_1 + t208*c_rotation__0_2
+    z_20 = c_translation__1 + z_17 + t207*c_rotation__1_1 + t208*c_rotation__1_2
+    z_21 = c_translation__2 + z_18 + t207*c_rotation__2_1 + t208*c_rotation__2_2
+    cam_ok15 = camera.project_valid(z_19, z_20, z_21)
+    z_22 = t218*c_rotation__0_0
+    z_23 = t218*c_rotation__1_0
+    z_24 = t218*c_rotation__2_0
+    z_25 = c_translation__0 + z_22 + t220*c_rotation__0_1 + t221*c_rotation__0_2
+    z_26 = c_translation__1 + z_23 + t220*c_rotation__1_1 + t221*c_rotation__1_2
+    z_27 = c_translation__2 + z_24 + t220*c_rotation__2_1 + t221*c_rotation__2_2
+    cam_ok16 = camera.project_valid(z_25, z_26, z_27)
+    z_28 = t231*c_rotation__0_0
+    z_29 = t231*c_rotation__1_0
+    z_30 = t231*c_rotation__2_0
+    z_31 = c_translation__0 + z_28 + t233*c_rotation__0_1 + t234*c_rotation__0_2
+    z_32 = c_translation__1 + z_29 + t233*c_rotation__1_1 + t234*c_rotation__1_2
+    z_33 = c_translation__2 + z_30 + t233*c_rotation__2_1 + t234*c_rotation__2_2
+    cam_ok17 = camera.project_valid(z_31, z_32, z_33)
+    z_34 = t241*c_rotation__0_0
+    z_35 = t241*c_rotation__1_0
+    z_36 = t241*c_rotation__2_0
+    z_37 = c_translation__0 + z_34 + t243*c_rotation__0_1 + t244*c_rotation__0_2
+    z_38 = c_translation__1 + z_35 + t243*c_rotation__1_1 + t244*c_rotation__1_2
+    z_39 = c_translation__2 + z_36 + t243*c_rotation__2_1 + t244*c_rotation__2_2
+    cam_ok18 = camera.project_valid(z_37, z_38, z_39)
+    z_40 = t251*c_rotation__0_0
+    z_41 = t251*c_rotation__1_0
+    z_42 = t251*c_rotation__2_0
+    z_43 = c_translation__0 + z_40 + t253*c_rotation__0_1 + t254*c_rotation__0_2
+    z_44 = c_translation__1 + z_41 + t253*c_rotation__1_1 + t254*c_rotation__1_2
+    z_45 = c_translation__2 + z_42 + t253*c_rotation__2_1 + t254*c_rotation__2_2
+    cam_ok19 = camera.project_valid(z_43, z_44, z_45)
+    z_46 = t260*c_rotation__0_0
+    z_47 = t260*c_rotation__1_0
+    z_48 = t260*c_rotation__2_0
+    z_49 = c_translation__0 + z_46 + t262*c_rotation__0_1 + t263*c_rotation__0_2
+    z_50 = c_translation__1 + z_47 + t262*c_rotation__1_1 + t263*c_rotation__1_2
+    z_51 = c_translation__2 + z_48 + t262*c_rotation__2_1 + t263*c_rotation__2_2
+    cam_ok20 = camera.project_valid(z_49, z_50, z_51)
+    z_52 = t270*c_rotation__0_0
+    z_53 = t270*c_rotation__1_0
+    z_54 = t270*c_rotation__2_0
+    z_55 = c_translation__0 + z_52 + t272*c_rotation__0_1 + t273*c_rotation__0_2
+    z_56 = c_translation__1 + z_53 + t272*c_rotation__1_1 + t273*c_rotation__1_2
+    z_57 = c_translation__2 + z_54 + t272*c_rotation__2_1 + t273*c_rotation__2_2
+    cam_ok21 = camera.project_valid(z_55, z_56, z_57)
+    z_58 = t280*c_rotation__0_0
+    z_59 = t280*c_rotation__1_0
+    z_60 = t280*c_rotation__2_0
+    z_61 = c_translation__0 + z_58 + t282*c_rotation__0_1 + t283*c_rotation__0_2
+    z_62 = c_translation__1 + z_59 + t282*c_rotation__1_1 + t283*c_rotation__1_2
+    z_63 = c_translation__2 + z_60 + t282*c_rotation__2_1 + t283*c_rotation__2_2
+    cam_ok22 = camera.project_valid(z_61, z_62, z_63)
+    z_64 = t290*c_rotation__0_0
+    z_65 = t290*c_rotation__1_0
+    z_66 = t290*c_rotation__2_0
+    z_67 = c_translation__0 + z_64 + t292*c_rotation__0_1 + t293*c_rotation__0_2
+    z_68 = c_translation__1 + z_65 + t292*c_rotation__1_1 + t293*c_rotation__1_2
+    z_69 = c_translation__2 + z_66 + t292*c_rotation__2_1 + t293*c_rotation__2_2
+    cam_ok23 = camera.project_valid(z_67, z_68, z_69)
+    z_70 = t300*c_rotation__0_0
+    z_71 = t300*c_rotation__1_0
+    z_72 = t300*c_rotation__2_0
+    z_73 = c_translation__0 + z_70 + t302*c_rotation__0_1 + t303*c_rotation__0_2
+    z_74 = c_translation__1 + z_71 + t302*c_rotation__1_1 + t303*c_rotation__1_2
+    z_75 = c_translation__2 + z_72 + t302*c_rotation__2_1 + t303*c_rotation__2_2
+    cam_ok24 = camera.project_valid(z_73, z_74, z_75)
+    z_76 = t310*c_rotation__0_0
+    z_77 = t310*c_rotation__1_0
+    z_78 = t310*c_rotation__2_0
+    z_79 = c_translation__0 + z_76 + t312*c_rotation__0_1 + t313*c_rotation__0_2
+    z_80 = c_translation__1 + z_77 + t312*c_rotation__1_1 + t313*c_rotation__1_2
+    z_81 = c_translation__2 + z_78 + t312*c_rotation__2_1 + t313*c_rotation__2_2
+    cam_ok25 = camera.project_valid(z_79, z_80, z_81)
+    z_82 = t320*c_rotation__0_0
+    z_83 = t320*c_rotation__1_0
+    z_84 = t320*c_rotation__2_0
+    z_85 = c_translation__0 + z_82 + t322*c_rotation__0_1 + t323*c_rotation__0_2
+    z_86 = c_translation__1 + z_83 + t322*c_rotation__1_1 + t323*c_rotation__1_2
+    z_87 = c_translation__2 + z_84 + t322*c_rotation__2_1 + t323*c_rotation__2_2
+    cam_ok26 = camera.project_valid(z_85, z_86, z_87)
+    z_88 = t330*c_rotation__0_0
+    z_89 = t330*c_rotation__1_0
+    z_90 = t330*c_rotation__2_0
+    z_91 = c_translation__0 + z_88 + t332*c_rotation__0_1 + t333*c_rotation__0_2
+    z_92 = c_translation__1 + z_89 + t332*c_rotation__1_1 + t333*c_rotation__1_2
+    z_93 = c_translation__2 + z_90 + t332*c_rotation__2_1 + t333*c_rotation__2_2
+    cam_ok27 = camera.project_valid(z_91, z_92, z_93)
+    z_94 = t340*c_rotation__0_0
+    z_95 = t340*c_rotation__1_0
+    z_96 = t340*c_rotation__2_0
+    z_97 = c_translation__0 + z_94 + t342*c_rotation__0_1 + t343*c_rotation__0_2
+    z_98 = c_translation__1 + z_95 + t342*c_rotation__1_1 + t343*c_rotation__1_2
+    z_99 = c_translation__2 + z_96 + t342*c_rotation__2_1 + t343*c_rotation__2_2
+    cam_ok28 = camera.project_valid(z_97, z_98, z_99)
+    z_100 = jnp.logical_and(jnp.logical_and(cam_ok6, cam_ok7), cam_ok8)
+    z_101 = jnp.logical_and(jnp.logical_and(z_100, cam_ok9), cam_ok10)
+    z_102 = jnp.logical_and(jnp.logical_and(z_101, cam_ok11), cam_ok12)
+    z_103 = jnp.logical_and(jnp.logical_and(t52 > 1.0001*t55, z_102), cam_ok13)
+    z_104 = jnp.logical_and(jnp.logical_and(z_103, cam_ok14), cam_ok15)
+    z_105 = jnp.logical_and(jnp.logical_and(z_104, cam_ok16), cam_ok17)
+    z_106 = jnp.logical_and(jnp.logical_and(z_105, cam_ok18), cam_ok19)
+    z_107 = jnp.logical_and(jnp.logical_and(z_106, cam_ok20), cam_ok21)
+    z_108 = jnp.logical_and(jnp.logical_and(z_107, cam_ok22), cam_ok23)
+    z_109 = jnp.logical_and(jnp.logical_and(z_108, cam_ok24), cam_ok25)
+    z_110 = jnp.logical_and(jnp.logical_and(z_109, cam_ok26), cam_ok27)
+    t56 = jnp.logical_and(z_110, cam_ok28)
+    z_111 = jnp.minimum(jnp.maximum(1.0/jnp.where(t56, t54, 1.0), 1e-30), 1.0)
+    z_112 = jnp.where(t56, -17.99985600115199*jnp.log(jnp.where(t56, z_111, 1.0)), 1.0)
+    t59 = jnp.minimum(lax.stop_gradient(jnp.maximum(jnp.sqrt(z_112), 0.0)), 8.982900445777288)
     t344 = lax.rsqrt(jnp.where(t56, t5, 1.0)) ** 2
     t345 = t3*t344
     t346 = t344*t4
@@ -556,7 +686,8 @@ def project(raw, camera):
     t404 = t154*t400 - t155*t397
     t405 = t157*t397 - t154*t394
     t406 = t155*t394 - t157*t400
-    t407 = lax.rsqrt(jnp.where(t56, jnp.maximum(t404*t404 + t405*t405 + t406*t406, 1e-24), 1.0))
+    z_113 = jnp.where(t56, jnp.maximum(t404*t404 + t405*t405 + t406*t406, 1e-24), 1.0)
+    t407 = lax.rsqrt(z_113)
     t408 = 1.0705707161187343*jnp.sqrt(jnp.where(t56, t59*(-t402 + 1.0), 1.0))
     t409 = t407*t408
     t410 = t403 + t404*t409
@@ -740,43 +871,283 @@ def project(raw, camera):
     t588 = t420*t582
     t589 = r_means__1 + t354*t588 + t368*t585 + t387*t584
     t590 = r_means__2 + t360*t588 + t375*t586 + t382*t583
-    cam_u29, cam_v29 = camera.project(jnp.where(t56, t109 - t362, 1.0), jnp.where(t56, t112 - t363, 1.0), jnp.where(t56, t0 - t364, 1.0))
-    cam_u30, cam_v30 = camera.project(jnp.where(t56, t109 - t377, 1.0), jnp.where(t56, t112 - t378, 1.0), jnp.where(t56, t0 - t379, 1.0))
-    cam_u31, cam_v31 = camera.project(jnp.where(t56, t109 - t389, 1.0), jnp.where(t56, t112 - t390, 1.0), jnp.where(t56, t0 - t391, 1.0))
-    cam_u32, cam_v32 = camera.project(jnp.where(t56, t109 + t362, 1.0), jnp.where(t56, t112 + t363, 1.0), jnp.where(t56, t0 + t364, 1.0))
-    cam_u33, cam_v33 = camera.project(jnp.where(t56, t109 + t377, 1.0), jnp.where(t56, t112 + t378, 1.0), jnp.where(t56, t0 + t379, 1.0))
-    cam_u34, cam_v34 = camera.project(jnp.where(t56, t109 + t389, 1.0), jnp.where(t56, t112 + t390, 1.0), jnp.where(t56, t0 + t391, 1.0))
-    t57 = 0.16666666666666666*cam_u29 + 0.16666666666666666*cam_u30 + 0.16666666666666666*cam_u31 + 0.16666666666666666*cam_u32 + 0.16666666666666666*cam_u33 + 0.16666666666666666*cam_u34
+    z_114 = jnp.where(t56, t109 - t362, 1.0)
+    z_115 = jnp.where(t56, t112 - t363, 1.0)
+    z_116 = jnp.where(t56, t0 - t364, 1.0)
+    cam_u29, cam_v29 = camera.project(z_114, z_115, z_116)
+    z_117 = jnp.where(t56, t109 - t377, 1.0)
+    z_118 = jnp.where(t56, t112 - t378, 1.0)
+    z_119 = jnp.where(t56, t0 - t379, 1.0)
+    cam_u30, cam_v30 = camera.project(z_117, z_118, z_119)
+    z_120 = jnp.where(t56, t109 - t389, 1.0)
+    z_121 = jnp.where(t56, t112 - t390, 1.0)
+    z_122 = jnp.where(t56, t0 - t391, 1.0)
+    cam_u31, cam_v31 = camera.project(z_120, z_121, z_122)
+    z_123 = jnp.where(t56, t109 + t362, 1.0)
+    z_124 = jnp.where(t56, t112 + t363, 1.0)
+    z_125 = jnp.where(t56, t0 + t364, 1.0)
+    cam_u32, cam_v32 = camera.project(z_123, z_124, z_125)
+    z_126 = jnp.where(t56, t109 + t377, 1.0)
+    z_127 = jnp.where(t56, t112 + t378, 1.0)
+    z_128 = jnp.where(t56, t0 + t379, 1.0)
+    cam_u33, cam_v33 = camera.project(z_126, z_127, z_128)
+    z_129 = jnp.where(t56, t109 + t389, 1.0)
+    z_130 = jnp.where(t56, t112 + t390, 1.0)
+    z_131 = jnp.where(t56, t0 + t391, 1.0)
+    cam_u34, cam_v34 = camera.project(z_129, z_130, z_131)
+    z_132 = 0.16666666666666666*cam_u29 + 0.16666666666666666*cam_u30 + 0.16666666666666666*cam_u31
+    z_133 = 0.16666666666666666*cam_u32
+    z_134 = 0.16666666666666666*cam_u29 + 0.16666666666666666*cam_u30 + 0.16666666666666666*cam_u31
+    t57 = z_134 + z_133 + 0.16666666666666666*cam_u33 + 0.16666666666666666*cam_u34
     t58 = -t57
-    t61 = 0.16666666666666666*cam_v29 + 0.16666666666666666*cam_v30 + 0.16666666666666666*cam_v31 + 0.16666666666666666*cam_v32 + 0.16666666666666666*cam_v33 + 0.16666666666666666*cam_v34
+    z_135 = 0.16666666666666666*cam_v29 + 0.16666666666666666*cam_v30 + 0.16666666666666666*cam_v31
+    z_136 = 0.16666666666666666*cam_v32
+    z_137 = 0.16666666666666666*cam_v29 + 0.16666666666666666*cam_v30 + 0.16666666666666666*cam_v31
+    t61 = z_137 + z_136 + 0.16666666666666666*cam_v33 + 0.16666666666666666*cam_v34
     t62 = -t61
-    cam_u35, cam_v35 = camera.project(jnp.where(t56, t109, 1.0), jnp.where(t56, t112, 1.0), jnp.where(t56, t0, 1.0))
-    t60 = jnp.sqrt(jnp.where(t56, t59*(2.0*(cam_u35 + t58) ** 2 + 0.16666666666666666*(cam_u29 + t58) ** 2 + 0.16666666666666666*(cam_u30 + t58) ** 2 + 0.16666666666666666*(cam_u31 + t58) ** 2 + 0.16666666666666666*(cam_u32 + t58) ** 2 + 0.16666666666666666*(cam_u33 + t58) ** 2 + 0.16666666666666666*(cam_u34 + t58) ** 2 + 0.3), 1.0))
-    t63 = jnp.sqrt(jnp.where(t56, t59*(2.0*(cam_v35 + t62) ** 2 + 0.16666666666666666*(cam_v29 + t62) ** 2 + 0.16666666666666666*(cam_v30 + t62) ** 2 + 0.16666666666666666*(cam_v31 + t62) ** 2 + 0.16666666666666666*(cam_v32 + t62) ** 2 + 0.16666666666666666*(cam_v33 + t62) ** 2 + 0.16666666666666666*(cam_v34 + t62) ** 2 + 0.3), 1.0))
-    cam_u36, cam_v36 = camera.project(jnp.where(t56, c_translation__0 + t419*c_rotation__0_0 + t422*c_rotation__0_1 + t423*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t419*c_rotation__1_0 + t422*c_rotation__1_1 + t423*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t419*c_rotation__2_0 + t422*c_rotation__2_1 + t423*c_rotation__2_2, 1.0))
-    cam_u37, cam_v37 = camera.project(jnp.where(t56, c_translation__0 + t439*c_rotation__0_0 + t441*c_rotation__0_1 + t442*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t439*c_rotation__1_0 + t441*c_rotation__1_1 + t442*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t439*c_rotation__2_0 + t441*c_rotation__2_1 + t442*c_rotation__2_2, 1.0))
-    cam_u38, cam_v38 = camera.project(jnp.where(t56, c_translation__0 + t452*c_rotation__0_0 + t454*c_rotation__0_1 + t455*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t452*c_rotation__1_0 + t454*c_rotation__1_1 + t455*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t452*c_rotation__2_0 + t454*c_rotation__2_1 + t455*c_rotation__2_2, 1.0))
-    cam_u39, cam_v39 = camera.project(jnp.where(t56, c_translation__0 + t465*c_rotation__0_0 + t467*c_rotation__0_1 + t468*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t465*c_rotation__1_0 + t467*c_rotation__1_1 + t468*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t465*c_rotation__2_0 + t467*c_rotation__2_1 + t468*c_rotation__2_2, 1.0))
-    cam_u40, cam_v40 = camera.project(jnp.where(t56, c_translation__0 + t478*c_rotation__0_0 + t480*c_rotation__0_1 + t481*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t478*c_rotation__1_0 + t480*c_rotation__1_1 + t481*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t478*c_rotation__2_0 + t480*c_rotation__2_1 + t481*c_rotation__2_2, 1.0))
-    cam_u41, cam_v41 = camera.project(jnp.where(t56, c_translation__0 + t488*c_rotation__0_0 + t490*c_rotation__0_1 + t491*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t488*c_rotation__1_0 + t490*c_rotation__1_1 + t491*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t488*c_rotation__2_0 + t490*c_rotation__2_1 + t491*c_rotation__2_2, 1.0))
-    cam_u42, cam_v42 = camera.project(jnp.where(t56, c_translation__0 + t498*c_rotation__0_0 + t500*c_rotation__0_1 + t501*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t498*c_rotation__1_0 + t500*c_rotation__1_1 + t501*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t498*c_rotation__2_0 + t500*c_rotation__2_1 + t501*c_rotation__2_2, 1.0))
-    cam_u43, cam_v43 = camera.project(jnp.where(t56, c_translation__0 + t507*c_rotation__0_0 + t509*c_rotation__0_1 + t510*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t507*c_rotation__1_0 + t509*c_rotation__1_1 + t510*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t507*c_rotation__2_0 + t509*c_rotation__2_1 + t510*c_rotation__2_2, 1.0))
-    cam_u44, cam_v44 = camera.project(jnp.where(t56, c_translation__0 + t517*c_rotation__0_0 + t519*c_rotation__0_1 + t520*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t517*c_rotation__1_0 + t519*c_rotation__1_1 + t520*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t517*c_rotation__2_0 + t519*c_rotation__2_1 + t520*c_rotation__2_2, 1.0))
-    cam_u45, cam_v45 = camera.project(jnp.where(t56, c_translation__0 + t527*c_rotation__0_0 + t529*c_rotation__0_1 + t530*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t527*c_rotation__1_0 + t529*c_rotation__1_1 + t530*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t527*c_rotation__2_0 + t529*c_rotation__2_1 + t530*c_rotation__2_2, 1.0))
-    cam_u46, cam_v46 = camera.project(jnp.where(t56, c_translation__0 + t537*c_rotation__0_0 + t539*c_rotation__0_1 + t540*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t537*c_rotation__1_0 + t539*c_rotation__1_1 + t540*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t537*c_rotation__2_0 + t539*c_rotation__2_1 + t540*c_rotation__2_2, 1.0))
-    cam_u47, cam_v47 = camera.project(jnp.where(t56, c_translation__0 + t547*c_rotation__0_0 + t549*c_rotation__0_1 + t550*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t547*c_rotation__1_0 + t549*c_rotation__1_1 + t550*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t547*c_rotation__2_0 + t549*c_rotation__2_1 + t550*c_rotation__2_2, 1.0))
-    cam_u48, cam_v48 = camera.project(jnp.where(t56, c_translation__0 + t557*c_rotation__0_0 + t559*c_rotation__0_1 + t560*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t557*c_rotation__1_0 + t559*c_rotation__1_1 + t560*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t557*c_rotation__2_0 + t559*c_rotation__2_1 + t560*c_rotation__2_2, 1.0))
-    cam_u49, cam_v49 = camera.project(jnp.where(t56, c_translation__0 + t567*c_rotation__0_0 + t569*c_rotation__0_1 + t570*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t567*c_rotation__1_0 + t569*c_rotation__1_1 + t570*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t567*c_rotation__2_0 + t569*c_rotation__2_1 + t570*c_rotation__2_2, 1.0))
-    cam_u50, cam_v50 = camera.project(jnp.where(t56, c_translation__0 + t577*c_rotation__0_0 + t579*c_rotation__0_1 + t580*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t577*c_rotation__1_0 + t579*c_rotation__1_1 + t580*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t577*c_rotation__2_0 + t579*c_rotation__2_1 + t580*c_rotation__2_2, 1.0))
-    cam_u51, cam_v51 = camera.project(jnp.where(t56, c_translation__0 + t587*c_rotation__0_0 + t589*c_rotation__0_1 + t590*c_rotation__0_2, 1.0), jnp.where(t56, c_translation__1 + t587*c_rotation__1_0 + t589*c_rotation__1_1 + t590*c_rotation__1_2, 1.0), jnp.where(t56, c_translation__2 + t587*c_rotation__2_0 + t589*c_rotation__2_1 + t590*c_rotation__2_2, 1.0))
-    centre = jnp.stack([0.16666666666666666*cam_u0 + 0.16666666666666666*cam_u1 + 0.16666666666666666*cam_u2 + 0.16666666666666666*cam_u3 + 0.16666666666666666*cam_u4 + 0.16666666666666666*cam_u5, 0.16666666666666666*cam_v0 + 0.16666666666666666*cam_v1 + 0.16666666666666666*cam_v2 + 0.16666666666666666*cam_v3 + 0.16666666666666666*cam_v4 + 0.16666666666666666*cam_v5], -1)  # spec line 110, base spec
+    z_138 = jnp.where(t56, t109, 1.0)
+    z_139 = jnp.where(t56, t112, 1.0)
+    cam_u35, cam_v35 = camera.project(z_138, z_139, jnp.where(t56, t0, 1.0))
+    z_140 = 2.0*(cam_u35 + t58) ** 2 + 0.16666666666666666*(cam_u29 + t58) ** 2 + 0.16666666666666666*(cam_u30 + t58) ** 2
+    z_141 = z_140 + 0.16666666666666666*(cam_u31 + t58) ** 2 + 0.16666666666666666*(cam_u32 + t58) ** 2
+    z_142 = z_141 + 0.16666666666666666*(cam_u33 + t58) ** 2 + 0.16666666666666666*(cam_u34 + t58) ** 2
+    t60 = jnp.sqrt(jnp.where(t56, t59*(z_142 + 0.3), 1.0))
+    z_143 = 2.0*(cam_v35 + t62) ** 2 + 0.16666666666666666*(cam_v29 + t62) ** 2 + 0.16666666666666666*(cam_v30 + t62) ** 2
+    z_144 = z_143 + 0.16666666666666666*(cam_v31 + t62) ** 2 + 0.16666666666666666*(cam_v32 + t62) ** 2
+    z_145 = z_144 + 0.16666666666666666*(cam_v33 + t62) ** 2 + 0.16666666666666666*(cam_v34 + t62) ** 2
+    t63 = jnp.sqrt(jnp.where(t56, t59*(z_145 + 0.3), 1.0))
+    z_146 = t419*c_rotation__0_0
+    z_147 = c_translation__0 + z_146 + t422*c_rotation__0_1 + t423*c_rotation__0_2
+    z_148 = t419*c_rotation__1_0
+    z_149 = c_translation__1 + z_148 + t422*c_rotation__1_1 + t423*c_rotation__1_2
+    z_150 = t419*c_rotation__2_0
+    z_151 = c_translation__2 + z_150 + t422*c_rotation__2_1 + t423*c_rotation__2_2
+    z_152 = jnp.where(t56, z_147, 1.0)
+    z_153 = jnp.where(t56, z_149, 1.0)
+    z_154 = jnp.where(t56, z_151, 1.0)
+    cam_u36, cam_v36 = camera.project(z_152, z_153, z_154)
+    z_155 = t439*c_rotation__0_0
+    z_156 = c_translation__0 + z_155 + t441*c_rotation__0_1 + t442*c_rotation__0_2
+    z_157 = t439*c_rotation__1_0
+    z_158 = c_translation__1 + z_157 + t441*c_rotation__1_1 + t442*c_rotation__1_2
+    z_159 = t439*c_rotation__2_0
+    z_160 = c_translation__2 + z_159 + t441*c_rotation__2_1 + t442*c_rotation__2_2
+    z_161 = jnp.where(t56, z_156, 1.0)
+    z_162 = jnp.where(t56, z_158, 1.0)
+    z_163 = jnp.where(t56, z_160, 1.0)
+    cam_u37, cam_v37 = camera.project(z_161, z_162, z_163)
+    z_164 = t452*c_rotation__0_0
+    z_165 = c_translation__0 + z_164 + t454*c_rotation__0_1 + t455*c_rotation__0_2
+    z_166 = t452*c_rotation__1_0
+    z_167 = c_translation__1 + z_166 + t454*c_rotation__1_1 + t455*c_rotation__1_2
+    z_168 = t452*c_rotation__2_0
+    z_169 = c_translation__2 + z_168 + t454*c_rotation__2_1 + t455*c_rotation__2_2
+    z_170 = jnp.where(t56, z_165, 1.0)
+    z_171 = jnp.where(t56, z_167, 1.0)
+    z_172 = jnp.where(t56, z_169, 1.0)
+    cam_u38, cam_v38 = camera.project(z_170, z_171, z_172)
+    z_173 = t465*c_rotation__0_0
+    z_174 = c_translation__0 + z_173 + t467*c_rotation__0_1 + t468*c_rotation__0_2
+    z_175 = t465*c_rotation__1_0
+    z_176 = c_translation__1 + z_175 + t467*c_rotation__1_1 + t468*c_rotation__1_2
+    z_177 = t465*c_rotation__2_0
+    z_178 = c_translation__2 + z_177 + t467*c_rotation__2_1 + t468*c_rotation__2_2
+    z_179 = jnp.where(t56, z_174, 1.0)
+    z_180 = jnp.where(t56, z_176, 1.0)
+    z_181 = jnp.where(t56, z_178, 1.0)
+    cam_u39, cam_v39 = camera.project(z_179, z_180, z_181)
+    z_182 = t478*c_rotation__0_0
+    z_183 = c_translation__0 + z_182 + t480*c_rotation__0_1 + t481*c_rotation__0_2
+    z_184 = t478*c_rotation__1_0
+    z_185 = c_translation__1 + z_184 + t480*c_rotation__1_1 + t481*c_rotation__1_2
+    z_186 = t478*c_rotation__2_0
+    z_187 = c_translation__2 + z_186 + t480*c_rotation__2_1 + t481*c_rotation__2_2
+    z_188 = jnp.where(t56, z_183, 1.0)
+    z_189 = jnp.where(t56, z_185, 1.0)
+    z_190 = jnp.where(t56, z_187, 1.0)
+    cam_u40, cam_v40 = camera.project(z_188, z_189, z_190)
+    z_191 = t488*c_rotation__0_0
+    z_192 = c_translation__0 + z_191 + t490*c_rotation__0_1 + t491*c_rotation__0_2
+    z_193 = t488*c_rotation__1_0
+    z_194 = c_translation__1 + z_193 + t490*c_rotation__1_1 + t491*c_rotation__1_2
+    z_195 = t488*c_rotation__2_0
+    z_196 = c_translation__2 + z_195 + t490*c_rotation__2_1 + t491*c_rotation__2_2
+    z_197 = jnp.where(t56, z_192, 1.0)
+    z_198 = jnp.where(t56, z_194, 1.0)
+    z_199 = jnp.where(t56, z_196, 1.0)
+    cam_u41, cam_v41 = camera.project(z_197, z_198, z_199)
+    z_200 = t498*c_rotation__0_0
+    z_201 = c_translation__0 + z_200 + t500*c_rotation__0_1 + t501*c_rotation__0_2
+    z_202 = t498*c_rotation__1_0
+    z_203 = c_translation__1 + z_202 + t500*c_rotation__1_1 + t501*c_rotation__1_2
+    z_204 = t498*c_rotation__2_0
+    z_205 = c_translation__2 + z_204 + t500*c_rotation__2_1 + t501*c_rotation__2_2
+    z_206 = jnp.where(t56, z_201, 1.0)
+    z_207 = jnp.where(t56, z_203, 1.0)
+    z_208 = jnp.where(t56, z_205, 1.0)
+    cam_u42, cam_v42 = camera.project(z_206, z_207, z_208)
+    z_209 = t507*c_rotation__0_0
+    z_210 = c_translation__0 + z_209 + t509*c_rotation__0_1 + t510*c_rotation__0_2
+    z_211 = t507*c_rotation__1_0
+    z_212 = c_translation__1 + z_211 + t509*c_rotation__1_1 + t510*c_rotation__1_2
+    z_213 = t507*c_rotation__2_0
+    z_214 = c_translation__2 + z_213 + t509*c_rotation__2_1 + t510*c_rotation__2_2
+    z_215 = jnp.where(t56, z_210, 1.0)
+    z_216 = jnp.where(t56, z_212, 1.0)
+    z_217 = jnp.where(t56, z_214, 1.0)
+    cam_u43, cam_v43 = camera.project(z_215, z_216, z_217)
+    z_218 = t517*c_rotation__0_0
+    z_219 = c_translation__0 + z_218 + t519*c_rotation__0_1 + t520*c_rotation__0_2
+    z_220 = t517*c_rotation__1_0
+    z_221 = c_translation__1 + z_220 + t519*c_rotation__1_1 + t520*c_rotation__1_2
+    z_222 = t517*c_rotation__2_0
+    z_223 = c_translation__2 + z_222 + t519*c_rotation__2_1 + t520*c_rotation__2_2
+    z_224 = jnp.where(t56, z_219, 1.0)
+    z_225 = jnp.where(t56, z_221, 1.0)
+    z_226 = jnp.where(t56, z_223, 1.0)
+    cam_u44, cam_v44 = camera.project(z_224, z_225, z_226)
+    z_227 = t527*c_rotation__0_0
+    z_228 = c_translation__0 + z_227 + t529*c_rotation__0_1 + t530*c_rotation__0_2
+    z_229 = t527*c_rotation__1_0
+    z_230 = c_translation__1 + z_229 + t529*c_rotation__1_1 + t530*c_rotation__1_2
+    z_231 = t527*c_rotation__2_0
+    z_232 = c_translation__2 + z_231 + t529*c_rotation__2_1 + t530*c_rotation__2_2
+    z_233 = jnp.where(t56, z_228, 1.0)
+    z_234 = jnp.where(t56, z_230, 1.0)
+    z_235 = jnp.where(t56, z_232, 1.0)
+    cam_u45, cam_v45 = camera.project(z_233, z_234, z_235)
+    z_236 = t537*c_rotation__0_0
+    z_237 = c_translation__0 + z_236 + t539*c_rotation__0_1 + t540*c_rotation__0_2
+    z_238 = t537*c_rotation__1_0
+    z_239 = c_translation__1 + z_238 + t539*c_rotation__1_1 + t540*c_rotation__1_2
+    z_240 = t537*c_rotation__2_0
+    z_241 = c_translation__2 + z_240 + t539*c_rotation__2_1 + t540*c_rotation__2_2
+    z_242 = jnp.where(t56, z_237, 1.0)
+    z_243 = jnp.where(t56, z_239, 1.0)
+    z_244 = jnp.where(t56, z_241, 1.0)
+    cam_u46, cam_v46 = camera.project(z_242, z_243, z_244)
+    z_245 = t547*c_rotation__0_0
+    z_246 = c_translation__0 + z_245 + t549*c_rotation__0_1 + t550*c_rotation__0_2
+    z_247 = t547*c_rotation__1_0
+    z_248 = c_translation__1 + z_247 + t549*c_rotation__1_1 + t550*c_rotation__1_2
+    z_249 = t547*c_rotation__2_0
+    z_250 = c_translation__2 + z_249 + t549*c_rotation__2_1 + t550*c_rotation__2_2
+    z_251 = jnp.where(t56, z_246, 1.0)
+    z_252 = jnp.where(t56, z_248, 1.0)
+    z_253 = jnp.where(t56, z_250, 1.0)
+    cam_u47, cam_v47 = camera.project(z_251, z_252, z_253)
+    z_254 = t557*c_rotation__0_0
+    z_255 = c_translation__0 + z_254 + t559*c_rotation__0_1 + t560*c_rotation__0_2
+    z_256 = t557*c_rotation__1_0
+    z_257 = c_translation__1 + z_256 + t559*c_rotation__1_1 + t560*c_rotation__1_2
+    z_258 = t557*c_rotation__2_0
+    z_259 = c_translation__2 + z_258 + t559*c_rotation__2_1 + t560*c_rotation__2_2
+    z_260 = jnp.where(t56, z_255, 1.0)
+    z_261 = jnp.where(t56, z_257, 1.0)
+    z_262 = jnp.where(t56, z_259, 1.0)
+    cam_u48, cam_v48 = camera.project(z_260, z_261, z_262)
+    z_263 = t567*c_rotation__0_0
+    z_264 = c_translation__0 + z_263 + t569*c_rotation__0_1 + t570*c_rotation__0_2
+    z_265 = t567*c_rotation__1_0
+    z_266 = c_translation__1 + z_265 + t569*c_rotation__1_1 + t570*c_rotation__1_2
+    z_267 = t567*c_rotation__2_0
+    z_268 = c_translation__2 + z_267 + t569*c_rotation__2_1 + t570*c_rotation__2_2
+    z_269 = jnp.where(t56, z_264, 1.0)
+    z_270 = jnp.where(t56, z_266, 1.0)
+    z_271 = jnp.where(t56, z_268, 1.0)
+    cam_u49, cam_v49 = camera.project(z_269, z_270, z_271)
+    z_272 = t577*c_rotation__0_0
+    z_273 = c_translation__0 + z_272 + t579*c_rotation__0_1 + t580*c_rotation__0_2
+    z_274 = t577*c_rotation__1_0
+    z_275 = c_translation__1 + z_274 + t579*c_rotation__1_1 + t580*c_rotation__1_2
+    z_276 = t577*c_rotation__2_0
+    z_277 = c_translation__2 + z_276 + t579*c_rotation__2_1 + t580*c_rotation__2_2
+    z_278 = jnp.where(t56, z_273, 1.0)
+    z_279 = jnp.where(t56, z_275, 1.0)
+    z_280 = jnp.where(t56, z_277, 1.0)
+    cam_u50, cam_v50 = camera.project(z_278, z_279, z_280)
+    z_281 = t587*c_rotation__0_0
+    z_282 = c_translation__0 + z_281 + t589*c_rotation__0_1 + t590*c_rotation__0_2
+    z_283 = t587*c_rotation__1_0
+    z_284 = c_translation__1 + z_283 + t589*c_rotation__1_1 + t590*c_rotation__1_2
+    z_285 = t587*c_rotation__2_0
+    z_286 = c_translation__2 + z_285 + t589*c_rotation__2_1 + t590*c_rotation__2_2
+    z_287 = jnp.where(t56, z_282, 1.0)
+    z_288 = jnp.where(t56, z_284, 1.0)
+    z_289 = jnp.where(t56, z_286, 1.0)
+    cam_u51, cam_v51 = camera.project(z_287, z_288, z_289)
+    z_290 = 0.16666666666666666*cam_u0 + 0.16666666666666666*cam_u1 + 0.16666666666666666*cam_u2 + 0.16666666666666666*cam_u3
+    z_291 = 0.16666666666666666*cam_v0 + 0.16666666666666666*cam_v1 + 0.16666666666666666*cam_v2 + 0.16666666666666666*cam_v3
+    z_292 = jnp.minimum(jnp.minimum(jnp.minimum(t57 - t60, cam_u36), cam_u37), cam_u38)
+    z_293 = jnp.minimum(jnp.minimum(jnp.minimum(z_292, cam_u39), cam_u40), cam_u41)
+    z_294 = jnp.minimum(jnp.minimum(jnp.minimum(z_293, cam_u42), cam_u43), cam_u44)
+    z_295 = jnp.minimum(jnp.minimum(jnp.minimum(z_294, cam_u45), cam_u46), cam_u47)
+    z_296 = jnp.minimum(jnp.minimum(jnp.minimum(z_295, cam_u48), cam_u49), cam_u50)
+    z_297 = jnp.minimum(jnp.minimum(jnp.minimum(t61 - t63, cam_v36), cam_v37), cam_v38)
+    z_298 = jnp.minimum(jnp.minimum(jnp.minimum(z_297, cam_v39), cam_v40), cam_v41)
+    z_299 = jnp.minimum(jnp.minimum(jnp.minimum(z_298, cam_v42), cam_v43), cam_v44)
+    z_300 = jnp.minimum(jnp.minimum(jnp.minimum(z_299, cam_v45), cam_v46), cam_v47)
+    z_301 = jnp.minimum(jnp.minimum(jnp.minimum(z_300, cam_v48), cam_v49), cam_v50)
+    z_302 = jnp.maximum(jnp.maximum(jnp.maximum(t57 + t60, cam_u36), cam_u37), cam_u38)
+    z_303 = jnp.maximum(jnp.maximum(jnp.maximum(z_302, cam_u39), cam_u40), cam_u41)
+    z_304 = jnp.maximum(jnp.maximum(jnp.maximum(z_303, cam_u42), cam_u43), cam_u44)
+    z_305 = jnp.maximum(jnp.maximum(jnp.maximum(z_304, cam_u45), cam_u46), cam_u47)
+    z_306 = jnp.maximum(jnp.maximum(jnp.maximum(z_305, cam_u48), cam_u49), cam_u50)
+    z_307 = jnp.maximum(jnp.maximum(jnp.maximum(t61 + t63, cam_v36), cam_v37), cam_v38)
+    z_308 = jnp.maximum(jnp.maximum(jnp.maximum(z_307, cam_v39), cam_v40), cam_v41)
+    z_309 = jnp.maximum(jnp.maximum(jnp.maximum(z_308, cam_v42), cam_v43), cam_v44)
+    z_310 = jnp.maximum(jnp.maximum(jnp.maximum(z_309, cam_v45), cam_v46), cam_v47)
+    z_311 = jnp.maximum(jnp.maximum(jnp.maximum(z_310, cam_v48), cam_v49), cam_v50)
+    z_312 = 0.28209479177387814*r_sh__0_0 + t102*r_sh__10_0 + t76*r_sh__8_0 + t79*r_sh__6_0 + t81*r_sh__2_0
+    z_313 = z_312 + t87*r_sh__12_0 + t90*r_sh__4_0 + t91*r_sh__14_0 - t100*r_sh__15_0 - t101*r_sh__9_0
+    z_314 = z_313 - t82*r_sh__1_0 - t83*r_sh__3_0 - t93*r_sh__5_0 - t94*r_sh__7_0 - t97*r_sh__11_0
+    z_315 = 0.28209479177387814*r_sh__0_1 + t102*r_sh__10_1 + t76*r_sh__8_1 + t79*r_sh__6_1 + t81*r_sh__2_1
+    z_316 = z_315 + t87*r_sh__12_1 + t90*r_sh__4_1 + t91*r_sh__14_1 - t100*r_sh__15_1 - t101*r_sh__9_1
+    z_317 = z_316 - t82*r_sh__1_1 - t83*r_sh__3_1 - t93*r_sh__5_1 - t94*r_sh__7_1 - t97*r_sh__11_1
+    z_318 = 0.28209479177387814*r_sh__0_2 + t102*r_sh__10_2 + t76*r_sh__8_2 + t79*r_sh__6_2 + t81*r_sh__2_2
+    z_319 = z_318 + t87*r_sh__12_2 + t90*r_sh__4_2 + t91*r_sh__14_2 - t100*r_sh__15_2 - t101*r_sh__9_2
+    z_320 = z_319 - t82*r_sh__1_2 - t83*r_sh__3_2 - t93*r_sh__5_2 - t94*r_sh__7_2 - t97*r_sh__11_2
+    centre = jnp.stack([  # spec line 110, base spec
+        z_290 + 0.16666666666666666*cam_u4 + 0.16666666666666666*cam_u5,
+        z_291 + 0.16666666666666666*cam_v4 + 0.16666666666666666*cam_v5,
+    ], -1)
     depth = t0  # spec line 111, base spec
-    box = jnp.stack([jnp.where(t56, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(t57 - t60, cam_u36), cam_u37), cam_u38), cam_u39), cam_u40), cam_u41), cam_u42), cam_u43), cam_u44), cam_u45), cam_u46), cam_u47), cam_u48), cam_u49), cam_u50), cam_u51) - 1.0, -1.0), jnp.where(t56, jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(t61 - t63, cam_v36), cam_v37), cam_v38), cam_v39), cam_v40), cam_v41), cam_v42), cam_v43), cam_v44), cam_v45), cam_v46), cam_v47), cam_v48), cam_v49), cam_v50), cam_v51) - 1.0, -1.0), jnp.where(t56, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(t57 + t60, cam_u36), cam_u37), cam_u38), cam_u39), cam_u40), cam_u41), cam_u42), cam_u43), cam_u44), cam_u45), cam_u46), cam_u47), cam_u48), cam_u49), cam_u50), cam_u51) + 1.0, c_width + 1.0), jnp.where(t56, jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(t61 + t63, cam_v36), cam_v37), cam_v38), cam_v39), cam_v40), cam_v41), cam_v42), cam_v43), cam_v44), cam_v45), cam_v46), cam_v47), cam_v48), cam_v49), cam_v50), cam_v51) + 1.0, c_height + 1.0)], -1)  # spec line 112, base spec
+    box = jnp.stack([  # spec line 112, base spec
+        jnp.where(t56, jnp.minimum(z_296, cam_u51) - 1.0, -1.0),
+        jnp.where(t56, jnp.minimum(z_301, cam_v51) - 1.0, -1.0),
+        jnp.where(t56, jnp.maximum(z_306, cam_u51) + 1.0, c_width + 1.0),
+        jnp.where(t56, jnp.maximum(z_311, cam_v51) + 1.0, c_height + 1.0),
+    ], -1)
     valid = jnp.logical_and(jnp.logical_and(t0 >= 0.2, cam_ok6), t53 >= 0.00392156862745098)  # spec line 113, base spec
     valid = rt.finite_and(valid, centre, depth, box)
-    attrs = jnp.stack([t44, t47, t49, r_means__0, t37, r_means__1, t31, r_means__2, t39, t20, t25, t12, t53], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t102*r_sh__10_0 + t76*r_sh__8_0 + t79*r_sh__6_0 + t81*r_sh__2_0 + t87*r_sh__12_0 + t90*r_sh__4_0 + t91*r_sh__14_0 - t100*r_sh__15_0 - t101*r_sh__9_0 - t82*r_sh__1_0 - t83*r_sh__3_0 - t93*r_sh__5_0 - t94*r_sh__7_0 - t97*r_sh__11_0 - t99*r_sh__13_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t102*r_sh__10_1 + t76*r_sh__8_1 + t79*r_sh__6_1 + t81*r_sh__2_1 + t87*r_sh__12_1 + t90*r_sh__4_1 + t91*r_sh__14_1 - t100*r_sh__15_1 - t101*r_sh__9_1 - t82*r_sh__1_1 - t83*r_sh__3_1 - t93*r_sh__5_1 - t94*r_sh__7_1 - t97*r_sh__11_1 - t99*r_sh__13_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t102*r_sh__10_2 + t76*r_sh__8_2 + t79*r_sh__6_2 + t81*r_sh__2_2 + t87*r_sh__12_2 + t90*r_sh__4_2 + t91*r_sh__14_2 - t100*r_sh__15_2 - t101*r_sh__9_2 - t82*r_sh__1_2 - t83*r_sh__3_2 - t93*r_sh__5_2 - t94*r_sh__7_2 - t97*r_sh__11_2 - t99*r_sh__13_2 + 0.5, 0.0)], -1)  # spec line 128, base spec
-    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
+    attrs = jnp.stack([
+        t44,
+        t47,
+        t49,
+        r_means__0,
+        t37,
+        r_means__1,
+        t31,
+        r_means__2,
+        t39,
+        t20,
+        t25,
+        t12,
+        t53,
+    ], -1)
+    features = jnp.stack([  # spec line 128, base spec
+        jnp.maximum(z_314 - t99*r_sh__13_0 + 0.5, 0.0),
+        jnp.maximum(z_317 - t99*r_sh__13_1 + 0.5, 0.0),
+        jnp.maximum(z_320 - t99*r_sh__13_2 + 0.5, 0.0),
+    ], -1)
+    return {
+        "centre": centre,
+        "depth": depth,
+        "box": box,
+        "valid": valid,
+        "attrs": attrs,
+        "features": features,
+    }
 
 
 def response(pixel, ray_origin, ray_dir, attrs, camera):
@@ -812,4 +1183,5 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t9 = a10*t5 + a11*t6 + a9*t4
     t10 = 0.055556*((t0*t7 - t2*t8) ** 2 + (t1*t8 - t0*t9) ** 2 + (t2*t9 - t1*t7) ** 2) ** 2
     t11 = jnp.logical_and(-t10/(t3*t3) > -4.482952553263842, t0*t8 + t1*t9 + t2*t7 < 0.0)
-    return jnp.where(t11, rt.minimum(0.99, a12*jnp.exp(jnp.where(t11, -t10/jnp.where(t11, t3, 1.0) ** 2, 0.0))), 0.0)  # spec line 125, base spec
+    z_0 = a12*jnp.exp(jnp.where(t11, -t10/jnp.where(t11, t3, 1.0) ** 2, 0.0))
+    return jnp.where(t11, rt.minimum(0.99, z_0), 0.0)  # spec line 125, base spec

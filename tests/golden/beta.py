@@ -45,8 +45,26 @@ def activate(raw):
     r_scales__0 = raw['scales'][..., 0]
     r_scales__1 = raw['scales'][..., 1]
     r_scales__2 = raw['scales'][..., 2]
-    t0 = lax.rsqrt(jnp.maximum(r_quats__0*r_quats__0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3, 1e-24))
-    return {'means': raw['means'], 'quats': jnp.stack([t0*r_quats__0, t0*r_quats__1, t0*r_quats__2, t0*r_quats__3], -1), 'scales': jnp.stack([jnp.exp(r_scales__0), jnp.exp(r_scales__1), jnp.exp(r_scales__2)], -1), 'opacities': jax.nn.sigmoid(r_opacities), 'sh': raw['sh'], 'betas': 4.0*jnp.exp(r_betas)}
+    z_0 = r_quats__0*r_quats__0
+    z_1 = z_0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3
+    t0 = lax.rsqrt(jnp.maximum(z_1, 1e-24))
+    return {
+        'means': raw['means'],
+        'quats': jnp.stack([
+            t0*r_quats__0,
+            t0*r_quats__1,
+            t0*r_quats__2,
+            t0*r_quats__3,
+        ], -1),
+        'scales': jnp.stack([
+            jnp.exp(r_scales__0),
+            jnp.exp(r_scales__1),
+            jnp.exp(r_scales__2),
+        ], -1),
+        'opacities': jax.nn.sigmoid(r_opacities),
+        'sh': raw['sh'],
+        'betas': 4.0*jnp.exp(r_betas),
+    }
 
 
 def project(raw, camera):
@@ -134,7 +152,8 @@ def project(raw, camera):
     r_sh__15_0 = raw['sh'][..., 15, 0]
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
-    t0 = c_translation__2 + c_rotation__2_0*r_means__0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    z_0 = c_rotation__2_0*r_means__0
+    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
@@ -171,7 +190,8 @@ def project(raw, camera):
     t34 = jnp.maximum(t0, c_near)
     t35 = 1.0/t34
     t36 = t35*c_fx
-    t37 = c_translation__0 + c_rotation__0_0*r_means__0 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_1 = c_rotation__0_0*r_means__0
+    t37 = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
     t38 = 1.0/c_fx
     t39 = 0.15*t38*c_width
     t40 = jnp.minimum(jnp.maximum(t35*t37, -(t39 + t38*c_cx)), t39 + t38*(c_width - c_cx))
@@ -192,7 +212,8 @@ def project(raw, camera):
     t55 = t36*(t36*(t19*t18*t18 + t28*t27*t27 + t33*t32*t32) - t40*t51) - t53*t54 + 0.3
     t56 = jax.nn.sigmoid(r_opacities)
     t57 = 4.0*jnp.exp(r_betas)
-    t58 = lax.stop_gradient(jnp.maximum(jnp.minimum(-jnp.minimum(jnp.maximum(1.0/(255.0*t56), 1e-30), 1.0 ** t57) ** (1.0/t57) + 1.0, 1.0), 0.0))
+    z_2 = -jnp.minimum(jnp.maximum(1.0/(255.0*t56), 1e-30), 1.0 ** t57) ** (1.0/t57) + 1.0
+    t58 = lax.stop_gradient(jnp.maximum(jnp.minimum(z_2, 1.0), 0.0))
     t59 = jnp.sqrt(t55*t58)
     t60 = 2.0*c_rotation__1_1
     t61 = 2.0*c_rotation__1_2
@@ -201,7 +222,8 @@ def project(raw, camera):
     t64 = t21*c_rotation__1_1 + t22*t63 + t26*t61
     t65 = t29*c_rotation__1_2 + t30*t63 + t31*t60
     t66 = t35*c_fy
-    t67 = c_translation__1 + c_rotation__1_0*r_means__0 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    z_3 = c_rotation__1_0*r_means__0
+    t67 = c_translation__1 + z_3 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
     t68 = 1.0/c_fy
     t69 = 0.15*t68*c_height
     t70 = jnp.minimum(jnp.maximum(t35*t67, -(t69 + t68*c_cy)), t69 + t68*(c_height - c_cy))
@@ -258,15 +280,36 @@ def project(raw, camera):
     t121 = t118*t119
     t122 = t119*t55
     cam_u0, cam_v0 = camera.project(t37, t67, t34)
+    z_4 = 0.28209479177387814*r_sh__0_0 + t100*r_sh__12_0 + t103*r_sh__4_0 + t104*r_sh__14_0 + t115*r_sh__10_0
+    z_5 = z_4 + t89*r_sh__8_0 + t92*r_sh__6_0 + t94*r_sh__2_0 - t106*r_sh__5_0 - t107*r_sh__7_0
+    z_6 = z_5 - t110*r_sh__11_0 - t112*r_sh__13_0 - t113*r_sh__15_0 - t114*r_sh__9_0 - t95*r_sh__1_0
+    z_7 = 0.28209479177387814*r_sh__0_1 + t100*r_sh__12_1 + t103*r_sh__4_1 + t104*r_sh__14_1 + t115*r_sh__10_1
+    z_8 = z_7 + t89*r_sh__8_1 + t92*r_sh__6_1 + t94*r_sh__2_1 - t106*r_sh__5_1 - t107*r_sh__7_1
+    z_9 = z_8 - t110*r_sh__11_1 - t112*r_sh__13_1 - t113*r_sh__15_1 - t114*r_sh__9_1 - t95*r_sh__1_1
+    z_10 = 0.28209479177387814*r_sh__0_2 + t100*r_sh__12_2 + t103*r_sh__4_2 + t104*r_sh__14_2 + t115*r_sh__10_2
+    z_11 = z_10 + t89*r_sh__8_2 + t92*r_sh__6_2 + t94*r_sh__2_2 - t106*r_sh__5_2 - t107*r_sh__7_2
+    z_12 = z_11 - t110*r_sh__11_2 - t112*r_sh__13_2 - t113*r_sh__15_2 - t114*r_sh__9_2 - t95*r_sh__1_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 36, base spec
     depth = t0  # spec line 37, base spec
     box = jnp.stack([cam_u0 - t59, cam_v0 - t76, cam_u0 + t59, cam_v0 + t76], -1)  # spec line 38, base spec
     valid = jnp.logical_and(t0 > c_near, t56 >= 0.00392156862745098)  # spec line 39, base spec
     valid = rt.finite_and(valid, centre, depth, box)
     attrs = jnp.stack([cam_u0, t120, cam_v0, t122, -t121, t57, t56], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t100*r_sh__12_0 + t103*r_sh__4_0 + t104*r_sh__14_0 + t115*r_sh__10_0 + t89*r_sh__8_0 + t92*r_sh__6_0 + t94*r_sh__2_0 - t106*r_sh__5_0 - t107*r_sh__7_0 - t110*r_sh__11_0 - t112*r_sh__13_0 - t113*r_sh__15_0 - t114*r_sh__9_0 - t95*r_sh__1_0 - t96*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t100*r_sh__12_1 + t103*r_sh__4_1 + t104*r_sh__14_1 + t115*r_sh__10_1 + t89*r_sh__8_1 + t92*r_sh__6_1 + t94*r_sh__2_1 - t106*r_sh__5_1 - t107*r_sh__7_1 - t110*r_sh__11_1 - t112*r_sh__13_1 - t113*r_sh__15_1 - t114*r_sh__9_1 - t95*r_sh__1_1 - t96*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t100*r_sh__12_2 + t103*r_sh__4_2 + t104*r_sh__14_2 + t115*r_sh__10_2 + t89*r_sh__8_2 + t92*r_sh__6_2 + t94*r_sh__2_2 - t106*r_sh__5_2 - t107*r_sh__7_2 - t110*r_sh__11_2 - t112*r_sh__13_2 - t113*r_sh__15_2 - t114*r_sh__9_2 - t95*r_sh__1_2 - t96*r_sh__3_2 + 0.5, 0.0)], -1)  # spec line 50, base spec
+    features = jnp.stack([  # spec line 50, base spec
+        jnp.maximum(z_6 - t96*r_sh__3_0 + 0.5, 0.0),
+        jnp.maximum(z_9 - t96*r_sh__3_1 + 0.5, 0.0),
+        jnp.maximum(z_12 - t96*r_sh__3_2 + 0.5, 0.0),
+    ], -1)
     ellipse = jnp.stack([t116*t120, -t116*t121, t116*t122], -1)  # spec line 41, base spec
-    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "ellipse": ellipse, "attrs": attrs, "features": features}
+    return {
+        "centre": centre,
+        "depth": depth,
+        "box": box,
+        "valid": valid,
+        "ellipse": ellipse,
+        "attrs": attrs,
+        "features": features,
+    }
 
 
 def response(pixel, ray_origin, ray_dir, attrs, camera):
@@ -285,4 +328,5 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
     t3 = 2.0*t2
     t4 = t3 < 1.0
-    return jnp.where(t2 >= 0.0, rt.minimum(0.99, a6*jnp.where(t4, jnp.where(t4, -t3 + 1.0, 1.0) ** a5, 0.0)), 0.0)  # spec line 47, base spec
+    z_0 = rt.minimum(0.99, a6*jnp.where(t4, jnp.where(t4, -t3 + 1.0, 1.0) ** a5, 0.0))
+    return jnp.where(t2 >= 0.0, z_0, 0.0)  # spec line 47, base spec

@@ -43,8 +43,25 @@ def activate(raw):
     r_scales__0 = raw['scales'][..., 0]
     r_scales__1 = raw['scales'][..., 1]
     r_scales__2 = raw['scales'][..., 2]
-    t0 = lax.rsqrt(jnp.maximum(r_quats__0*r_quats__0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3, 1e-24))
-    return {'means': raw['means'], 'quats': jnp.stack([t0*r_quats__0, t0*r_quats__1, t0*r_quats__2, t0*r_quats__3], -1), 'scales': jnp.stack([jnp.abs(r_scales__0), jnp.abs(r_scales__1), jnp.abs(r_scales__2)], -1), 'opacities': jax.nn.sigmoid(r_opacities), 'sh': raw['sh']}
+    z_0 = r_quats__0*r_quats__0
+    z_1 = z_0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3
+    t0 = lax.rsqrt(jnp.maximum(z_1, 1e-24))
+    return {
+        'means': raw['means'],
+        'quats': jnp.stack([
+            t0*r_quats__0,
+            t0*r_quats__1,
+            t0*r_quats__2,
+            t0*r_quats__3,
+        ], -1),
+        'scales': jnp.stack([
+            jnp.abs(r_scales__0),
+            jnp.abs(r_scales__1),
+            jnp.abs(r_scales__2),
+        ], -1),
+        'opacities': jax.nn.sigmoid(r_opacities),
+        'sh': raw['sh'],
+    }
 
 
 def project(raw, camera):
@@ -126,7 +143,8 @@ def project(raw, camera):
     r_sh__15_0 = raw['sh'][..., 15, 0]
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
-    t0 = c_translation__2 + c_rotation__2_0*r_means__0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    z_0 = c_rotation__2_0*r_means__0
+    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
@@ -237,21 +255,90 @@ def project(raw, camera):
     t108 = t103 ** 4
     t109 = t108*t8*t8
     t110 = t46*t46
-    cam_u0, cam_v0 = camera.project(c_translation__0 + c_rotation__0_0*r_means__0 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2, c_translation__1 + c_rotation__1_0*r_means__0 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2, t0)
-    cam_u1, cam_v1 = camera.project(c_translation__0 + t10*c_rotation__0_0 + t17*c_rotation__0_1 + t22*c_rotation__0_2, c_translation__1 + t10*c_rotation__1_0 + t17*c_rotation__1_1 + t22*c_rotation__1_2, t23)
-    cam_u2, cam_v2 = camera.project(c_translation__0 + t24*c_rotation__0_0 + t25*c_rotation__0_1 + t26*c_rotation__0_2, c_translation__1 + t24*c_rotation__1_0 + t25*c_rotation__1_1 + t26*c_rotation__1_2, t27)
-    cam_u3, cam_v3 = camera.project(c_translation__0 + t31*c_rotation__0_0 + t35*c_rotation__0_1 + t40*c_rotation__0_2, c_translation__1 + t31*c_rotation__1_0 + t35*c_rotation__1_1 + t40*c_rotation__1_2, t41)
-    cam_u4, cam_v4 = camera.project(c_translation__0 + t42*c_rotation__0_0 + t43*c_rotation__0_1 + t44*c_rotation__0_2, c_translation__1 + t42*c_rotation__1_0 + t43*c_rotation__1_1 + t44*c_rotation__1_2, t45)
-    cam_u5, cam_v5 = camera.project(c_translation__0 + t49*c_rotation__0_0 + t52*c_rotation__0_1 + t55*c_rotation__0_2, c_translation__1 + t49*c_rotation__1_0 + t52*c_rotation__1_1 + t55*c_rotation__1_2, t56)
-    cam_u6, cam_v6 = camera.project(c_translation__0 + t57*c_rotation__0_0 + t58*c_rotation__0_1 + t59*c_rotation__0_2, c_translation__1 + t57*c_rotation__1_0 + t58*c_rotation__1_1 + t59*c_rotation__1_2, t60)
+    z_1 = c_rotation__0_0*r_means__0
+    z_2 = c_rotation__1_0*r_means__0
+    z_3 = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_4 = c_translation__1 + z_2 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    cam_u0, cam_v0 = camera.project(z_3, z_4, t0)
+    z_5 = c_translation__0 + t10*c_rotation__0_0 + t17*c_rotation__0_1 + t22*c_rotation__0_2
+    z_6 = c_translation__1 + t10*c_rotation__1_0 + t17*c_rotation__1_1 + t22*c_rotation__1_2
+    cam_u1, cam_v1 = camera.project(z_5, z_6, t23)
+    z_7 = c_translation__0 + t24*c_rotation__0_0 + t25*c_rotation__0_1 + t26*c_rotation__0_2
+    z_8 = c_translation__1 + t24*c_rotation__1_0 + t25*c_rotation__1_1 + t26*c_rotation__1_2
+    cam_u2, cam_v2 = camera.project(z_7, z_8, t27)
+    z_9 = c_translation__0 + t31*c_rotation__0_0 + t35*c_rotation__0_1 + t40*c_rotation__0_2
+    z_10 = c_translation__1 + t31*c_rotation__1_0 + t35*c_rotation__1_1 + t40*c_rotation__1_2
+    cam_u3, cam_v3 = camera.project(z_9, z_10, t41)
+    z_11 = c_translation__0 + t42*c_rotation__0_0 + t43*c_rotation__0_1 + t44*c_rotation__0_2
+    z_12 = c_translation__1 + t42*c_rotation__1_0 + t43*c_rotation__1_1 + t44*c_rotation__1_2
+    cam_u4, cam_v4 = camera.project(z_11, z_12, t45)
+    z_13 = c_translation__0 + t49*c_rotation__0_0 + t52*c_rotation__0_1 + t55*c_rotation__0_2
+    z_14 = c_translation__1 + t49*c_rotation__1_0 + t52*c_rotation__1_1 + t55*c_rotation__1_2
+    cam_u5, cam_v5 = camera.project(z_13, z_14, t56)
+    z_15 = c_translation__0 + t57*c_rotation__0_0 + t58*c_rotation__0_1 + t59*c_rotation__0_2
+    z_16 = c_translation__1 + t57*c_rotation__1_0 + t58*c_rotation__1_1 + t59*c_rotation__1_2
+    cam_u6, cam_v6 = camera.project(z_15, z_16, t60)
+    z_17 = jnp.minimum(jnp.minimum(jnp.minimum(cam_u1, cam_u2), cam_u3), cam_u4)
+    z_18 = jnp.minimum(jnp.minimum(jnp.minimum(cam_v1, cam_v2), cam_v3), cam_v4)
+    z_19 = jnp.maximum(jnp.maximum(jnp.maximum(cam_u1, cam_u2), cam_u3), cam_u4)
+    z_20 = jnp.maximum(jnp.maximum(jnp.maximum(cam_v1, cam_v2), cam_v3), cam_v4)
+    z_21 = jnp.logical_and(jnp.logical_and(t23 > c_near, t23 < c_far), t27 > c_near)
+    z_22 = jnp.logical_and(jnp.logical_and(z_21, t27 < c_far), t41 > c_near)
+    z_23 = jnp.logical_and(jnp.logical_and(z_22, t41 < c_far), t45 > c_near)
+    z_24 = jnp.logical_and(jnp.logical_and(z_23, t45 < c_far), t56 > c_near)
+    z_25 = jnp.logical_and(jnp.logical_and(z_24, t56 < c_far), t60 > c_near)
+    z_26 = 0.28209479177387814*r_sh__0_0 + t100*r_sh__10_0 + t74*r_sh__8_0 + t77*r_sh__6_0 + t79*r_sh__2_0
+    z_27 = z_26 + t85*r_sh__12_0 + t88*r_sh__4_0 + t89*r_sh__14_0 - t80*r_sh__1_0 - t81*r_sh__3_0
+    z_28 = z_27 - t91*r_sh__5_0 - t92*r_sh__7_0 - t95*r_sh__11_0 - t97*r_sh__13_0 - t98*r_sh__15_0
+    z_29 = 0.28209479177387814*r_sh__0_1 + t100*r_sh__10_1 + t74*r_sh__8_1 + t77*r_sh__6_1 + t79*r_sh__2_1
+    z_30 = z_29 + t85*r_sh__12_1 + t88*r_sh__4_1 + t89*r_sh__14_1 - t80*r_sh__1_1 - t81*r_sh__3_1
+    z_31 = z_30 - t91*r_sh__5_1 - t92*r_sh__7_1 - t95*r_sh__11_1 - t97*r_sh__13_1 - t98*r_sh__15_1
+    z_32 = 0.28209479177387814*r_sh__0_2 + t100*r_sh__10_2 + t74*r_sh__8_2 + t77*r_sh__6_2 + t79*r_sh__2_2
+    z_33 = z_32 + t85*r_sh__12_2 + t88*r_sh__4_2 + t89*r_sh__14_2 - t80*r_sh__1_2 - t81*r_sh__3_2
+    z_34 = z_33 - t91*r_sh__5_2 - t92*r_sh__7_2 - t95*r_sh__11_2 - t97*r_sh__13_2 - t98*r_sh__15_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 44
     depth = t0  # spec line 45
-    box = jnp.stack([jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_u1, cam_u2), cam_u3), cam_u4), cam_u5), cam_u6), cam_u0 - 0.05), jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_v1, cam_v2), cam_v3), cam_v4), cam_v5), cam_v6), cam_v0 - 0.05), jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_u1, cam_u2), cam_u3), cam_u4), cam_u5), cam_u6), cam_u0 + 0.05), jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_v1, cam_v2), cam_v3), cam_v4), cam_v5), cam_v6), cam_v0 + 0.05)], -1)  # spec line 46
-    valid = jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(t23 > c_near, t23 < c_far), t27 > c_near), t27 < c_far), t41 > c_near), t41 < c_far), t45 > c_near), t45 < c_far), t56 > c_near), t56 < c_far), t60 > c_near), t60 < c_far), t61 >= 0.00392156862745098)  # spec line 51
+    box = jnp.stack([  # spec line 46
+        jnp.minimum(jnp.minimum(jnp.minimum(z_17, cam_u5), cam_u6), cam_u0 - 0.05),
+        jnp.minimum(jnp.minimum(jnp.minimum(z_18, cam_v5), cam_v6), cam_v0 - 0.05),
+        jnp.maximum(jnp.maximum(jnp.maximum(z_19, cam_u5), cam_u6), cam_u0 + 0.05),
+        jnp.maximum(jnp.maximum(jnp.maximum(z_20, cam_v5), cam_v6), cam_v0 + 0.05),
+    ], -1)
+    valid = jnp.logical_and(jnp.logical_and(z_25, t60 < c_far), t61 >= 0.00392156862745098)  # spec line 51
     valid = rt.finite_and(valid, centre, depth, box)
-    attrs = jnp.stack([t53, t47, t50, t105*t28, t33, t29, t38, t105*t46, t7, t15, t20, t104*t106, 1e-18*(t107*t109 + t109*t110 + t107*t108*t110), r_means__2, r_means__0, r_means__1, t102*t106*t8*t103*t103*t103, jnp.log(jnp.maximum(-t61 + 1.0, 1e-06))/jnp.maximum(2.0*t101, 1e-06)], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t100*r_sh__10_0 + t74*r_sh__8_0 + t77*r_sh__6_0 + t79*r_sh__2_0 + t85*r_sh__12_0 + t88*r_sh__4_0 + t89*r_sh__14_0 - t80*r_sh__1_0 - t81*r_sh__3_0 - t91*r_sh__5_0 - t92*r_sh__7_0 - t95*r_sh__11_0 - t97*r_sh__13_0 - t98*r_sh__15_0 - t99*r_sh__9_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t100*r_sh__10_1 + t74*r_sh__8_1 + t77*r_sh__6_1 + t79*r_sh__2_1 + t85*r_sh__12_1 + t88*r_sh__4_1 + t89*r_sh__14_1 - t80*r_sh__1_1 - t81*r_sh__3_1 - t91*r_sh__5_1 - t92*r_sh__7_1 - t95*r_sh__11_1 - t97*r_sh__13_1 - t98*r_sh__15_1 - t99*r_sh__9_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t100*r_sh__10_2 + t74*r_sh__8_2 + t77*r_sh__6_2 + t79*r_sh__2_2 + t85*r_sh__12_2 + t88*r_sh__4_2 + t89*r_sh__14_2 - t80*r_sh__1_2 - t81*r_sh__3_2 - t91*r_sh__5_2 - t92*r_sh__7_2 - t95*r_sh__11_2 - t97*r_sh__13_2 - t98*r_sh__15_2 - t99*r_sh__9_2 + 0.5, 0.0)], -1)  # spec line 87
-    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
+    attrs = jnp.stack([
+        t53,
+        t47,
+        t50,
+        t105*t28,
+        t33,
+        t29,
+        t38,
+        t105*t46,
+        t7,
+        t15,
+        t20,
+        t104*t106,
+        1e-18*(t107*t109 + t109*t110 + t107*t108*t110),
+        r_means__2,
+        r_means__0,
+        r_means__1,
+        t102*t106*t8*t103*t103*t103,
+        jnp.log(jnp.maximum(-t61 + 1.0, 1e-06))/jnp.maximum(2.0*t101, 1e-06),
+    ], -1)
+    features = jnp.stack([  # spec line 87
+        jnp.maximum(z_28 - t99*r_sh__9_0 + 0.5, 0.0),
+        jnp.maximum(z_31 - t99*r_sh__9_1 + 0.5, 0.0),
+        jnp.maximum(z_34 - t99*r_sh__9_2 + 0.5, 0.0),
+    ], -1)
+    return {
+        "centre": centre,
+        "depth": depth,
+        "box": box,
+        "valid": valid,
+        "attrs": attrs,
+        "features": features,
+    }
 
 
 def response(pixel, ray_origin, ray_dir, attrs, camera):
@@ -329,4 +416,22 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t46 = t45*t45 > a12
     t47 = a16 - (t17 + t42)
     t48 = jnp.where(t46, t47/jnp.where(t46, t45, 1.0), 0.0)
-    return rt.minimum(0.99, -jnp.exp(a17*rt.maximum(-rt.maximum(0.0, jnp.where(jnp.logical_and(t5, t4 < 0.0), t14, -1e+30), jnp.where(jnp.logical_and(t16, t15 < 0.0), t19, -1e+30), jnp.where(jnp.logical_and(t21, t20 < 0.0), t25, -1e+30), jnp.where(jnp.logical_and(t28, t27 < 0.0), t30, -1e+30), jnp.where(jnp.logical_and(t31, t26 < 0.0), t35, -1e+30), jnp.where(jnp.logical_and(t37, t36 < 0.0), t39, -1e+30), jnp.where(jnp.logical_and(t41, t40 < 0.0), t44, -1e+30), jnp.where(jnp.logical_and(t46, t45 < 0.0), t48, -1e+30)) + rt.minimum(1e+30, jnp.where(t5, jnp.where(t4 > 0.0, t14, 1e+30), jnp.where(t13 > 0.0, 1e+30, -1e+30)), jnp.where(t16, jnp.where(t15 > 0.0, t19, 1e+30), jnp.where(t18 > 0.0, 1e+30, -1e+30)), jnp.where(t21, jnp.where(t20 > 0.0, t25, 1e+30), jnp.where(t24 > 0.0, 1e+30, -1e+30)), jnp.where(t28, jnp.where(t27 > 0.0, t30, 1e+30), jnp.where(t29 > 0.0, 1e+30, -1e+30)), jnp.where(t31, jnp.where(t26 > 0.0, t35, 1e+30), jnp.where(t34 > 0.0, 1e+30, -1e+30)), jnp.where(t37, jnp.where(t36 > 0.0, t39, 1e+30), jnp.where(t38 > 0.0, 1e+30, -1e+30)), jnp.where(t41, jnp.where(t40 > 0.0, t44, 1e+30), jnp.where(t43 > 0.0, 1e+30, -1e+30)), jnp.where(t46, jnp.where(t45 > 0.0, t48, 1e+30), jnp.where(t47 > 0.0, 1e+30, -1e+30))), 0.0)) + 1.0)  # spec line 84
+    z_0 = jnp.where(jnp.logical_and(t16, t15 < 0.0), t19, -1e+30)
+    z_1 = jnp.where(jnp.logical_and(t21, t20 < 0.0), t25, -1e+30)
+    z_2 = jnp.where(jnp.logical_and(t28, t27 < 0.0), t30, -1e+30)
+    z_3 = jnp.where(jnp.logical_and(t31, t26 < 0.0), t35, -1e+30)
+    z_4 = -rt.maximum(0.0, jnp.where(jnp.logical_and(t5, t4 < 0.0), t14, -1e+30), z_0, z_1, z_2, z_3, jnp.where(jnp.logical_and(t37, t36 < 0.0), t39, -1e+30), jnp.where(jnp.logical_and(t41, t40 < 0.0), t44, -1e+30), jnp.where(jnp.logical_and(t46, t45 < 0.0), t48, -1e+30))
+    z_5 = jnp.where(t18 > 0.0, 1e+30, -1e+30)
+    z_6 = jnp.where(t24 > 0.0, 1e+30, -1e+30)
+    z_7 = jnp.where(t29 > 0.0, 1e+30, -1e+30)
+    z_8 = jnp.where(t34 > 0.0, 1e+30, -1e+30)
+    z_9 = jnp.where(t38 > 0.0, 1e+30, -1e+30)
+    z_10 = jnp.where(t43 > 0.0, 1e+30, -1e+30)
+    z_11 = jnp.where(t47 > 0.0, 1e+30, -1e+30)
+    z_12 = jnp.where(t5, jnp.where(t4 > 0.0, t14, 1e+30), jnp.where(t13 > 0.0, 1e+30, -1e+30))
+    z_13 = jnp.where(t41, jnp.where(t40 > 0.0, t44, 1e+30), z_10)
+    z_14 = jnp.where(t46, jnp.where(t45 > 0.0, t48, 1e+30), z_11)
+    z_15 = jnp.where(t16, jnp.where(t15 > 0.0, t19, 1e+30), z_5)
+    z_16 = rt.minimum(1e+30, z_12, z_15, jnp.where(t21, jnp.where(t20 > 0.0, t25, 1e+30), z_6), jnp.where(t28, jnp.where(t27 > 0.0, t30, 1e+30), z_7), jnp.where(t31, jnp.where(t26 > 0.0, t35, 1e+30), z_8), jnp.where(t37, jnp.where(t36 > 0.0, t39, 1e+30), z_9), z_13, z_14)
+    z_17 = -rt.maximum(0.0, jnp.where(jnp.logical_and(t5, t4 < 0.0), t14, -1e+30), z_0, z_1, z_2, z_3, jnp.where(jnp.logical_and(t37, t36 < 0.0), t39, -1e+30), jnp.where(jnp.logical_and(t41, t40 < 0.0), t44, -1e+30), jnp.where(jnp.logical_and(t46, t45 < 0.0), t48, -1e+30))
+    return rt.minimum(0.99, -jnp.exp(a17*rt.maximum(z_17 + z_16, 0.0)) + 1.0)  # spec line 84

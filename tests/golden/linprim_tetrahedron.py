@@ -44,8 +44,26 @@ def activate(raw):
     r_scales__1 = raw['scales'][..., 1]
     r_scales__2 = raw['scales'][..., 2]
     r_scales__3 = raw['scales'][..., 3]
-    t0 = lax.rsqrt(jnp.maximum(r_quats__0*r_quats__0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3, 1e-24))
-    return {'means': raw['means'], 'quats': jnp.stack([t0*r_quats__0, t0*r_quats__1, t0*r_quats__2, t0*r_quats__3], -1), 'scales': jnp.stack([jnp.abs(r_scales__0), jnp.abs(r_scales__1), jnp.abs(r_scales__2), jnp.abs(r_scales__3)], -1), 'opacities': jax.nn.sigmoid(r_opacities), 'sh': raw['sh']}
+    z_0 = r_quats__0*r_quats__0
+    z_1 = z_0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3
+    t0 = lax.rsqrt(jnp.maximum(z_1, 1e-24))
+    return {
+        'means': raw['means'],
+        'quats': jnp.stack([
+            t0*r_quats__0,
+            t0*r_quats__1,
+            t0*r_quats__2,
+            t0*r_quats__3,
+        ], -1),
+        'scales': jnp.stack([
+            jnp.abs(r_scales__0),
+            jnp.abs(r_scales__1),
+            jnp.abs(r_scales__2),
+            jnp.abs(r_scales__3),
+        ], -1),
+        'opacities': jax.nn.sigmoid(r_opacities),
+        'sh': raw['sh'],
+    }
 
 
 def project(raw, camera):
@@ -128,7 +146,8 @@ def project(raw, camera):
     r_sh__15_0 = raw['sh'][..., 15, 0]
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
-    t0 = c_translation__2 + c_rotation__2_0*r_means__0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    z_0 = c_rotation__2_0*r_means__0
+    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
@@ -268,19 +287,103 @@ def project(raw, camera):
     t137 = t101 + t99
     t138 = t104 + t99
     t139 = t101 + t104
-    cam_u0, cam_v0 = camera.project(c_translation__0 + c_rotation__0_0*r_means__0 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2, c_translation__1 + c_rotation__1_0*r_means__0 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2, t0)
-    cam_u1, cam_v1 = camera.project(c_translation__0 + t21*c_rotation__0_0 + t32*c_rotation__0_1 + t40*c_rotation__0_2, c_translation__1 + t21*c_rotation__1_0 + t32*c_rotation__1_1 + t40*c_rotation__1_2, t41)
-    cam_u2, cam_v2 = camera.project(c_translation__0 + t43*c_rotation__0_0 + t44*c_rotation__0_1 + t45*c_rotation__0_2, c_translation__1 + t43*c_rotation__1_0 + t44*c_rotation__1_1 + t45*c_rotation__1_2, t46)
-    cam_u3, cam_v3 = camera.project(c_translation__0 + t48*c_rotation__0_0 + t49*c_rotation__0_1 + t50*c_rotation__0_2, c_translation__1 + t48*c_rotation__1_0 + t49*c_rotation__1_1 + t50*c_rotation__1_2, t51)
-    cam_u4, cam_v4 = camera.project(c_translation__0 + t53*c_rotation__0_0 + t54*c_rotation__0_1 + t55*c_rotation__0_2, c_translation__1 + t53*c_rotation__1_0 + t54*c_rotation__1_1 + t55*c_rotation__1_2, t56)
+    z_1 = c_rotation__0_0*r_means__0
+    z_2 = c_rotation__1_0*r_means__0
+    z_3 = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_4 = c_translation__1 + z_2 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    cam_u0, cam_v0 = camera.project(z_3, z_4, t0)
+    z_5 = c_translation__0 + t21*c_rotation__0_0 + t32*c_rotation__0_1 + t40*c_rotation__0_2
+    z_6 = c_translation__1 + t21*c_rotation__1_0 + t32*c_rotation__1_1 + t40*c_rotation__1_2
+    cam_u1, cam_v1 = camera.project(z_5, z_6, t41)
+    z_7 = c_translation__0 + t43*c_rotation__0_0 + t44*c_rotation__0_1 + t45*c_rotation__0_2
+    z_8 = c_translation__1 + t43*c_rotation__1_0 + t44*c_rotation__1_1 + t45*c_rotation__1_2
+    cam_u2, cam_v2 = camera.project(z_7, z_8, t46)
+    z_9 = c_translation__0 + t48*c_rotation__0_0 + t49*c_rotation__0_1 + t50*c_rotation__0_2
+    z_10 = c_translation__1 + t48*c_rotation__1_0 + t49*c_rotation__1_1 + t50*c_rotation__1_2
+    cam_u3, cam_v3 = camera.project(z_9, z_10, t51)
+    z_11 = c_translation__0 + t53*c_rotation__0_0 + t54*c_rotation__0_1 + t55*c_rotation__0_2
+    z_12 = c_translation__1 + t53*c_rotation__1_0 + t54*c_rotation__1_1 + t55*c_rotation__1_2
+    cam_u4, cam_v4 = camera.project(z_11, z_12, t56)
+    z_13 = jnp.minimum(jnp.minimum(jnp.minimum(cam_u1, cam_u2), cam_u3), cam_u4)
+    z_14 = jnp.minimum(jnp.minimum(jnp.minimum(cam_v1, cam_v2), cam_v3), cam_v4)
+    z_15 = jnp.maximum(jnp.maximum(jnp.maximum(cam_u1, cam_u2), cam_u3), cam_u4)
+    z_16 = jnp.maximum(jnp.maximum(jnp.maximum(cam_v1, cam_v2), cam_v3), cam_v4)
+    z_17 = jnp.logical_and(jnp.logical_and(t41 > c_near, t41 < c_far), t46 > c_near)
+    z_18 = jnp.logical_and(jnp.logical_and(z_17, t46 < c_far), t51 > c_near)
+    z_19 = jnp.logical_and(jnp.logical_and(z_18, t51 < c_far), t56 > c_near)
+    z_20 = (t114 + t136) ** 2 + 2.0*(t101 + t114) ** 2
+    z_21 = jnp.maximum((t114 + t135) ** 2 + 2.0*(t114 + t99) ** 2, z_20)
+    z_22 = jnp.maximum(z_21, (t114 - t104) ** 2 + 2.0*(t104 + t114) ** 2)
+    z_23 = jnp.maximum(z_22, (t101 + t135) ** 2 + 2.0*t137*t137)
+    z_24 = jnp.maximum(z_23, (t104 + t135) ** 2 + 2.0*t138*t138)
+    z_25 = jnp.sqrt(jnp.maximum(jnp.maximum(z_24, (t104 + t136) ** 2 + 2.0*t139*t139), 1e-12))
+    z_26 = 0.28209479177387814*r_sh__0_0 + t70*r_sh__8_0 + t73*r_sh__6_0 + t75*r_sh__2_0 + t81*r_sh__12_0
+    z_27 = z_26 + t84*r_sh__4_0 + t85*r_sh__14_0 + t96*r_sh__10_0 - t76*r_sh__1_0 - t77*r_sh__3_0
+    z_28 = z_27 - t87*r_sh__5_0 - t88*r_sh__7_0 - t91*r_sh__11_0 - t93*r_sh__13_0 - t94*r_sh__15_0
+    z_29 = 0.28209479177387814*r_sh__0_1 + t70*r_sh__8_1 + t73*r_sh__6_1 + t75*r_sh__2_1 + t81*r_sh__12_1
+    z_30 = z_29 + t84*r_sh__4_1 + t85*r_sh__14_1 + t96*r_sh__10_1 - t76*r_sh__1_1 - t77*r_sh__3_1
+    z_31 = z_30 - t87*r_sh__5_1 - t88*r_sh__7_1 - t91*r_sh__11_1 - t93*r_sh__13_1 - t94*r_sh__15_1
+    z_32 = 0.28209479177387814*r_sh__0_2 + t70*r_sh__8_2 + t73*r_sh__6_2 + t75*r_sh__2_2 + t81*r_sh__12_2
+    z_33 = z_32 + t84*r_sh__4_2 + t85*r_sh__14_2 + t96*r_sh__10_2 - t76*r_sh__1_2 - t77*r_sh__3_2
+    z_34 = z_33 - t87*r_sh__5_2 - t88*r_sh__7_2 - t91*r_sh__11_2 - t93*r_sh__13_2 - t94*r_sh__15_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 47
     depth = t0  # spec line 48
-    box = jnp.stack([jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_u1, cam_u2), cam_u3), cam_u4), cam_u0 - 0.05), jnp.minimum(jnp.minimum(jnp.minimum(jnp.minimum(cam_v1, cam_v2), cam_v3), cam_v4), cam_v0 - 0.05), jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_u1, cam_u2), cam_u3), cam_u4), cam_u0 + 0.05), jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(cam_v1, cam_v2), cam_v3), cam_v4), cam_v0 + 0.05)], -1)  # spec line 49
-    valid = jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(jnp.logical_and(t41 > c_near, t41 < c_far), t46 > c_near), t46 < c_far), t51 > c_near), t51 < c_far), t56 > c_near), t56 < c_far), t57 >= 0.00392156862745098)  # spec line 53
+    box = jnp.stack([  # spec line 49
+        jnp.minimum(z_13, cam_u0 - 0.05),
+        jnp.minimum(z_14, cam_v0 - 0.05),
+        jnp.maximum(z_15, cam_u0 + 0.05),
+        jnp.maximum(z_16, cam_v0 + 0.05),
+    ], -1)
+    valid = jnp.logical_and(jnp.logical_and(z_19, t56 < c_far), t57 >= 0.00392156862745098)  # spec line 53
     valid = rt.finite_and(valid, centre, depth, box)
-    attrs = jnp.stack([t35, 2.0*t13, 2.0*t29, t110, t25, 2.0*t17, 2.0*t37, t112, t7, 2.0*t22, 2.0*t33, t113, 1e-18*(t110*t110 + t112*t112 + t113*t113), r_means__2, r_means__0, r_means__1, -t97*(t100*t110 + t100*t112 - 0.5773502691896258*t113*t42*t98), t122, t123, t124, 1e-18*(t122*t122 + t123*t123 + t124*t124), t97*(t115*t122 + t115*t123 + t115*t124), t128, t129, t130, 1e-18*(t128*t128 + t129*t129 + t130*t130), t97*(t115*t128 + t115*t129 + t115*t130), t132, t133, t134, 1e-18*(t132*t132 + t133*t133 + t134*t134), t97*(t115*t132 + t115*t133 + t115*t134), jnp.log(jnp.maximum(-t57 + 1.0, 1e-06))/jnp.sqrt(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum(jnp.maximum((t114 + t135) ** 2 + 2.0*(t114 + t99) ** 2, (t114 + t136) ** 2 + 2.0*(t101 + t114) ** 2), (t114 - t104) ** 2 + 2.0*(t104 + t114) ** 2), (t101 + t135) ** 2 + 2.0*t137*t137), (t104 + t135) ** 2 + 2.0*t138*t138), (t104 + t136) ** 2 + 2.0*t139*t139), 1e-12))], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t70*r_sh__8_0 + t73*r_sh__6_0 + t75*r_sh__2_0 + t81*r_sh__12_0 + t84*r_sh__4_0 + t85*r_sh__14_0 + t96*r_sh__10_0 - t76*r_sh__1_0 - t77*r_sh__3_0 - t87*r_sh__5_0 - t88*r_sh__7_0 - t91*r_sh__11_0 - t93*r_sh__13_0 - t94*r_sh__15_0 - t95*r_sh__9_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t70*r_sh__8_1 + t73*r_sh__6_1 + t75*r_sh__2_1 + t81*r_sh__12_1 + t84*r_sh__4_1 + t85*r_sh__14_1 + t96*r_sh__10_1 - t76*r_sh__1_1 - t77*r_sh__3_1 - t87*r_sh__5_1 - t88*r_sh__7_1 - t91*r_sh__11_1 - t93*r_sh__13_1 - t94*r_sh__15_1 - t95*r_sh__9_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t70*r_sh__8_2 + t73*r_sh__6_2 + t75*r_sh__2_2 + t81*r_sh__12_2 + t84*r_sh__4_2 + t85*r_sh__14_2 + t96*r_sh__10_2 - t76*r_sh__1_2 - t77*r_sh__3_2 - t87*r_sh__5_2 - t88*r_sh__7_2 - t91*r_sh__11_2 - t93*r_sh__13_2 - t94*r_sh__15_2 - t95*r_sh__9_2 + 0.5, 0.0)], -1)  # spec line 89
-    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "attrs": attrs, "features": features}
+    attrs = jnp.stack([
+        t35,
+        2.0*t13,
+        2.0*t29,
+        t110,
+        t25,
+        2.0*t17,
+        2.0*t37,
+        t112,
+        t7,
+        2.0*t22,
+        2.0*t33,
+        t113,
+        1e-18*(t110*t110 + t112*t112 + t113*t113),
+        r_means__2,
+        r_means__0,
+        r_means__1,
+        -t97*(t100*t110 + t100*t112 - 0.5773502691896258*t113*t42*t98),
+        t122,
+        t123,
+        t124,
+        1e-18*(t122*t122 + t123*t123 + t124*t124),
+        t97*(t115*t122 + t115*t123 + t115*t124),
+        t128,
+        t129,
+        t130,
+        1e-18*(t128*t128 + t129*t129 + t130*t130),
+        t97*(t115*t128 + t115*t129 + t115*t130),
+        t132,
+        t133,
+        t134,
+        1e-18*(t132*t132 + t133*t133 + t134*t134),
+        t97*(t115*t132 + t115*t133 + t115*t134),
+        jnp.log(jnp.maximum(-t57 + 1.0, 1e-06))/z_25,
+    ], -1)
+    features = jnp.stack([  # spec line 89
+        jnp.maximum(z_28 - t95*r_sh__9_0 + 0.5, 0.0),
+        jnp.maximum(z_31 - t95*r_sh__9_1 + 0.5, 0.0),
+        jnp.maximum(z_34 - t95*r_sh__9_2 + 0.5, 0.0),
+    ], -1)
+    return {
+        "centre": centre,
+        "depth": depth,
+        "box": box,
+        "valid": valid,
+        "attrs": attrs,
+        "features": features,
+    }
 
 
 def response(pixel, ray_origin, ray_dir, attrs, camera):
@@ -349,4 +452,16 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t22 = t21*t21 > a30
     t23 = a31 - (a27*t9 + a28*t10 + a29*t8)
     t24 = jnp.where(t22, t23/jnp.where(t22, t21, 1.0), 0.0)
-    return rt.minimum(0.99, -jnp.exp(a32*rt.maximum(-rt.maximum(0.0, jnp.where(jnp.logical_and(t4, t3 < 0.0), t12, -1e+30), jnp.where(jnp.logical_and(t14, t13 < 0.0), t16, -1e+30), jnp.where(jnp.logical_and(t18, t17 < 0.0), t20, -1e+30), jnp.where(jnp.logical_and(t22, t21 < 0.0), t24, -1e+30)) + rt.minimum(1e+30, jnp.where(t4, jnp.where(t3 > 0.0, t12, 1e+30), jnp.where(t11 > 0.0, 1e+30, -1e+30)), jnp.where(t14, jnp.where(t13 > 0.0, t16, 1e+30), jnp.where(t15 > 0.0, 1e+30, -1e+30)), jnp.where(t18, jnp.where(t17 > 0.0, t20, 1e+30), jnp.where(t19 > 0.0, 1e+30, -1e+30)), jnp.where(t22, jnp.where(t21 > 0.0, t24, 1e+30), jnp.where(t23 > 0.0, 1e+30, -1e+30))), 0.0)) + 1.0)  # spec line 86
+    z_0 = jnp.where(jnp.logical_and(t14, t13 < 0.0), t16, -1e+30)
+    z_1 = jnp.where(jnp.logical_and(t18, t17 < 0.0), t20, -1e+30)
+    z_2 = jnp.where(jnp.logical_and(t22, t21 < 0.0), t24, -1e+30)
+    z_3 = jnp.where(jnp.logical_and(t4, t3 < 0.0), t12, -1e+30)
+    z_4 = jnp.where(t15 > 0.0, 1e+30, -1e+30)
+    z_5 = jnp.where(t19 > 0.0, 1e+30, -1e+30)
+    z_6 = jnp.where(t23 > 0.0, 1e+30, -1e+30)
+    z_7 = jnp.where(t4, jnp.where(t3 > 0.0, t12, 1e+30), jnp.where(t11 > 0.0, 1e+30, -1e+30))
+    z_8 = jnp.where(t14, jnp.where(t13 > 0.0, t16, 1e+30), z_4)
+    z_9 = jnp.where(t18, jnp.where(t17 > 0.0, t20, 1e+30), z_5)
+    z_10 = jnp.where(t22, jnp.where(t21 > 0.0, t24, 1e+30), z_6)
+    z_11 = -rt.maximum(0.0, z_3, z_0, z_1, z_2) + rt.minimum(1e+30, z_7, z_8, z_9, z_10)
+    return rt.minimum(0.99, -jnp.exp(a32*rt.maximum(z_11, 0.0)) + 1.0)  # spec line 86

@@ -45,8 +45,26 @@ def activate(raw):
     r_scales__0 = raw['scales'][..., 0]
     r_scales__1 = raw['scales'][..., 1]
     r_scales__2 = raw['scales'][..., 2]
-    t0 = lax.rsqrt(jnp.maximum(r_quats__0*r_quats__0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3, 1e-24))
-    return {'means': raw['means'], 'quats': jnp.stack([t0*r_quats__0, t0*r_quats__1, t0*r_quats__2, t0*r_quats__3], -1), 'scales': jnp.stack([jnp.exp(r_scales__0), jnp.exp(r_scales__1), jnp.exp(r_scales__2)], -1), 'opacities': jnp.tanh(r_opacities), 'sh': raw['sh'], 'nus': jnp.exp(r_nus) + 1.0}
+    z_0 = r_quats__0*r_quats__0
+    z_1 = z_0 + r_quats__1*r_quats__1 + r_quats__2*r_quats__2 + r_quats__3*r_quats__3
+    t0 = lax.rsqrt(jnp.maximum(z_1, 1e-24))
+    return {
+        'means': raw['means'],
+        'quats': jnp.stack([
+            t0*r_quats__0,
+            t0*r_quats__1,
+            t0*r_quats__2,
+            t0*r_quats__3,
+        ], -1),
+        'scales': jnp.stack([
+            jnp.exp(r_scales__0),
+            jnp.exp(r_scales__1),
+            jnp.exp(r_scales__2),
+        ], -1),
+        'opacities': jnp.tanh(r_opacities),
+        'sh': raw['sh'],
+        'nus': jnp.exp(r_nus) + 1.0,
+    }
 
 
 def project(raw, camera):
@@ -134,7 +152,8 @@ def project(raw, camera):
     r_sh__15_0 = raw['sh'][..., 15, 0]
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
-    t0 = c_translation__2 + c_rotation__2_0*r_means__0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    z_0 = c_rotation__2_0*r_means__0
+    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
@@ -157,7 +176,8 @@ def project(raw, camera):
     t20 = t19*c_fx
     t21 = t17*t20
     t22 = t12*c_rotation__2_1 + t15*c_rotation__2_2 + t7*c_rotation__2_0
-    t23 = c_translation__0 + c_rotation__0_0*r_means__0 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_1 = c_rotation__0_0*r_means__0
+    t23 = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
     t24 = 1.0/c_fx
     t25 = 0.15*t24*c_width
     t26 = jnp.minimum(jnp.maximum(t19*t23, -(t25 + t24*c_cx)), t25 + t24*(c_width - c_cx))
@@ -189,12 +209,15 @@ def project(raw, camera):
     t52 = jnp.tanh(r_opacities)
     t53 = jnp.abs(t52)
     t54 = -0.5*(t50 + 3.0)
-    t55 = lax.stop_gradient(jnp.maximum(t51*(jnp.minimum(jnp.maximum(1.0/(255.0*jnp.maximum(t53, 0.00392156862745098)), 1e-30), 1.0 ** t54) ** (1.0/t54) - 1.0), 0.0))
+    z_2 = jnp.maximum(1.0/(255.0*jnp.maximum(t53, 0.00392156862745098)), 1e-30)
+    z_3 = jnp.maximum(t51*(jnp.minimum(z_2, 1.0 ** t54) ** (1.0/t54) - 1.0), 0.0)
+    t55 = lax.stop_gradient(z_3)
     t56 = jnp.sqrt(t49*t55)
     t57 = t12*c_rotation__1_1 + t15*c_rotation__1_2 + t7*c_rotation__1_0
     t58 = t19*c_fy
     t59 = t17*t58
-    t60 = c_translation__1 + c_rotation__1_0*r_means__0 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    z_4 = c_rotation__1_0*r_means__0
+    t60 = c_translation__1 + z_4 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
     t61 = 1.0/c_fy
     t62 = 0.15*t61*c_height
     t63 = jnp.minimum(jnp.maximum(t19*t60, -(t62 + t61*c_cy)), t62 + t61*(c_height - c_cy))
@@ -255,15 +278,36 @@ def project(raw, camera):
     t118 = t115*t116
     t119 = t116*t49
     cam_u0, cam_v0 = camera.project(t23, t60, t18)
+    z_5 = 0.28209479177387814*r_sh__0_0 + t101*r_sh__4_0 + t102*r_sh__14_0 + t113*r_sh__10_0 + t87*r_sh__8_0
+    z_6 = z_5 + t90*r_sh__6_0 + t92*r_sh__2_0 + t98*r_sh__12_0 - t104*r_sh__5_0 - t105*r_sh__7_0
+    z_7 = z_6 - t108*r_sh__11_0 - t110*r_sh__13_0 - t111*r_sh__15_0 - t112*r_sh__9_0 - t93*r_sh__1_0
+    z_8 = 0.28209479177387814*r_sh__0_1 + t101*r_sh__4_1 + t102*r_sh__14_1 + t113*r_sh__10_1 + t87*r_sh__8_1
+    z_9 = z_8 + t90*r_sh__6_1 + t92*r_sh__2_1 + t98*r_sh__12_1 - t104*r_sh__5_1 - t105*r_sh__7_1
+    z_10 = z_9 - t108*r_sh__11_1 - t110*r_sh__13_1 - t111*r_sh__15_1 - t112*r_sh__9_1 - t93*r_sh__1_1
+    z_11 = 0.28209479177387814*r_sh__0_2 + t101*r_sh__4_2 + t102*r_sh__14_2 + t113*r_sh__10_2 + t87*r_sh__8_2
+    z_12 = z_11 + t90*r_sh__6_2 + t92*r_sh__2_2 + t98*r_sh__12_2 - t104*r_sh__5_2 - t105*r_sh__7_2
+    z_13 = z_12 - t108*r_sh__11_2 - t110*r_sh__13_2 - t111*r_sh__15_2 - t112*r_sh__9_2 - t93*r_sh__1_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 24
     depth = t0  # spec line 24
     box = jnp.stack([cam_u0 - t56, cam_v0 - t74, cam_u0 + t56, cam_v0 + t74], -1)  # spec line 24
     valid = jnp.logical_and(t0 > c_near, t53 >= 0.00392156862745098)  # spec line 25
     valid = rt.finite_and(valid, centre, depth, box)
     attrs = jnp.stack([cam_u0, t117, cam_v0, t119, -t118, 2.0/t51, t54, t52], -1)
-    features = jnp.stack([jnp.maximum(0.28209479177387814*r_sh__0_0 + t101*r_sh__4_0 + t102*r_sh__14_0 + t113*r_sh__10_0 + t87*r_sh__8_0 + t90*r_sh__6_0 + t92*r_sh__2_0 + t98*r_sh__12_0 - t104*r_sh__5_0 - t105*r_sh__7_0 - t108*r_sh__11_0 - t110*r_sh__13_0 - t111*r_sh__15_0 - t112*r_sh__9_0 - t93*r_sh__1_0 - t94*r_sh__3_0 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_1 + t101*r_sh__4_1 + t102*r_sh__14_1 + t113*r_sh__10_1 + t87*r_sh__8_1 + t90*r_sh__6_1 + t92*r_sh__2_1 + t98*r_sh__12_1 - t104*r_sh__5_1 - t105*r_sh__7_1 - t108*r_sh__11_1 - t110*r_sh__13_1 - t111*r_sh__15_1 - t112*r_sh__9_1 - t93*r_sh__1_1 - t94*r_sh__3_1 + 0.5, 0.0), jnp.maximum(0.28209479177387814*r_sh__0_2 + t101*r_sh__4_2 + t102*r_sh__14_2 + t113*r_sh__10_2 + t87*r_sh__8_2 + t90*r_sh__6_2 + t92*r_sh__2_2 + t98*r_sh__12_2 - t104*r_sh__5_2 - t105*r_sh__7_2 - t108*r_sh__11_2 - t110*r_sh__13_2 - t111*r_sh__15_2 - t112*r_sh__9_2 - t93*r_sh__1_2 - t94*r_sh__3_2 + 0.5, 0.0)], -1)  # spec line 50, base spec
+    features = jnp.stack([  # spec line 50, base spec
+        jnp.maximum(z_7 - t94*r_sh__3_0 + 0.5, 0.0),
+        jnp.maximum(z_10 - t94*r_sh__3_1 + 0.5, 0.0),
+        jnp.maximum(z_13 - t94*r_sh__3_2 + 0.5, 0.0),
+    ], -1)
     ellipse = jnp.stack([t114*t117, -t114*t118, t114*t119], -1)  # spec line 27
-    return {"centre": centre, "depth": depth, "box": box, "valid": valid, "ellipse": ellipse, "attrs": attrs, "features": features}
+    return {
+        "centre": centre,
+        "depth": depth,
+        "box": box,
+        "valid": valid,
+        "ellipse": ellipse,
+        "attrs": attrs,
+        "features": features,
+    }
 
 
 def response(pixel, ray_origin, ray_dir, attrs, camera):
@@ -282,4 +326,5 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t1 = py - a2
     t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
     t3 = t2 >= 0.0
-    return jnp.where(t3, rt.minimum(rt.maximum(a7*jnp.where(t3, a5*t2 + 1.0, 1.0) ** a6, -0.99), 0.99), 0.0)  # spec line 33
+    z_0 = rt.minimum(rt.maximum(a7*jnp.where(t3, a5*t2 + 1.0, 1.0) ** a6, -0.99), 0.99)
+    return jnp.where(t3, z_0, 0.0)  # spec line 33

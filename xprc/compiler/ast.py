@@ -1,6 +1,6 @@
 """Data shared by the compiler stages: the spec AST (with locations), value types, and the typed IR.
 
-parse.py builds the AST; check.py resolves it into the typed IR (loops unrolled, functions inlined,
+parse.py builds the AST; check/ resolves it into the typed IR (loops unrolled, functions inlined,
 names resolved, shapes known); lower.py turns the IR into SymPy. Nothing here does any work.
 """
 
@@ -291,7 +291,7 @@ def plain(t: Type) -> Type:
 
 
 # ---------------------------------------------------------------------------------------------
-# Typed IR (output of check.py): a DAG of nodes, every loop unrolled and call inlined.
+# Typed IR (output of check/): a DAG of nodes, every loop unrolled and call inlined.
 #
 # op         args                 extra
 # num        -                    value (int | float)

@@ -1,4 +1,6 @@
-"""The compile cache: where `load` and `compile_file(out=None)` keep generated modules.
+"""The compile cache: where `load` and `compile_file(out=None)` keep generated modules, and
+which file holds a spec's module (`module_name`: the spec's stem and a sha256 of everything the
+module depends on).
 
 A cache file is Python that `load` runs, so whoever can write one can run code as the user.
 The cache is therefore private, and nothing in it runs unless this user's xprc wrote it:
@@ -33,6 +35,9 @@ import stat
 import tempfile
 import warnings
 from dataclasses import dataclass
+
+from xprc.compiler import COMPILER_VERSION, extends, parse
+from xprc.compiler.output_file import write_atomic
 
 SEAL = "# xprc cache seal: hmac-sha256 "
 KEY_NAME = "seal.key"
@@ -232,3 +237,44 @@ def lookup(where: Place, name: str) -> tuple[Place, pathlib.Path, str | None]:
             stacklevel=4,
         )
     return where, target, text
+
+
+# ---------------------------------------------------------------------------------------------
+# Which file holds a spec's module: its name carries the sha256 of everything the module
+# depends on, so a changed spec, option, base spec or compiler never reuses a stale module.
+
+
+def compiler_fingerprint() -> str:
+    """sha256 of the compiler: its version, every module of the package and the grammar."""
+    h = hashlib.sha256(COMPILER_VERSION.encode())
+    here = pathlib.Path(__file__).parent
+    for p in sorted(here.rglob("*.py")) + [parse.GRAMMAR_PATH]:
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def module_name(path: pathlib.Path, text: str, defines: dict) -> str:
+    """The cache file name: the spec's stem (sanitised) and the sha256 of everything the
+    module depends on (spec text, defines, compiler, the base specs it extends)."""
+    key = hashlib.sha256()
+    key.update(text.encode("utf-8"))
+    key.update(repr(sorted((k, float(v)) for k, v in defines.items())).encode())
+    key.update(compiler_fingerprint().encode())
+    key.update(extends.fingerprint(path, text).encode())  # the base specs it extends
+    stem = "".join(c if c.isalnum() else "_" for c in path.stem)[:40] or "spec"
+    return f"{stem}_{key.hexdigest()[:20]}.py"
+
+
+def module_path(path: pathlib.Path, text: str, defines: dict) -> pathlib.Path:
+    """Where the module of this spec is cached (in the configured directory)."""
+    return configured_dir() / module_name(path, text, defines)
+
+
+def cached(name: str, compile_module) -> tuple[pathlib.Path, str]:
+    """(cache file, module text) for the module named `name` (module_name): the cached text
+    when its seal holds, else `compile_module()`'s, sealed and written there."""
+    where, target, source = lookup(place(), name)
+    if source is None:
+        source = seal(compile_module(), where.key)
+        write_atomic(target, source, mode=0o644)
+    return target, source

@@ -7,6 +7,8 @@ response, a nest of them as one `rt.minimum/maximum` call with a cheap backward)
 treats as weakly typed, so the module runs in float32 and float64 alike. The only names in the
 output that come from the spec are identifiers the checker accepted (no `__`, no keywords), and
 they appear as string keys or behind a prefix; everything else is numbers and our own text.
+Lines stay readable: an expression longer than MAX_EXPR names its longest parts (`z_<n> = ...`,
+evaluated in the same order, so the numbers do not change) and long stacks take a line an item.
 """
 
 from __future__ import annotations
@@ -105,6 +107,10 @@ def _float(x: float) -> str:
 # Python's parser refuses more than 200 nested brackets in one statement ("too many nested
 # parentheses"): a deeper subexpression is hoisted into its own statement `z_<n> = ...`.
 HOIST_DEPTH = 50
+# An expression printed longer than this names its longest parts (`z_<n> = ...` statements
+# before it), so generated lines stay readable (about 100 characters).
+MAX_EXPR = 84
+MAX_LINE = 100  # a stack of outputs longer than this is written one item a line
 
 
 def _nesting(text: str) -> int:
@@ -126,6 +132,7 @@ class Printer:
     def __init__(self, chains: bool = False) -> None:
         self.memo: dict = {}
         self.hoisted: list[str] = []
+        self.count = 0  # z_<n> names made so far (unique in the function)
         # In the response: a nested max (min) is one `rt.maximum(a, b, c, ...)`, whose backward
         # is cheap (runtime.py); per-primitive code keeps jnp.maximum and its even split of ties.
         self.chains = chains
@@ -141,12 +148,51 @@ class Printer:
         if e in self.memo:
             return self.memo[e]
         out = self._pr(e)
+        for _ in range(len(e.args) * 2):  # each turn names one part: the text shrinks or stops
+            if len(out[0]) <= MAX_EXPR or not self._shorten(e, out[0]):
+                break
+            out = self._pr(e)
         if out[0].count("(") > HOIST_DEPTH and _nesting(out[0]) > HOIST_DEPTH:
-            name = f"z_{len(self.hoisted)}"
-            self.hoisted.append(f"{name} = {out[0]}")
-            out = (name, ATOM)
+            out = (self._hoist_text(out[0]), ATOM)
         self.memo[e] = out
         return out
+
+    def _hoist_text(self, text: str) -> str:
+        name = f"z_{self.count}"
+        self.count += 1
+        self.hoisted.append(f"{name} = {text}")
+        return name
+
+    def _shorten(self, e, text: str) -> bool:
+        """Name the longest part of `e` (an argument, or an argument's argument) that its text
+        `text` spells out, so the text fits MAX_EXPR; False when no part is left to name.
+        Python evaluates the parts in the same order either way, so numbers do not change."""
+        args = _flatten(e) if self.chains and e.func in _CHAINS else e.args  # rt.maximum(a, b, c)
+        parts = [a for a in args if a.args]
+        parts += [g for a in parts for g in a.args if g.args]
+        parts += [-a for a in parts if _negative(a)]  # an Add prints `- x` for a term -x
+        best = None
+        for x in parts:
+            got = self.memo.get(x)
+            if got is None or _IDENT.match(got[0]) or len(got[0]) < 8:
+                continue
+            if got[0] in text and (best is None or len(got[0]) > len(self.memo[best][0])):
+                best = x
+        if best is None:
+            return False
+        self.memo[best] = (self._hoist_text(self.memo[best][0]), ATOM)
+        for a in e.args:  # an argument that spelled out the named part is printed again
+            if a is not best and best in a.args:
+                self.memo.pop(a, None)
+        return True
+
+    def name(self, e) -> str:
+        """`e` printed as one name: a statement of its own when it is not one already."""
+        text, prec = self.pr(e)
+        if _IDENT.match(text) or prec == ATOM and len(text) < 24:
+            return text
+        self.memo[e] = (self._hoist_text(text), ATOM)
+        return self.memo[e][0]
 
     def flush(self, indent: str = "    ") -> list[str]:
         """The hoisted statements printed so far (then forgotten), indented."""
@@ -213,6 +259,8 @@ class Printer:
                 out += " - " + self.wrap(-t, MUL)
             else:
                 out += " + " + self.wrap(t, ADD + 1)
+            if len(out) > MAX_EXPR and i < len(terms) - 1:  # (a + b) + c: the same sum
+                out = self._hoist_text(out)
         return out, ADD
 
     def mul(self, e) -> tuple[str, int]:
@@ -324,6 +372,8 @@ def _body(prog: Program, inputs, printer: Printer, indent="    ") -> list[str]:
         if isinstance(st, Call):
             outs = ", ".join(ident(o.name) for o in st.outs)  # project_valid returns one array
             args = ", ".join(printer(a) for a in st.args)
+            if len(indent) + len(outs) + len(args) + len(st.method) + 20 > MAX_LINE:
+                args = ", ".join(printer.name(a) for a in st.args)
             lines += printer.flush(indent)
             lines.append(f"{indent}{outs} = camera.{ident(st.method)}({args})")
         else:
@@ -352,8 +402,13 @@ def _component(e, varying, printer: Printer, like: str) -> str:
     return f"rt.broadcast({printer(e)}, {like})"
 
 
-def _stack(items: list[str], axis_note: str = "") -> str:
-    return "jnp.stack([" + ", ".join(items) + "], -1)"
+def _stack(items: list[str], axis: int = -1, indent: str = "    ") -> str:
+    """`jnp.stack([a, b], -1)`, one item a line when that is too long for one line."""
+    one = "jnp.stack([" + ", ".join(items) + f"], {axis})"
+    if len(indent) + len(one) + 24 <= MAX_LINE and "\n" not in one:
+        return one
+    inner = indent + "    "
+    return "jnp.stack([\n" + "".join(f"{inner}{it},\n" for it in items) + f"{indent}], {axis})"
 
 
 def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, version: str) -> str:
@@ -446,7 +501,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         comps = [_component(e, varying, p, like) for e in act.outputs[prm.name]]
         items.append(f"{key}: {_shaped(comps, prm.shape)}")
     out += p.flush()
-    out.append("    return {" + ", ".join(items) + "}")
+    out += _dict_return(items)
     out.append("")
 
     # project
@@ -474,21 +529,22 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     valid, attrs, color = comps("valid"), comps("attrs"), comps("color")
     ellipse = comps("ellipse") if "ellipse" in o else None
     out += p.flush()
-    out.append(f"    centre = {_stack(centre)}" + _line(ch, "centre"))
+    out.append(_commented(f"    centre = {_stack(centre)}", _line(ch, "centre")))
     out.append(f"    depth = {depth[0]}" + _line(ch, "depth"))
-    out.append(f"    box = {_stack(box)}" + _line(ch, "box"))
+    out.append(_commented(f"    box = {_stack(box)}", _line(ch, "box")))
     out.append(f"    valid = {valid[0]}" + _line(ch, "valid"))
     out.append("    valid = rt.finite_and(valid, centre, depth, box)")
     if attrs:
         out.append(f"    attrs = {_stack(attrs)}")
     else:
         out.append(f"    attrs = jnp.zeros({like}.shape + (0,), {like}.dtype)")
-    out.append(f"    features = {_stack(color)}" + _line(ch, "color"))
+    out.append(_commented(f"    features = {_stack(color)}", _line(ch, "color")))
     ret = '"centre": centre, "depth": depth, "box": box, "valid": valid, '
     if ellipse:  # optional: culls the box's tiles that miss it (not part of `valid`)
-        out.append(f"    ellipse = {_stack(ellipse)}" + _line(ch, "ellipse"))
+        out.append(_commented(f"    ellipse = {_stack(ellipse)}", _line(ch, "ellipse")))
         ret += '"ellipse": ellipse, '
-    out.append("    return {" + ret + '"attrs": attrs, "features": features}')
+    ret += '"attrs": attrs, "features": features'
+    out += _dict_return(ret.split(", "))
     out.append("")
 
     # response
@@ -511,18 +567,24 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
             "    shape = jnp.broadcast_shapes(pixel.shape[:-1], ray_origin.shape[:-1], "
             "attrs.shape[:-1])"
         )
-        comps = ", ".join(f"jnp.broadcast_to({c}, shape)" for c in extra)
+        comps = [f"jnp.broadcast_to({c}, shape)" for c in extra]
         where = ", ".join(
             f"{ident(k)}:{_line(ch, f'pixel_{k}').removeprefix('  # spec')}" for k in ch.pixel
         )
         out.append(f"    alpha = jnp.broadcast_to({text}, shape)" + _line(ch, "alpha"))
-        out.append(f"    return alpha, jnp.stack([{comps}], -1)  # {where}")
+        out.append(f"    return alpha, {_stack(comps)}  # {where}")
     elif alpha.free_symbols & varying:
         out.append(f"    return {text}" + _line(ch, "alpha"))
     else:
         out.append(f"    return rt.broadcast({text}, pixel[..., 0])" + _line(ch, "alpha"))
     out.append("")
     return "\n".join(out)
+
+
+def _commented(text: str, comment: str) -> str:
+    """`comment` at the end of the first line of `text` (a statement over several lines)."""
+    first, sep, rest = text.partition("\n")
+    return first + comment + sep + rest
 
 
 def _line(ch, output: str) -> str:
@@ -543,13 +605,22 @@ def _channel_suffix(i) -> str:
     return "" if i is None else "." + ("xyzw"[i] if i < 4 else str(i))
 
 
-def _shaped(comps: list[str], shape: tuple[int, ...]) -> str:
+def _shaped(comps: list[str], shape: tuple[int, ...], indent: str = "        ") -> str:
     if not shape:
         return comps[0]
     if len(shape) == 1:
-        return "jnp.stack([" + ", ".join(comps) + "], -1)"
+        return _stack(comps, -1, indent)
     n = shape[-1]
-    rows = [_shaped(comps[i : i + n], shape[-1:]) for i in range(0, len(comps), n)]
+    inner = indent + "    "
+    rows = [_shaped(comps[i : i + n], shape[-1:], inner) for i in range(0, len(comps), n)]
     if len(shape) == 2:
-        return "jnp.stack([" + ", ".join(rows) + "], -2)"
+        return _stack(rows, -2, indent)
     raise AssertionError(shape)  # pragma: no cover
+
+
+def _dict_return(items: list[str]) -> list[str]:
+    """`    return {k: v, ...}`, one entry a line when that is too long for one line."""
+    one = "    return {" + ", ".join(items) + "}"
+    if len(one) <= MAX_LINE and "\n" not in one:
+        return [one]
+    return ["    return {", *[f"        {it}," for it in items], "    }"]

@@ -6,7 +6,7 @@ camera model is opaque: `camera.project`, `.project_valid` and `.jacobian` becom
 applications. Operations that SymPy would rewrite in unhelpful ways (min, max, select, logic)
 and elementary functions are our own unevaluated functions (symops.py; SymPy's `exp` alone can
 spend seconds in `logcombine` on a large argument); numbers are folded in Python so SymPy never
-sees a complex intermediate. Each built-in call lowers by its entry in library.TABLE.
+sees a complex intermediate. Each built-in call lowers by its entry in builtin_functions.TABLE.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sympy.core.parameters import distribute
 
 from xprc.compiler import ast
 from xprc.compiler.ast import MatT, Node, ScalarT, VecT
-from xprc.compiler.library import TABLE
+from xprc.compiler.builtin_functions import TABLE
 from xprc.compiler.names import OPTIONAL_OUTPUTS
 from xprc.compiler.symops import (
     CAMERA_METHODS,
@@ -168,7 +168,7 @@ class Lowerer:
         return (tuple(outs[:3]), tuple(outs[3:]))
 
     def call(self, node: Node, args):
-        """A built-in call: its lowering in library.TABLE."""
+        """A built-in call: its lowering in builtin_functions.TABLE."""
         name, ints = node.extra, ()
         if isinstance(name, ast.Static):
             name, ints = name.name, name.ints

@@ -1,4 +1,4 @@
-"""Names, scopes and suggestions for the checker: what is reserved, what the camera and ray
+"""Names and suggestions for the checker: what is reserved, what the camera and ray
 offer, the "did you mean" hint, and the canonical text of an expression (for messages and
 activation descriptions). No checking logic lives here."""
 
@@ -7,10 +7,9 @@ from __future__ import annotations
 import difflib
 import math
 import sys
-from dataclasses import dataclass
 
 from xprc.compiler import ast
-from xprc.compiler.ast import BOOL, SCALAR, ArrayT, Loc, MatT, Node, VecT
+from xprc.compiler.ast import BOOL, SCALAR, ArrayT, MatT, Node, VecT
 
 MAX_LOOP = 1024  # iterations of one static loop or comprehension
 # Scalar operations per spec, as `work` estimates them from the IR: a guard against accidental
@@ -131,21 +130,6 @@ def _is_num(node: Node) -> bool:
 
 def _is_int(node: Node) -> bool:
     return node.op == "num" and isinstance(node.extra, int) and not isinstance(node.extra, bool)
-
-
-@dataclass
-class _Binding:
-    kind: str  # local, loop, param, const, prim, emit
-    node: Node
-    loc: Loc
-
-
-class _Scope:
-    """The names visible in one context (a block, a function body, an activation)."""
-
-    def __init__(self, context: str, locals_: dict | None = None) -> None:
-        self.context = context  # "projection", "response", "color", "function", "activation", ...
-        self.vars: dict[str, _Binding] = dict(locals_ or {})
 
 
 # The largest integer a float64 holds: an integer folded past it (`s = s * s` in a loop, a

@@ -1,7 +1,7 @@
 """The SymPy vocabulary the lowerer builds with: our unevaluated functions (printed by codegen),
 and scalar operations that fold numbers in Python (so SymPy never sees a complex intermediate).
-lower.py lowers the IR with them and library.py lowers the built-in functions with them; no
-stage logic lives here."""
+lower.py lowers the IR with them and builtin_functions.py lowers the built-in functions with
+them; no stage logic lives here."""
 
 from __future__ import annotations
 

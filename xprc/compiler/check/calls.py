@@ -1,22 +1,22 @@
 """Calls for the checker: user functions (inlined), camera methods, constructors, the built-in
-functions (their typing rules are entries of library.TABLE) and the derived `cutoff`. A mixin
-of check.Checker (it uses the checker's `err`, `expr`, `node`, `binary` and `components`)."""
+functions (their typing rules are entries of builtin_functions.TABLE) and the derived `cutoff`.
+Part of check.Checker (its `ctx`, `err`, `expr`, `node`, `binary` and `components`)."""
 
 from __future__ import annotations
 
-from xprc.compiler import ast, invert
+from xprc.compiler import ast
 from xprc.compiler.ast import BOOL, MatT, Node, ScalarT, VecT
-from xprc.compiler.library import BUILTINS, TABLE, _Call
+from xprc.compiler.builtin_functions import BUILTINS, TABLE, _Call
+from xprc.compiler.check import invert
+from xprc.compiler.check.scopes import Binding, Scope
 from xprc.compiler.names import (
     CAMERA_ATTRS,
     CAMERA_METHODS,
     MAX_VEC,
     PINHOLE_READS,
-    _Binding,
     _fold_float,
     _is_num,
     _num,
-    _Scope,
     suggest,
     vec_size,
 )
@@ -29,10 +29,10 @@ from xprc.errors import (
 )
 
 
-class BuiltinChecks:
+class CallChecks:
     # -- calls -----------------------------------------------------------------------------------
 
-    def e_Call(self, e: ast.Call, scope: _Scope) -> Node:
+    def e_Call(self, e: ast.Call, scope: Scope) -> Node:
         f = e.func
         if isinstance(f, ast.Attr) and isinstance(f.target, ast.Name) and f.target.id == "camera":
             return self.camera_call(e, f, scope)
@@ -40,39 +40,37 @@ class BuiltinChecks:
             raise self.err(XprTypeError, "only functions can be called", e.loc)
         args = [self.expr(a, scope) for a in e.args]
         name = f.id
-        if name in ("density", "cutoff") and "density" in self.fns:
+        if name in ("density", "cutoff") and "density" in self.ctx.fns:
             self.implicit_args(name, args, e, scope)
-        if name in self.fns:
-            return self.user_call(self.fns[name], args, e)
+        if name in self.ctx.fns:
+            return self.user_call(self.ctx.fns[name], args, e)
         n = vec_size(name)
         if n is not None:
             if n > MAX_VEC:
-                raise self.err(
-                    XprTypeError, f"vectors have at most {MAX_VEC} components", e.loc
-                )
+                raise self.err(XprTypeError, f"vectors have at most {MAX_VEC} components", e.loc)
             return self.construct(VecT(n), args, e)
         if name == "quat":
             return self.construct(VecT(4, True), args, e)
         if name in BUILTINS:
             return self.builtin(name, args, e)
-        if name in scope.vars or name in self.consts or name in self.params:
+        if name in scope.vars or name in self.ctx.consts or name in self.ctx.params:
             raise self.err(XprTypeError, f"'{name}' is not a function", e.loc)
         raise self.err(
             UnknownNameError,
-            f"unknown function '{name}'" + suggest(name, list(self.fns) + sorted(BUILTINS)),
+            f"unknown function '{name}'" + suggest(name, list(self.ctx.fns) + sorted(BUILTINS)),
             e.loc,
         )
 
-    def implicit_args(self, name: str, args: list[Node], e: ast.Call, scope: _Scope) -> None:
+    def implicit_args(self, name: str, args: list[Node], e: ast.Call, scope: Scope) -> None:
         """`density(2 * s)` / `cutoff(level)` for a `density(g, nu)`: arguments after the first
         that the call leaves out are the values named like them where it is called (so a
         spec extending one with a one-argument kernel only redefines the kernel)."""
-        fn = self.fns["density"]
+        fn = self.ctx.fns["density"]
         if not 1 <= len(args) < len(fn.args):
             return
         for arg, _ in fn.args[len(args) :]:
             b = scope.vars.get(arg)
-            node = b.node if b is not None else getattr(self.consts.get(arg), "node", None)
+            node = b.node if b is not None else getattr(self.ctx.consts.get(arg), "node", None)
             if node is None:
                 n = len(fn.args)
                 raise self.err(
@@ -91,19 +89,19 @@ class BuiltinChecks:
                 f"{'s' if len(fn.args) != 1 else ''}, got {len(args)}",
                 e.loc,
             )
-        if fn.name in self.call_stack:
+        if fn.name in self.ctx.call_stack:
             raise self.err(StaticError, f"recursive call to '{fn.name}'", e.loc)
-        scope = _Scope(
+        scope = Scope(
             "function",
-            {a: _Binding("local", v, loc) for (a, loc), v in zip(fn.args, args, strict=False)},
+            {a: Binding("local", v, loc) for (a, loc), v in zip(fn.args, args, strict=False)},
         )
-        self.call_stack.append(fn.name)
+        self.ctx.call_stack.append(fn.name)
         try:
             return self.expr(fn.body, scope)
         finally:
-            self.call_stack.pop()
+            self.ctx.call_stack.pop()
 
-    def camera_call(self, e: ast.Call, f: ast.Attr, scope: _Scope) -> Node:
+    def camera_call(self, e: ast.Call, f: ast.Attr, scope: Scope) -> Node:
         if scope.context in ("function", "constant", "activation"):
             raise self.err(
                 ScopeError, f"'camera' is not available in a {scope.context}", f.target.loc
@@ -127,7 +125,7 @@ class BuiltinChecks:
                 XprTypeError, f"camera.{f.name} needs a vec3, got {p.type}", e.args[0].loc
             )
         if f.name in PINHOLE_READS:
-            self.pinhole_reads.setdefault(f"camera.{f.name}", f.loc)
+            self.ctx.pinhole_reads.setdefault(f"camera.{f.name}", f.loc)
         if f.name == "world_to_camera":
             r = self.node("input", MatT(3, 3), extra=("camera", "rotation"))
             t = self.node("input", VecT(3), extra=("camera", "translation"))
@@ -149,12 +147,12 @@ class BuiltinChecks:
         return self.node("pack", t, *comps)
 
     def builtin(self, name: str, args: list[Node], e: ast.Call) -> Node:
-        """Arity, typing and folding of a built-in call: its rule in library.TABLE."""
+        """Arity, typing and folding of a built-in call: its rule in builtin_functions.TABLE."""
         return TABLE[name].typing(_Call(self, name, args, e))
 
     def cutoff(self, args: list[Node], e: ast.Call) -> Node:
         """`cutoff(level, extra...)`: the largest g with density(g, extra...) >= level."""
-        fn = self.fns.get("density")
+        fn = self.ctx.fns.get("density")
         if fn is None:
             raise self.err(
                 MissingOutputError, "'cutoff' needs a kernel: declare 'density(g) = ...'", e.loc

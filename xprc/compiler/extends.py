@@ -23,7 +23,8 @@ import os
 import pathlib
 import re
 
-from xprc.compiler import ast
+from xprc.compiler import ast, parse
+from xprc.compiler.spec_file import read_spec
 from xprc.errors import ReuseError, XprError
 from xprc.resources import shipped_specs
 
@@ -84,8 +85,6 @@ def _display(filename: str, rel: str) -> str:
 
 def resolve(spec: ast.Spec, spec_dir, _chain: tuple = ()) -> ast.Spec:
     """The spec with its `extends` chain merged in (the spec itself when it extends nothing)."""
-    from xprc.compiler import driver, parse
-
     prim = _primitive(spec)
     if prim is None:
         return spec
@@ -99,7 +98,7 @@ def resolve(spec: ast.Spec, spec_dir, _chain: tuple = ()) -> ast.Spec:
     if len(chain) > MAX_DEPTH:
         raise _err(spec, f"'extends' nested more than {MAX_DEPTH} deep", prim.base_loc)
     try:
-        text = driver.read_spec(path)
+        text = read_spec(path)
     except XprError as e:
         problem = e.message.removeprefix("cannot read spec: ")
         message = f"cannot read base spec '{prim.base}': {problem}"
@@ -154,8 +153,6 @@ def chain(path, text: str) -> list[tuple[pathlib.Path, str]]:
     """(file, text) of each base spec that `text` (the spec at `path`) extends, nearest first,
     found without parsing (for the cache key and the `-o` check). Problems are left to the
     compile, which reports them: the list stops there."""
-    from xprc.compiler import driver
-
     out: list[tuple[pathlib.Path, str]] = []
     seen = set()
     path = pathlib.Path(path)
@@ -169,7 +166,7 @@ def chain(path, text: str) -> list[tuple[pathlib.Path, str]]:
             break
         seen.add(str(path.resolve()))
         try:
-            text = driver.read_spec(path)
+            text = read_spec(path)
         except XprError:
             break
         out.append((path, text))

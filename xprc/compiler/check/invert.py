@@ -37,7 +37,7 @@ class _Builder:
 
     def __init__(self, ck) -> None:
         self.ck = ck
-        self.loc = ck._cur_loc
+        self.loc = ck.ctx.cur_loc
 
     def num(self, v) -> Node:
         return Node("num", SCALAR, (), v)
@@ -48,7 +48,7 @@ class _Builder:
         return self.ck.binary(op, a, b, self.loc)
 
     def call(self, name: str, *xs: Node) -> Node:
-        from xprc.compiler.library import TABLE, UNARY
+        from xprc.compiler.builtin_functions import TABLE, UNARY
         from xprc.compiler.names import _fold_float
 
         if len(xs) == 1 and name in UNARY and xs[0].op == "num":
@@ -171,10 +171,10 @@ def cutoff(ck, density_call, level: Node) -> Node:
 def raw_value(ck, activation, value: float) -> float | None:
     """The raw scalar r with activation(r) = value (the activation applied to a scalar `raw`):
     peeled symbolically when possible, else bisection on a sign change over a wide grid."""
-    from xprc.compiler.names import _Binding, _Scope
+    from xprc.compiler.check.scopes import Binding, Scope
 
     def apply(raw: Node) -> Node | None:
-        scope = _Scope("activation", {"raw": _Binding("local", raw, ck._cur_loc)})
+        scope = Scope("activation", {"raw": Binding("local", raw, ck.ctx.cur_loc)})
         try:
             out = ck.expr(activation, scope)
         except XprError:  # e.g. normalize(raw) needs a vector: not invertible per component

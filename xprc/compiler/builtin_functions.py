@@ -3,9 +3,9 @@ argument and result types, constant folding), the lowering to SymPy that lower.p
 Python function that folds numbers (elementwise built-ins: both stages fold with it), and the
 line docs/language.md prints. Adding a built-in is one entry here (and its rule functions).
 
-The checker (builtins.py) and the lowerer (lower.py) read TABLE; tests/test_check.py asserts that
+The checker (check/calls.py) and the lowerer (lower.py) read TABLE; tests/test_check.py asserts that
 the docs' table is `markdown_table()`. `cutoff` is typed here but built by the checker
-(invert.py); it never reaches the lowerer.
+(check/invert.py); it never reaches the lowerer.
 """
 
 from __future__ import annotations
@@ -435,7 +435,7 @@ def _lower_sized(name):
     return lower
 
 
-def _lower_cutoff(args, ints):  # pragma: no cover - the checker builds cutoff (invert.py)
+def _lower_cutoff(args, ints):  # pragma: no cover - the checker builds cutoff (check/invert.py)
     raise AssertionError("cutoff is built by the checker")
 
 
@@ -577,7 +577,7 @@ TABLE: dict[str, Builtin] = {
     "stop_gradient": _u(StopGrad, lambda x: x, "`x`, with no gradient (`lax.stop_gradient`)",
                         "`stop_gradient(x)`")("stop_gradient"),
 }  # fmt: skip
-BUILTINS = frozenset(TABLE) | {"quat"}  # quat(w, x, y, z) is a constructor (builtins.py)
+BUILTINS = frozenset(TABLE) | {"quat"}  # quat(w, x, y, z) is a constructor (check/calls.py)
 UNARY = frozenset(name for name, b in TABLE.items() if b.typing is _unary)  # elementwise, 1 arg
 
 
@@ -592,5 +592,5 @@ def markdown_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":  # python -m xprc.compiler.library: the docs' table
+if __name__ == "__main__":  # python -m xprc.compiler.builtin_functions: the docs' table
     print(markdown_table(), end="")

@@ -1,19 +1,26 @@
 """Statements for the checker: blocks, `emit` (projection outputs and the response's
-per-pixel outputs), assignments (whole and indexed), static loops and indices. A mixin of
-check.Checker (it uses the checker's `err`, `node`, `expr`, `check_name` and `components`)."""
+per-pixel outputs), assignments (whole and indexed), static loops and indices. Part of
+check.Checker (its `ctx`, `err`, `node`, `expr`, `check_name` and `components`)."""
 
 from __future__ import annotations
 
 from xprc.compiler import ast
 from xprc.compiler.ast import ArrayT, Loc, MatT, Node, ScalarT, VecT
-from xprc.compiler.names import MAX_LOOP, _Binding, _is_int, _num, _Scope, shown, suggest
+from xprc.compiler.check.scopes import Binding, Scope
+from xprc.compiler.names import (
+    MAX_LOOP,
+    _is_int,
+    _num,
+    shown,
+    suggest,
+)
 from xprc.errors import DuplicateError, ScopeError, StaticError, UnknownNameError, XprTypeError
 
 
 class StatementChecks:
-    def block(self, body, scope: _Scope, emits, in_loop: bool) -> None:
+    def block(self, body, scope: Scope, emits, in_loop: bool) -> None:
         for stmt in body:
-            self._cur_loc = stmt.loc
+            self.ctx.cur_loc = stmt.loc
             if isinstance(stmt, ast.Assign):
                 self.assign(stmt, scope)
             elif isinstance(stmt, ast.Emit):
@@ -25,7 +32,7 @@ class StatementChecks:
                 self.check_name(stmt.name, stmt.loc, "output")
                 if stmt.name in scope.vars or stmt.name in emits:
                     first = (
-                        scope.vars.get(stmt.name) or _Binding("", None, emits[stmt.name][1])
+                        scope.vars.get(stmt.name) or Binding("", None, emits[stmt.name][1])
                     ).loc
                     raise self.err(
                         DuplicateError,
@@ -35,11 +42,11 @@ class StatementChecks:
                 self._not_global(stmt.name, stmt.loc)
                 value = self.expr(stmt.value, scope)
                 emits[stmt.name] = (value, stmt.loc)
-                scope.vars[stmt.name] = _Binding("emit", value, stmt.loc)
+                scope.vars[stmt.name] = Binding("emit", value, stmt.loc)
             elif isinstance(stmt, ast.For):
                 self.loop(stmt, scope, emits)
 
-    def pixel_emit(self, stmt: ast.Emit, scope: _Scope, in_loop: bool) -> None:
+    def pixel_emit(self, stmt: ast.Emit, scope: Scope, in_loop: bool) -> None:
         """`emit depth = t, normal = n` in the response: per-pixel values composited with
         the same weights as the colour (their own output channels; `depth` feeds D / ED)."""
         if in_loop:
@@ -49,7 +56,7 @@ class StatementChecks:
             raise self.err(
                 DuplicateError, "'alpha' is the response's own output: assign it", stmt.loc
             )
-        first = self.pixel_outputs.get(stmt.name)
+        first = self.ctx.pixel_outputs.get(stmt.name)
         if first is not None:
             raise self.err(
                 DuplicateError,
@@ -66,17 +73,17 @@ class StatementChecks:
                 f"per-pixel output '{stmt.name}' must be {want}, got {value.type}",
                 stmt.value.loc,
             )
-        self.pixel_outputs[stmt.name] = (value, stmt.loc)
+        self.ctx.pixel_outputs[stmt.name] = (value, stmt.loc)
 
     def _not_global(self, name: str, loc: Loc) -> None:
-        if name in self.params:
+        if name in self.ctx.params:
             raise self.err(DuplicateError, f"cannot assign to parameter '{name}'", loc)
-        if name in self.consts:
+        if name in self.ctx.consts:
             raise self.err(DuplicateError, f"cannot assign to constant '{name}'", loc)
-        if name in self.fns:
+        if name in self.ctx.fns:
             raise self.err(DuplicateError, f"'{name}' is already defined as a function", loc)
 
-    def assign(self, stmt: ast.Assign, scope: _Scope) -> None:
+    def assign(self, stmt: ast.Assign, scope: Scope) -> None:
         name = stmt.name
         old = scope.vars.get(name)
         if old is not None and old.kind == "loop":
@@ -101,7 +108,7 @@ class StatementChecks:
                 f"cannot assign {value.type} to '{name}' of type {old.node.type}",
                 stmt.value.loc,
             )
-        scope.vars[name] = _Binding("local", value, old.loc if old else stmt.loc)
+        scope.vars[name] = Binding("local", value, old.loc if old else stmt.loc)
 
     def set_item(self, target: Node, indices, value: Node, scope, loc) -> Node:
         idx_expr = indices[0]
@@ -122,7 +129,7 @@ class StatementChecks:
         parts[i] = new
         return self.node("pack", target.type, *parts)
 
-    def loop(self, stmt: ast.For, scope: _Scope, emits) -> None:
+    def loop(self, stmt: ast.For, scope: Scope, emits) -> None:
         lo, hi = self.static_range(stmt.start, stmt.stop, scope)
         self.check_name(stmt.var, stmt.loc, "loop variable")
         if stmt.var in scope.vars:
@@ -131,9 +138,9 @@ class StatementChecks:
             )
         self._not_global(stmt.var, stmt.loc)
         for i in range(lo, hi):
-            self._cur_loc = stmt.loc  # every step counts in the node budget, empty ones too
+            self.ctx.cur_loc = stmt.loc  # every step counts in the node budget, empty ones too
             self.node("step", None)
-            scope.vars[stmt.var] = _Binding("loop", _num(i), stmt.loc)
+            scope.vars[stmt.var] = Binding("loop", _num(i), stmt.loc)
             self.block(stmt.body, scope, emits, in_loop=True)
         scope.vars.pop(stmt.var, None)
 

@@ -1,22 +1,22 @@
 """Parameters for the checker: types, activations and training annotations (`lr`, `init`,
-`role`), including the raw value of a numeric init through any activation. A mixin of
-check.Checker (it uses the checker's `err`, `expr` and `node`)."""
+`role`), including the raw value of a numeric init through any activation. Part of
+check.Checker (its `ctx`, `err`, `expr` and `node`)."""
 
 from __future__ import annotations
 
 import math
 
-from xprc.compiler import ast, invert
+from xprc.compiler import ast
 from xprc.compiler.ast import SCALAR, Loc, MatT, ScalarT, VecT
+from xprc.compiler.check import invert
+from xprc.compiler.check.scopes import Binding, Scope
 from xprc.compiler.names import (
     _TYPE_NAMES,
     INIT_RULES,
     MAX_VEC,
     NAMED_ACTIVATIONS,
     ROLES,
-    _Binding,
     _is_num,
-    _Scope,
     size_digits,
     suggest,
     unparse,
@@ -50,8 +50,8 @@ class ParamChecks:
         act = "identity"
         value = raw
         if p.activation is not None:
-            scope = _Scope("activation", {"raw": _Binding("local", raw, p.loc)})
-            self._cur_loc = p.activation.loc
+            scope = Scope("activation", {"raw": Binding("local", raw, p.loc)})
+            self.ctx.cur_loc = p.activation.loc
             value = self.expr(p.activation, scope)
             if ast.plain(value.type) != ast.plain(typ):
                 raise self.err(
@@ -84,7 +84,7 @@ class ParamChecks:
         declared = f"sh({info.degree})" if info.kind == "sh" else str(info.type)
         seen: set[str] = set()
         for c in p.clauses:
-            self._cur_loc = c.loc
+            self.ctx.cur_loc = c.loc
             if c.key in seen:
                 raise self.err(
                     DuplicateError, f"duplicate '{c.key}' for parameter '{p.name}'", c.loc
@@ -125,7 +125,7 @@ class ParamChecks:
                     )
                 info.init = v.id
             else:
-                if c.key == "init" and isinstance(v, ast.Name) and v.id not in self.consts:
+                if c.key == "init" and isinstance(v, ast.Name) and v.id not in self.ctx.consts:
                     hint = suggest(v.id, INIT_RULES) or (
                         " (expected " + ", ".join(INIT_RULES) + " or a number)"
                     )
@@ -133,7 +133,7 @@ class ParamChecks:
                 what = "a compile-time number"
                 if c.key == "init":
                     what = "a rule name or " + what
-                value = self.expr(v, _Scope("constant"))
+                value = self.expr(v, Scope("constant"))
                 if not _is_num(value):
                     raise self.err(
                         StaticError,

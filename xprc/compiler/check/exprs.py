@@ -1,13 +1,14 @@
 """Expressions for the checker: names, unary and binary operators (with constant folding and
 broadcasting), `camera.model == NAME`, indexing, attributes and swizzles, camera and ray
-attributes, list literals and comprehensions. A mixin of check.Checker (it uses the checker's
-`err`, `node` and `static_index`; calls are in builtins.py)."""
+attributes, list literals and comprehensions. Part of check.Checker (its `ctx`,
+`err`, `node` and `static_index`; calls are in calls.py)."""
 
 from __future__ import annotations
 
 from xprc.compiler import ast
 from xprc.compiler.ast import BOOL, SCALAR, ArrayT, BoolT, Loc, MatT, Node, ScalarT, VecT
-from xprc.compiler.library import BUILTINS, fold_pow
+from xprc.compiler.builtin_functions import BUILTINS, fold_pow
+from xprc.compiler.check.scopes import Binding, Scope
 from xprc.compiler.names import (
     _BINOP,
     _VERB,
@@ -18,10 +19,8 @@ from xprc.compiler.names import (
     MAX_VEC,
     PINHOLE_READS,
     RAY_ATTRS,
-    _Binding,
     _is_num,
     _num,
-    _Scope,
     suggest,
 )
 from xprc.errors import DuplicateError, ScopeError, StaticError, UnknownNameError, XprTypeError
@@ -62,7 +61,7 @@ class ExprChecks:
             t = ArrayT(ast.plain(first), len(items))
         return self.node("pack", t, *items)
 
-    def expr(self, e: ast.Expr, scope: _Scope) -> Node:
+    def expr(self, e: ast.Expr, scope: Scope) -> Node:
         method = getattr(self, "e_" + type(e).__name__)
         return method(e, scope)
 
@@ -72,12 +71,12 @@ class ExprChecks:
     def e_BoolLit(self, e, scope) -> Node:
         return self.node("boolean", BOOL, extra=e.value)
 
-    def e_Name(self, e: ast.Name, scope: _Scope) -> Node:
+    def e_Name(self, e: ast.Name, scope: Scope) -> Node:
         b = scope.vars.get(e.id)
         if b is not None:
             return b.node
-        if e.id in self.consts:
-            return self.consts[e.id].node
+        if e.id in self.ctx.consts:
+            return self.ctx.consts[e.id].node
         if e.id in BUILTIN_CONSTANTS:
             return _num(BUILTIN_CONSTANTS[e.id])
         if e.id == "pixel":
@@ -86,17 +85,17 @@ class ExprChecks:
             return self.node("input", VecT(2), extra=("pixel", ""))
         if e.id in ("camera", "ray"):
             raise self.err(XprTypeError, f"'{e.id}' is not a value; use {e.id}.<attribute>", e.loc)
-        if e.id in self.params and scope.context not in ("function", "constant", "activation"):
-            return self.param_info[e.id].value  # pragma: no cover - params are in scope.vars
-        if scope.context == "response" and e.id in getattr(self, "proj_locals", {}):
+        if e.id in self.ctx.params and scope.context not in ("function", "constant", "activation"):
+            return self.ctx.param_info[e.id].value  # pragma: no cover - params are in scope.vars
+        if scope.context == "response" and e.id in self.ctx.proj_locals:
             raise self.err(
                 ScopeError,
                 f"'{e.id}' is local to the projection; emit it to use it in the response",
                 e.loc,
             )
-        if e.id in self.fns or e.id in BUILTINS:
+        if e.id in self.ctx.fns or e.id in BUILTINS:
             raise self.err(XprTypeError, f"function '{e.id}' used as a value (call it)", e.loc)
-        names = list(scope.vars) + list(self.consts) + list(BUILTIN_CONSTANTS)
+        names = list(scope.vars) + list(self.ctx.consts) + list(BUILTIN_CONSTANTS)
         if scope.context == "response":
             names.append("pixel")
         raise self.err(UnknownNameError, f"unknown name '{e.id}'" + suggest(e.id, names), e.loc)
@@ -232,11 +231,11 @@ class ExprChecks:
                 t = VecT(ta.m)
             else:
                 t = VecT(tb.n)
-            outer, self._cur_loc = self._cur_loc, loc  # a product over budget: at its `*`
+            outer, self.ctx.cur_loc = self.ctx.cur_loc, loc  # a product over budget: at its `*`
             try:
                 return self.node("matmul", t, a, b)
             finally:
-                self._cur_loc = outer
+                self.ctx.cur_loc = outer
         if op == "/" and isinstance(ta, MatT) and isinstance(tb, MatT):
             raise self.err(XprTypeError, fail, loc)
         t = self.broadcast(ta, tb)
@@ -291,7 +290,7 @@ class ExprChecks:
                 )
             if e.name in CAMERA_ATTRS:
                 if e.name in PINHOLE_READS:
-                    self.pinhole_reads.setdefault(f"camera.{e.name}", e.loc)
+                    self.ctx.pinhole_reads.setdefault(f"camera.{e.name}", e.loc)
                 return self.node("input", CAMERA_ATTRS[e.name], extra=("camera", e.name))
             if e.name == "model":
                 raise self.err(
@@ -317,7 +316,7 @@ class ExprChecks:
                     f"unknown ray attribute '{e.name}'" + suggest(e.name, RAY_ATTRS),
                     e.loc,
                 )
-            self.uses_ray = True
+            self.ctx.uses_ray = True
             kind = "ray_origin" if e.name == "origin" else "ray_dir"
             return self.node("input", VecT(3), extra=(kind, ""))
         x = self.expr(e.target, scope)
@@ -341,7 +340,7 @@ class ExprChecks:
             raise self.err(XprTypeError, f"vector literal too long (at most {MAX_VEC})", e.loc)
         return self.pack(items, e.loc)
 
-    def e_Comprehension(self, e: ast.Comprehension, scope: _Scope) -> Node:
+    def e_Comprehension(self, e: ast.Comprehension, scope: Scope) -> Node:
         lo, hi = self.static_range(e.start, e.stop, scope)
         if hi <= lo:
             raise self.err(StaticError, "empty array (the range has no elements)", e.start.loc)
@@ -350,9 +349,9 @@ class ExprChecks:
             raise self.err(DuplicateError, f"loop variable '{e.var}' is already defined", e.var_loc)
         items = []
         for i in range(lo, hi):
-            self._cur_loc = e.loc  # every step counts in the node budget
+            self.ctx.cur_loc = e.loc  # every step counts in the node budget
             self.node("step", None)
-            inner = _Scope(scope.context, scope.vars)
-            inner.vars[e.var] = _Binding("loop", _num(i), e.var_loc)
+            inner = Scope(scope.context, scope.vars)
+            inner.vars[e.var] = Binding("loop", _num(i), e.var_loc)
             items.append(self.expr(e.body, inner))
         return self.pack(items, e.loc)

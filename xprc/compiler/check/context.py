@@ -1,0 +1,31 @@
+"""The checker's state, in one object created by `Checker.__init__` (nothing else sets state):
+the spec being checked, its declarations as they are collected, the node budget, and what the
+checked program reads (the ray, the pinhole intrinsics) and emits per pixel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xprc.compiler import ast
+from xprc.compiler.ast import Loc, Node
+from xprc.compiler.check.scopes import Binding
+
+
+@dataclass
+class Context:
+    spec: ast.Spec
+    defines: dict  # -D overrides, NAME -> number
+    consts: dict[str, Binding] = field(default_factory=dict)
+    const_values: dict[str, float | int] = field(default_factory=dict)
+    params: dict[str, ast.Param] = field(default_factory=dict)
+    param_info: dict[str, ast.ParamInfo] = field(default_factory=dict)
+    fns: dict[str, ast.Fn] = field(default_factory=dict)
+    cameras_decl: ast.Cameras | None = None
+    call_stack: list[str] = field(default_factory=list)  # user functions being inlined
+    nodes: int = 0  # scalar work so far (names.work), against names.MAX_NODES
+    cur_loc: Loc = ast.NOLOC  # where a node over the budget is reported
+    uses_ray: bool = False
+    pinhole_reads: dict[str, Loc] = field(default_factory=dict)  # camera.fx ... -> first read
+    proj_locals: dict[str, Binding] = field(default_factory=dict)  # the projection's locals
+    pixel_outputs: dict[str, tuple[Node, Loc]] = field(default_factory=dict)  # response emits
+    local_names: list[tuple[Node, str]] = field(default_factory=list)  # value, spec name
