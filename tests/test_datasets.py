@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from xprc.datasets import (
+from xprc.data.datasets import (
     Dataset,
     View,
     load_blender,
@@ -20,8 +20,8 @@ from xprc.datasets import (
     read_colmap_model,
     split_every,
 )
+from xprc.data.ply import save_points_ply
 from xprc.errors import DataError
-from xprc.io import save_points_ply
 
 # --------------------------------------------------------------------------- Blender fixtures
 

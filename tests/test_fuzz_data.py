@@ -22,9 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from xprc.datasets import load_blender, load_colmap, read_colmap_model
-from xprc.errors import DataError
-from xprc.io import (
+from xprc.data.datasets import load_blender, load_colmap, read_colmap_model
+from xprc.data.ply import (
     load_checkpoint,
     load_ply,
     load_points_ply,
@@ -32,6 +31,7 @@ from xprc.io import (
     save_ply,
     save_points_ply,
 )
+from xprc.errors import DataError
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LONG = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,8 +6,7 @@ import numpy as np
 import plyfile
 import pytest
 
-from xprc.errors import DataError
-from xprc.io import (
+from xprc.data.ply import (
     load_checkpoint,
     load_ply,
     load_points_ply,
@@ -16,6 +15,7 @@ from xprc.io import (
     save_points_ply,
     sh_degree_from_rest,
 )
+from xprc.errors import DataError
 
 
 def gaussians(n: int = 7, degree: int = 3, seed: int = 0) -> dict:

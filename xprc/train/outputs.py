@@ -1,5 +1,6 @@
 """What a run leaves in its folder: metrics.json, config.json, curves.png, sheet.png,
-renders/*.png and, when the spec declares the 3DGS layout (`xprc.io.gaussian_layout`), scene.ply.
+renders/*.png and, when the spec declares the 3DGS layout (`xprc.data.ply.gaussian_layout`),
+scene.ply.
 
 Each file is written through a temporary sibling and a rename (`folder.write_atomic`): a failed
 write (a full disk) is a TrainError naming the file and leaves the one it would replace whole.
@@ -103,7 +104,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
 
 
 def _write_ply(path: Path, rec: RunRecord) -> None:
-    from ..io import gaussian_layout, save_ply
+    from ..data.ply import gaussian_layout, save_ply
 
     layout = gaussian_layout(rec.method.PARAMS)
     if layout is None:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .camera import Camera
-from .errors import DataError
-from .io import read_npz
+from ..camera import Camera
+from ..errors import DataError
+from .ply import read_npz
 
 SH_C0 = 0.28209479177387814
 
@@ -38,8 +38,8 @@ def default_garden_path() -> Path:
     env = os.environ.get("XPRC_GARDEN")
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parent.parent
-    return here.parent / "shared" / "data" / "garden" / "test_garden.npz"
+    checkout = Path(__file__).resolve().parents[2]
+    return checkout.parent / "shared" / "data" / "garden" / "test_garden.npz"
 
 
 _GARDEN = {  # key: (shape with N and V for the counts, what)

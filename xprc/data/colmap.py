@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from xprc.errors import DataError
-from xprc.io import require_file
+from ..errors import DataError
+from .ply import require_file
 
 __all__ = [
     "COLMAP_MODELS",

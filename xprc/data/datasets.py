@@ -5,7 +5,7 @@ Every loader returns a `Dataset` of `View`s in our conventions (REFERENCE.md sec
 images float32 `[H, W, 3]` in [0, 1]. A malformed or partial dataset raises
 `DataError(path, problem)` naming the file at fault.
 
-COLMAP models are read by our own small reader, `xprc.colmap`.
+COLMAP models are read by our own small reader, `xprc.data.colmap`.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from xprc.colmap import (
+from ..errors import DataError
+from .colmap import (
     COLMAP_MODELS,
     camera_intrinsics,
     check_camera,
     qvec_to_rotmat,
     read_colmap_model,
 )
-from xprc.colmap import find_file as _find
-from xprc.errors import DataError
-from xprc.io import load_points_ply, require_file
+from .colmap import find_file as _find
+from .ply import load_points_ply, require_file
 
 __all__ = [
     "COLMAP_MODELS",
@@ -79,7 +79,7 @@ class View:
 
     def camera(self, dtype=np.float32):
         """This view's `xprc.camera.Camera` (arrays cast to `dtype`)."""
-        from xprc.camera import Camera  # lazy: datasets must not need jax to import
+        from ..camera import Camera  # lazy: datasets must not need jax to import
 
         return Camera(
             viewmat=np.asarray(self.viewmat, dtype),
@@ -121,7 +121,7 @@ class Dataset:
 
     def cameras(self, dtype=np.float32):
         """All views as one batched `Camera` (`Camera.stack`); views must share size and model."""
-        from xprc.camera import Camera
+        from ..camera import Camera
 
         return Camera.stack([v.camera(dtype) for v in self.views])
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import plyfile
 
-from xprc.errors import DataError
+from ..errors import DataError
 
 __all__ = [
     "GAUSSIAN_KEYS",
