@@ -180,8 +180,8 @@ def train_benchmark(methods, quick):
     """Every method trained with the same budget on the generated demo scene (no download)."""
     import tempfile
 
-    from xprc.data.datasets import load_scene
     from xprc.data.demo_scene import generate_demo_scene
+    from xprc.data.scene_folder import load_scene
     from xprc.train import TrainConfig, train
 
     steps, size, n_train = (30, (48, 48), 4) if quick else (300, (96, 96), 16)

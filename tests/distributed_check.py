@@ -77,8 +77,8 @@ def main(spec_path):
 
 def check_training(method, tmp):
     """`train(..., devices=4)`: one view per device and step, traced once, loss goes down."""
-    from xprc.data.datasets import load_scene
     from xprc.data.demo_scene import generate_demo_scene
+    from xprc.data.scene_folder import load_scene
     from xprc.train import TRACE_COUNT, TrainConfig, train
 
     generate_demo_scene(tmp, n_train=4, n_test=1, size=(32, 24), seed=0, n_points=200)

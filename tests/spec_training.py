@@ -37,7 +37,7 @@ def demo_root() -> str:
 @functools.cache
 def demo_scene():
     """(train, test) datasets of the demo scene (`demo_root`)."""
-    from xprc.data.datasets import load_scene
+    from xprc.data.scene_folder import load_scene
 
     return load_scene(demo_root())
 

@@ -257,7 +257,7 @@ def _scene_params() -> dict:
 def _checkpoint(path, spec: str | None, **meta):
     """A checkpoint with the metadata the trainer writes (`method`, `spec_sha256`)."""
     import xprc
-    from xprc.data.ply import save_checkpoint
+    from xprc.data.npz import save_checkpoint
 
     if spec is not None:
         method = xprc.load(spec)
@@ -276,7 +276,7 @@ def test_render_uses_the_spec_the_scene_was_trained_with(tiny_scene, tmp_path, c
     import numpy as np
 
     import xprc
-    from xprc.data.datasets import load_scene
+    from xprc.data.scene_folder import load_scene
 
     ckpt = _checkpoint(tmp_path / "run.npz", "linprim_octahedron")
     assert _render(ckpt, tiny_scene, tmp_path / "v.npy") == 0

@@ -22,15 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from xprc.data.datasets import load_blender, load_colmap, read_colmap_model
-from xprc.data.ply import (
-    load_checkpoint,
-    load_ply,
-    load_points_ply,
-    save_checkpoint,
-    save_ply,
-    save_points_ply,
-)
+from xprc.data.blender import load_blender
+from xprc.data.colmap import load_colmap, read_colmap_model
+from xprc.data.npz import load_checkpoint, save_checkpoint
+from xprc.data.ply import load_ply, load_points_ply, save_ply, save_points_ply
 from xprc.errors import DataError
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

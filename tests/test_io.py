@@ -6,15 +6,8 @@ import numpy as np
 import plyfile
 import pytest
 
-from xprc.data.ply import (
-    load_checkpoint,
-    load_ply,
-    load_points_ply,
-    save_checkpoint,
-    save_ply,
-    save_points_ply,
-    sh_degree_from_rest,
-)
+from xprc.data.npz import load_checkpoint, save_checkpoint
+from xprc.data.ply import load_ply, load_points_ply, save_ply, save_points_ply, sh_degree_from_rest
 from xprc.errors import DataError
 
 

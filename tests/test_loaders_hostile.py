@@ -27,9 +27,10 @@ from test_datasets import (
 )
 
 from xprc.data import datasets
-from xprc.data.colmap import qvec_to_rotmat
-from xprc.data.datasets import load_blender, load_colmap, load_scene, read_colmap_model
+from xprc.data.blender import load_blender
+from xprc.data.colmap import load_colmap, qvec_to_rotmat, read_colmap_model
 from xprc.data.ply import load_ply, load_points_ply
+from xprc.data.scene_folder import load_scene
 from xprc.data.workloads import garden_workload
 from xprc.errors import DataError
 

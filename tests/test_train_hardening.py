@@ -31,7 +31,7 @@ from xprc import __version__
 from xprc import train as tr
 from xprc.cli import main
 from xprc.data.demo_scene import generate_demo_scene
-from xprc.data.ply import load_checkpoint
+from xprc.data.npz import load_checkpoint
 from xprc.errors import XprError
 from xprc.pipeline import RenderConfig
 from xprc.train.folder import Lock

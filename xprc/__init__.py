@@ -4,8 +4,7 @@ Write a primitive as a declarative `.xpr` spec, compile it to a readable JAX mod
 differentiate and train it with one shared, statically shaped pipeline.
 
     import xprc
-    from xprc.data.ply import load_ply
-    from xprc.data.datasets import load_scene
+    from xprc.data import load_ply, load_scene
 
     method = xprc.load("3dgs")                      # a shipped spec by name, or a .xpr path
     params = load_ply("scene.ply")                  # raw 3DGS parameters {name: [N, ...]}

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..camera import Camera
 from ..errors import DataError
-from .ply import read_npz
+from .npz import read_npz
 
 SH_C0 = 0.28209479177387814
 

@@ -1,6 +1,6 @@
 """Checkpoints of a training run: the whole train state plus JSON metadata in one `.npz`.
 
-Written atomically by `xprc.data.ply.save_checkpoint` (temporary sibling, fsync, rename, fsync
+Written atomically by `xprc.data.npz.save_checkpoint` (temporary sibling, fsync, rename, fsync
 of the folder), so a kill at any moment leaves the previous checkpoint intact; a `.tmp` left by a
 kill during a write is removed when the next run starts.
 
@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..data.ply import load_checkpoint, save_checkpoint
+from ..data.npz import load_checkpoint, save_checkpoint
 from .config import TrainError
 
 CHECKPOINT = "checkpoint.npz"
