@@ -18,11 +18,10 @@ xprc raises for a user's mistake) and `DataError` (a malformed file). The README
 them; docs/ has the details.
 """
 
+from ._version import __version__ as __version__
 from .camera import Camera
 from .errors import DataError, XprError
 from .pipeline import RenderConfig, RenderOutput, count_entries, fit_config, render
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Camera",

@@ -20,10 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..conventions import NUM_DIST
 from ..errors import XprError
 from ..runtime import EXACT
 from . import fisheye
-from .lens import NUM_DIST
 from .models import LENSES, MODELS
 
 __all__ = ["Camera", "CameraError", "check_model", "look_at"]

@@ -23,7 +23,6 @@ from jax import lax
 
 # Fixed iteration counts keep every inverse jit-friendly (no data-dependent loops).
 NEWTON_STEPS = 20
-NUM_DIST = 12
 
 
 def central_rays(d_cam):

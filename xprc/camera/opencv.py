@@ -9,8 +9,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
+from ..conventions import NUM_DIST
 from . import pinhole
-from .lens import NEWTON_STEPS, NUM_DIST, central_rays
+from .lens import NEWTON_STEPS, central_rays
 
 CENTRAL = True
 focal = pinhole.focal

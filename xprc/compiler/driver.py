@@ -34,11 +34,12 @@ import threading
 import types
 from dataclasses import dataclass
 
+from xprc._version import __version__
 from xprc.compiler import ast, cache, check, codegen, lower, parse, reuse, simplify
 from xprc.errors import DefineError, MissingOutputError, SpecError, XprError
 from xprc.resources import spec_path
 
-COMPILER_VERSION = "0.1.0"
+COMPILER_VERSION = __version__  # the package version (xprc/_version.py)
 STAGES = ("ast", "checked", "sympy", "jax")
 _ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..conventions import NUM_DIST
 from ..errors import DataError
 from .datasets import (
     MAX_IMAGE_PIXELS,
-    NUM_DIST,
     Dataset,
     View,
     as_float32,

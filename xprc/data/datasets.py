@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from ..conventions import NUM_DIST
 from ..errors import DataError
 from .files import require_file
 
 __all__ = ["Dataset", "View", "split_every"]
 
-NUM_DIST = 12  # [k1, k2, k3, k4, k5, k6, p1, p2, s1, s2, s3, s4]; fisheye k1..k4 first
 TEST_EVERY = 8  # Mip-NeRF 360 convention: views 0, 8, 16, ... (sorted by name) are held out
 
 
@@ -39,7 +39,7 @@ class View:
     image:   [H, W, 3] float32 in [0, 1] (RGBA already composited on the background).
     viewmat: [4, 4] float32 world->camera, OpenCV axes (+x right, +y down, +z forward).
     K:       [3, 3] float32 intrinsics in pixels.
-    dist:    [12] float32 lens coefficients for `model` (see NUM_DIST).
+    dist:    [12] float32 lens coefficients for `model` (see xprc.conventions.NUM_DIST).
     alpha:   [H, W] float32 coverage for RGBA sources, else None.
     """
 

@@ -1,10 +1,11 @@
-"""Files: a regular file or a DataError (`require_file`), and writes that are whole or absent
-(`write_atomic`)."""
+"""Files: a regular file or a DataError (`require_file`), and the one atomic writer
+(`write_atomic`) every file xprc writes goes through (PLYs, checkpoints, a run's outputs)."""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import DataError
@@ -25,11 +26,19 @@ def require_file(path: Path) -> None:
         raise DataError(path, "not a regular file")
 
 
-def write_atomic(path: Path, write) -> None:
-    """Write through a temporary sibling, fsync it, rename, fsync the folder: an interrupt or a
-    power cut never leaves half a file; the temporary file is removed on any error."""
+def temporary_path(path: Path) -> Path:
+    """Where `write_atomic` writes before the rename: `NAME.tmp` beside `path`."""
+    return path.with_name(path.name + ".tmp")
+
+
+def write_atomic(path: Path, write: Callable) -> None:
+    """`write(f)` into the temporary sibling opened for binary writing, then fsync it, rename it
+    to `path` and fsync the folder: an interrupt, a kill or a power cut leaves the old file or
+    the new one, never half of one. The temporary file is removed on any error, which
+    propagates (an OSError for a full disk), and the file it would have replaced is kept."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = temporary_path(path)
     try:
         with open(tmp, "wb") as f:
             write(f)

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..data.files import temporary_path
 from ..data.npz import load_checkpoint, save_checkpoint
 from .config import TrainError
 
@@ -30,7 +31,7 @@ _ARRAYS = ("step", "key", "used")
 
 def remove_stale_tmp(path: Path) -> Path | None:
     """Delete the temporary file an interrupted checkpoint write left behind (its name)."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = temporary_path(path)
     if tmp.is_file():
         tmp.unlink()
         return tmp
