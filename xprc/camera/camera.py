@@ -1,10 +1,10 @@
 """Cameras: a frozen JAX pytree carrying pose, intrinsics and a lens model (docs/design.md).
 
-Conventions (REFERENCE.md section 1): `viewmat` is world->camera, `p_cam = R p_world + t`, OpenCV
+Conventions (gsplat's): `viewmat` is world->camera, `p_cam = R p_world + t`, OpenCV
 axes (+x right, +y down, +z forward); `K` is in pixels; pixel (row i, col j) has its centre at
-`(j + 0.5, i + 0.5)`. Lens models (REFERENCE.md section 5), one module each, looked up by name in
-`models.LENSES`: `pinhole`, `opencv` (radial, tangential and thin-prism distortion),
-`fisheye` (OpenCV's equidistant model) and `ortho`.
+`(j + 0.5, i + 0.5)`. Lens models, one module each, looked up by name in `models.LENSES`:
+`pinhole`, `opencv` (OpenCV's radial, tangential and thin-prism distortion), `fisheye` (OpenCV's
+equidistant model) and `ortho`.
 
 Every per-point method is elementwise over broadcastable arguments and computes in the dtype of
 its arguments (camera arrays are cast to it), so a float64 camera renders float32 points and back.

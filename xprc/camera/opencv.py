@@ -58,7 +58,7 @@ def radial_factor(r2, dist):
 
 
 def distort(a, b, dist):
-    """Normalised (x/z, y/z) -> distorted normalised coordinates (REFERENCE.md section 5)."""
+    """Normalised (x/z, y/z) -> distorted normalised coordinates (OpenCV's `projectPoints`)."""
     p1, p2, s1, s2, s3, s4 = (dist[i] for i in range(6, 12))
     r2 = a * a + b * b
     radial = radial_factor(r2, dist)

@@ -1,7 +1,7 @@
 """Multi-view datasets: `View`, `Dataset` and how the loaders read and check images.
 
 The loaders (`blender.load_blender`, `colmap.load_colmap`, `scene_folder.load_scene`) return a
-`Dataset` of `View`s in our conventions (REFERENCE.md section 1):
+`Dataset` of `View`s in our conventions (gsplat's):
 `viewmat` world->camera with OpenCV axes, `K` in pixels with pixel centres at `(j + 0.5, i + 0.5)`,
 images float32 `[H, W, 3]` in [0, 1]. A malformed or partial dataset raises
 `DataError(path, problem)` naming the file at fault.

@@ -1,4 +1,4 @@
-"""PLY files: 3DGS Gaussians (REFERENCE.md section 3) and coloured point clouds.
+"""PLY files: 3DGS Gaussians (the original 3DGS code's layout) and coloured point clouds.
 
 - `save_ply` / `load_ply`: Gaussians in the layout every 3DGS viewer reads: `x y z nx ny nz
   f_dc_0..2 f_rest_0..M-1 opacity scale_0..2 rot_0..3`, float32, binary little endian, with
