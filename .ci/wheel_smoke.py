@@ -9,7 +9,7 @@ import numpy as np
 from PIL import Image
 
 import xprc
-from xprc.demo_scene import generate_demo_scene
+from xprc.data.demo_scene import generate_demo_scene
 from xprc.resources import shipped_specs
 
 here = pathlib.Path.cwd()

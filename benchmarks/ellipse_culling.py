@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from xprc.camera import Camera  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
+from xprc.data.workloads import adapt_params, garden_workload  # noqa: E402
 from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
 from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
-from xprc.scenes import adapt_params, garden_workload  # noqa: E402
 
 
 class Rectangle:

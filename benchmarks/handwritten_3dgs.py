@@ -1,9 +1,9 @@
 """A hand-written JAX 3DGS method module, the baseline the generated code is measured against.
 
 It implements the same contract as a generated module (docs/design.md, "The generated module")
-with the formulas of ../shared/REFERENCE.md sections 1-3 written by hand, so the benchmark can
-report the overhead of compiled specs over hand-tuned code, and the pipeline can be developed and
-tested independently of the compiler.
+with the 3DGS formulas (Kerbl et al. 2023: EWA splatting, SH colour; gsplat's conventions)
+written by hand, so the benchmark can report the overhead of compiled specs over hand-tuned
+code, and the pipeline can be developed and tested independently of the compiler.
 """
 
 from __future__ import annotations

@@ -114,8 +114,8 @@ def parse_variant(text: str) -> tuple[str, dict]:
 
 def run(args) -> list[dict]:
     from xprc.compiler.driver import load
-    from xprc.datasets import load_scene
-    from xprc.demo_scene import generate_demo_scene
+    from xprc.data.demo_scene import generate_demo_scene
+    from xprc.data.scene_folder import load_scene
     from xprc.train import TrainConfig, scene_scale, train
 
     method = load(ROOT / "specs" / f"{args.spec}.xpr")

@@ -28,6 +28,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.dense import dense_fn  # noqa: E402
 from xprc.camera import Camera  # noqa: E402
+from xprc.data.workloads import (  # noqa: E402
+    adapt_params,
+    default_garden_path,
+    garden_workload,
+    random_scene,
+)
 from xprc.pipeline import (  # noqa: E402
     RenderConfig,  # noqa: E402
     count_entries,
@@ -35,12 +41,6 @@ from xprc.pipeline import (  # noqa: E402
 )
 from xprc.pipeline.capacity import _count_fn, _count_key  # noqa: E402
 from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
-from xprc.scenes import (  # noqa: E402
-    adapt_params,
-    default_garden_path,
-    garden_workload,
-    random_scene,
-)
 
 SPECS = {
     "3dgs": "specs/3dgs.xpr",
@@ -180,8 +180,8 @@ def train_benchmark(methods, quick):
     """Every method trained with the same budget on the generated demo scene (no download)."""
     import tempfile
 
-    from xprc.datasets import load_scene
-    from xprc.demo_scene import generate_demo_scene
+    from xprc.data.demo_scene import generate_demo_scene
+    from xprc.data.scene_folder import load_scene
     from xprc.train import TrainConfig, train
 
     steps, size, n_train = (30, (48, 48), 4) if quick else (300, (96, 96), 16)

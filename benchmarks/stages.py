@@ -33,11 +33,11 @@ from benchmarks.dense import dense_fn  # noqa: E402
 from benchmarks.run import SPECS, fmt_table, workload  # noqa: E402
 from xprc.camera import Camera  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
+from xprc.data.workloads import adapt_params  # noqa: E402
 from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
 from xprc.pipeline import capacity as cap  # noqa: E402
 from xprc.pipeline.binning import TileGrid, bin_and_sort  # noqa: E402
 from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
-from xprc.scenes import adapt_params  # noqa: E402
 
 
 def timed(fn, *args, repeat=5):

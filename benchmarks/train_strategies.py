@@ -23,8 +23,8 @@ STRATEGIES = ("mcmc", "adc")
 
 def run(specs, strategies, steps, size, n_train, n_test, reset_every=None) -> list[dict]:
     from xprc.compiler.driver import load
-    from xprc.datasets import load_scene
-    from xprc.demo_scene import generate_demo_scene
+    from xprc.data.demo_scene import generate_demo_scene
+    from xprc.data.scene_folder import load_scene
     from xprc.train import TrainConfig, train
     from xprc.train.adc import ADC
 

@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image
 
 import xprc
-from xprc.scenes import garden_workload
+from xprc.data.workloads import garden_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ os.environ.setdefault("XPRC_JAX_CACHE_DIR", "off")
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
-from xprc.scenes import default_garden_path  # noqa: E402
+from xprc.data.workloads import default_garden_path  # noqa: E402
 
 
 def _tpu_attached() -> bool:

@@ -14,6 +14,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from xprc.camera import Camera  # noqa: E402
+from xprc.data.workloads import random_scene  # noqa: E402
 from xprc.distributed import (  # noqa: E402
     data_parallel_loss,
     device_mesh,
@@ -21,7 +22,6 @@ from xprc.distributed import (  # noqa: E402
     replicate,
     shard_primitives,
 )
-from xprc.scenes import random_scene  # noqa: E402
 
 
 def load_method(path):
@@ -77,8 +77,8 @@ def main(spec_path):
 
 def check_training(method, tmp):
     """`train(..., devices=4)`: one view per device and step, traced once, loss goes down."""
-    from xprc.datasets import load_scene
-    from xprc.demo_scene import generate_demo_scene
+    from xprc.data.demo_scene import generate_demo_scene
+    from xprc.data.scene_folder import load_scene
     from xprc.train import TRACE_COUNT, TrainConfig, train
 
     generate_demo_scene(tmp, n_train=4, n_test=1, size=(32, 24), seed=0, n_points=200)

@@ -25,7 +25,7 @@ STEPS = 300
 @functools.cache
 def demo_root() -> str:
     """The folder of the demo scene at SIZE x SIZE (generated once per process)."""
-    from xprc.demo_scene import generate_demo_scene
+    from xprc.data.demo_scene import generate_demo_scene
 
     root = tempfile.mkdtemp(prefix="xprc-demo-")
     generate_demo_scene(
@@ -37,7 +37,7 @@ def demo_root() -> str:
 @functools.cache
 def demo_scene():
     """(train, test) datasets of the demo scene (`demo_root`)."""
-    from xprc.datasets import load_scene
+    from xprc.data.scene_folder import load_scene
 
     return load_scene(demo_root())
 

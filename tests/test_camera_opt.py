@@ -204,8 +204,8 @@ def _demo_pose_runs(root, size: int):
     refined poses' errors after the best global similarity: the poses up to the gauge a scene
     that can move leaves free)."""
     import xprc
-    from xprc.datasets import load_scene
-    from xprc.demo_scene import generate_demo_scene
+    from xprc.data.demo_scene import generate_demo_scene
+    from xprc.data.scene_folder import load_scene
 
     bench = _benchmark()
     generate_demo_scene(root, n_train=12, n_test=4, size=(size, size))

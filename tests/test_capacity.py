@@ -22,11 +22,11 @@ from conftest import GARDEN, ROOT
 
 from xprc.camera import Camera
 from xprc.compiler.driver import load
+from xprc.data.workloads import adapt_params, garden_workload, random_scene
 from xprc.errors import XprError
 from xprc.pipeline import RenderConfig, count_entries, entry_bucket, fit_config, render
 from xprc.pipeline.binning import INT32_MAX, TileGrid, bin_and_sort, exact_total
 from xprc.pipeline.capacity import parse_bytes
-from xprc.scenes import adapt_params, garden_workload, random_scene
 
 W, H = 96, 64
 BG = (0.1, 0.2, 0.3)

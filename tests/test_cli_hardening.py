@@ -27,7 +27,7 @@ def _xprc(*argv, env=None, **kwargs) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def tiny_scene(tmp_path_factory):
-    from xprc.demo_scene import generate_demo_scene
+    from xprc.data.demo_scene import generate_demo_scene
 
     root = tmp_path_factory.mktemp("scene")
     generate_demo_scene(root, n_train=3, n_test=2, size=(40, 32), seed=1, n_points=300)
@@ -247,7 +247,7 @@ def test_out_of_memory_names_the_options_that_reduce_it(error, shown, capsys, mo
 def _scene_params() -> dict:
     """50 primitives in front of the tiny scene's cameras, with the parameters of 3DGS (which
     LinPrim's octahedron and 3DGUT share)."""
-    from xprc.scenes import random_scene
+    from xprc.data.workloads import random_scene
 
     params = random_scene(50, seed=0)
     params["means"] = params["means"] * 0.2
@@ -257,7 +257,7 @@ def _scene_params() -> dict:
 def _checkpoint(path, spec: str | None, **meta):
     """A checkpoint with the metadata the trainer writes (`method`, `spec_sha256`)."""
     import xprc
-    from xprc.io import save_checkpoint
+    from xprc.data.npz import save_checkpoint
 
     if spec is not None:
         method = xprc.load(spec)
@@ -276,7 +276,7 @@ def test_render_uses_the_spec_the_scene_was_trained_with(tiny_scene, tmp_path, c
     import numpy as np
 
     import xprc
-    from xprc.datasets import load_scene
+    from xprc.data.scene_folder import load_scene
 
     ckpt = _checkpoint(tmp_path / "run.npz", "linprim_octahedron")
     assert _render(ckpt, tiny_scene, tmp_path / "v.npy") == 0
@@ -333,7 +333,7 @@ def test_render_of_an_unshipped_spec_needs_it(tiny_scene, tmp_path, capsys):
 
 
 def test_render_of_a_scene_without_a_record_says_which_spec(tiny_scene, tmp_path, capsys):
-    from xprc.io import save_ply
+    from xprc.data.ply import save_ply
 
     ply = tmp_path / "scene.ply"
     save_ply(ply, _scene_params())
@@ -392,7 +392,7 @@ def test_render_never_overwrites_its_inputs(scene, extra, out, message, tiny_sce
     was written over after the render; now it is refused before, naming the file."""
     import shutil
 
-    from xprc.io import save_ply
+    from xprc.data.ply import save_ply
     from xprc.resources import shipped_specs
 
     data = _dataset_copy(tiny_scene, tmp_path)
@@ -511,7 +511,7 @@ def test_hostile_paths_and_hosts_are_messages(argv, message, tiny_scene, tmp_pat
     """--out a file: a FileExistsError / NotADirectoryError traceback at the first checkpoint,
     1000 steps in; --out the dataset folder: the run written among the dataset's files; --view
     in another script's digits: view 1; --host that cannot be bound: viser never returned."""
-    from xprc.io import save_ply
+    from xprc.data.ply import save_ply
 
     if argv[0] == "view":
         pytest.importorskip("viser")

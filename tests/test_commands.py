@@ -7,9 +7,9 @@ import pytest
 from PIL import Image
 
 from xprc.cli import main
-from xprc.demo_scene import generate_demo_scene
-from xprc.io import save_ply
-from xprc.scenes import random_scene
+from xprc.data.demo_scene import generate_demo_scene
+from xprc.data.ply import save_ply
+from xprc.data.workloads import random_scene
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +172,7 @@ def test_render_of_a_run_equals_the_trainers_render(tiny_scene, tiny_run, tmp_pa
     """The PLY, the checkpoint and the run folder render the trainer's own test view, on the
     background the run was trained with (the demo scene is composited on white)."""
     import xprc
-    from xprc.datasets import load_scene
+    from xprc.data.scene_folder import load_scene
     from xprc.plots import to_uint8
     from xprc.trained import load_trained
 

@@ -17,7 +17,7 @@ warnings.simplefilter("error")
 import jax, numpy as np, xprc
 from xprc import compile_cache
 from xprc.camera import look_at
-from xprc.scenes import random_scene
+from xprc.data.workloads import random_scene
 hits = []
 jax.monitoring.register_event_listener(
     lambda name, **kw: hits.append(1) if name == "/jax/compilation_cache/cache_hits" else None)

@@ -11,17 +11,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from xprc.datasets import (
-    Dataset,
-    View,
-    load_blender,
-    load_colmap,
-    load_scene,
-    read_colmap_model,
-    split_every,
-)
+from xprc.data.blender import load_blender
+from xprc.data.colmap import load_colmap, read_colmap_model
+from xprc.data.datasets import Dataset, View, split_every
+from xprc.data.ply import save_points_ply
+from xprc.data.scene_folder import load_scene
 from xprc.errors import DataError
-from xprc.io import save_points_ply
 
 # --------------------------------------------------------------------------- Blender fixtures
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xprc.datasets import load_blender, load_scene
-from xprc.demo_scene import SCENE_CENTER, generate_demo_scene
+from xprc.data.blender import load_blender
+from xprc.data.demo_scene import SCENE_CENTER, generate_demo_scene
+from xprc.data.scene_folder import load_scene
 
 SMALL = dict(n_train=4, n_test=2, size=(40, 32), n_points=500)
 

@@ -18,8 +18,8 @@ from jax import export
 
 from xprc.camera import Camera
 from xprc.compiler.driver import load
+from xprc.data.workloads import adapt_params, random_scene
 from xprc.pipeline import RenderConfig, render
-from xprc.scenes import adapt_params, random_scene
 
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 SPECS = sorted(p.stem for p in (ROOT / "specs").glob("*.xpr"))

@@ -22,16 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from xprc.datasets import load_blender, load_colmap, read_colmap_model
+from xprc.data.blender import load_blender
+from xprc.data.colmap import load_colmap, read_colmap_model
+from xprc.data.npz import load_checkpoint, save_checkpoint
+from xprc.data.ply import load_ply, load_points_ply, save_ply, save_points_ply
 from xprc.errors import DataError
-from xprc.io import (
-    load_checkpoint,
-    load_ply,
-    load_points_ply,
-    save_checkpoint,
-    save_ply,
-    save_points_ply,
-)
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LONG = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,16 +6,9 @@ import numpy as np
 import plyfile
 import pytest
 
+from xprc.data.npz import load_checkpoint, save_checkpoint
+from xprc.data.ply import load_ply, load_points_ply, save_ply, save_points_ply, sh_degree_from_rest
 from xprc.errors import DataError
-from xprc.io import (
-    load_checkpoint,
-    load_ply,
-    load_points_ply,
-    save_checkpoint,
-    save_ply,
-    save_points_ply,
-    sh_degree_from_rest,
-)
 
 
 def gaussians(n: int = 7, degree: int = 3, seed: int = 0) -> dict:

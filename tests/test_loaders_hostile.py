@@ -26,12 +26,13 @@ from test_datasets import (
     write_colmap_txt,
 )
 
-from xprc import datasets
-from xprc.colmap import qvec_to_rotmat
-from xprc.datasets import load_blender, load_colmap, load_scene, read_colmap_model
+from xprc.data import datasets
+from xprc.data.blender import load_blender
+from xprc.data.colmap import load_colmap, qvec_to_rotmat, read_colmap_model
+from xprc.data.ply import load_ply, load_points_ply
+from xprc.data.scene_folder import load_scene
+from xprc.data.workloads import garden_workload
 from xprc.errors import DataError
-from xprc.io import load_ply, load_points_ply
-from xprc.scenes import garden_workload
 
 # --------------------------------------------------------------------------- COLMAP images.txt
 

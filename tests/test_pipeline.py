@@ -15,10 +15,10 @@ from conftest import GARDEN, ROOT, load_handwritten
 from gradcheck import assert_grads_match_fd
 
 from xprc.camera import Camera
+from xprc.data.workloads import garden_workload, random_scene
 from xprc.errors import XprError
 from xprc.pipeline import RenderConfig, render
 from xprc.pipeline.render import TRACE_COUNT
-from xprc.scenes import garden_workload, random_scene
 
 
 def _handwritten():

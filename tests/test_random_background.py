@@ -15,8 +15,8 @@ from PIL import Image
 import xprc
 from xprc import train as tr
 from xprc.cli import main
-from xprc.datasets import load_scene
-from xprc.demo_scene import generate_demo_scene
+from xprc.data.demo_scene import generate_demo_scene
+from xprc.data.scene_folder import load_scene
 from xprc.metrics import psnr
 from xprc.pipeline import RenderConfig
 from xprc.train.data import infer_background, stack_views
@@ -211,7 +211,7 @@ import jax.numpy as jnp
 import numpy as np
 import xprc
 from xprc import train as tr
-from xprc.datasets import load_scene
+from xprc.data.scene_folder import load_scene
 from xprc.metrics import psnr
 from xprc.pipeline import RenderConfig
 from xprc.train.loop import Run

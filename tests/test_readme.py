@@ -127,9 +127,9 @@ def test_every_named_xprc_attribute_exists():
 
 
 def test_resolves_tells_missing_names():
-    assert resolves("xprc.fit_config") and resolves("xprc.io.load_ply")
+    assert resolves("xprc.fit_config") and resolves("xprc.data.ply.load_ply")
     assert resolves("xprc.Camera.stack") and resolves("xprc.train.camera_opt.pose_matrices")
-    assert not resolves("xprc.no_such_name") and not resolves("xprc.io.no_such_function")
+    assert not resolves("xprc.no_such_name") and not resolves("xprc.data.ply.no_such_function")
     assert not resolves("xprc.no_such_module.thing")
 
 

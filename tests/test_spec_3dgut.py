@@ -22,10 +22,10 @@ from gradcheck import assert_grads_match_fd
 
 from xprc.camera import Camera
 from xprc.compiler.driver import compile_source, load
+from xprc.data.workloads import random_scene
 from xprc.errors import CameraModelError
 from xprc.pipeline import render
 from xprc.pipeline.render import TRACE_COUNT
-from xprc.scenes import random_scene
 
 SPEC = ROOT / "specs" / "3dgut.xpr"
 W, H = 64, 48

@@ -23,6 +23,7 @@ from conftest import ROOT
 from xprc.camera import Camera
 from xprc.compiler import check, parse
 from xprc.compiler.driver import load
+from xprc.data.workloads import adapt_params, random_scene
 from xprc.errors import XprTypeError
 from xprc.pipeline import RenderConfig, render
 from xprc.pipeline.binning import (
@@ -32,7 +33,6 @@ from xprc.pipeline.binning import (
     ellipse_usable,
     tile_rects,
 )
-from xprc.scenes import adapt_params, random_scene
 
 W, H = 96, 64
 

@@ -19,8 +19,9 @@ from conftest import ROOT, load_handwritten
 
 from xprc import train as tr
 from xprc.camera import look_at
-from xprc.datasets import Dataset, View
-from xprc.io import load_checkpoint, load_ply
+from xprc.data.datasets import Dataset, View
+from xprc.data.npz import load_checkpoint
+from xprc.data.ply import load_ply
 from xprc.pipeline import render
 from xprc.train import optim, strategy
 from xprc.train.step import step_fn

@@ -30,9 +30,9 @@ from test_train import METHOD, _annotated, _config, _tiny_scene
 from xprc import __version__
 from xprc import train as tr
 from xprc.cli import main
-from xprc.demo_scene import generate_demo_scene
+from xprc.data.demo_scene import generate_demo_scene
+from xprc.data.npz import load_checkpoint
 from xprc.errors import XprError
-from xprc.io import load_checkpoint
 from xprc.pipeline import RenderConfig
 from xprc.train.folder import Lock
 

@@ -26,7 +26,7 @@ import pytest
 from PIL import Image
 
 import xprc
-from xprc.scenes import random_scene
+from xprc.data.workloads import random_scene
 from xprc.viewer import Viewer, matrix_to_quat, quat_to_matrix
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -185,7 +185,7 @@ def test_browser_frame_matches_direct_render():
 def test_watch_picks_up_each_checkpoint(tmp_path):
     """`xprc train --view`: the viewer waits for the run's first checkpoint and reloads each new
     one (the trainer's layout: parameters under 'params')."""
-    from xprc.io import save_checkpoint
+    from xprc.data.npz import save_checkpoint
 
     run = tmp_path / "run"
     viewer = Viewer(xprc.load("3dgs"), run, port=_free_port(), wait=True, background=(1, 1, 1))

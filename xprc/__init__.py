@@ -4,8 +4,7 @@ Write a primitive as a declarative `.xpr` spec, compile it to a readable JAX mod
 differentiate and train it with one shared, statically shaped pipeline.
 
     import xprc
-    from xprc.io import load_ply
-    from xprc.datasets import load_scene
+    from xprc.data import load_ply, load_scene
 
     method = xprc.load("3dgs")                      # a shipped spec by name, or a .xpr path
     params = load_ply("scene.ply")                  # raw 3DGS parameters {name: [N, ...]}
@@ -19,11 +18,10 @@ xprc raises for a user's mistake) and `DataError` (a malformed file). The README
 them; docs/ has the details.
 """
 
+from ._version import __version__ as __version__
 from .camera import Camera
 from .errors import DataError, XprError
 from .pipeline import RenderConfig, RenderOutput, count_entries, fit_config, render
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Camera",

@@ -263,7 +263,7 @@ def _inside(path: Path, folder: Path) -> bool:
 def run_render(args) -> int:
     import numpy as np
 
-    from .datasets import load_scene
+    from .data.scene_folder import load_scene
     from .pipeline import RenderConfig, render
     from .pipeline.render import prepare_params
     from .plots import kind_image, save_png
@@ -379,7 +379,7 @@ def viewer_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_train(args) -> int:
-    from .datasets import load_scene
+    from .data.scene_folder import load_scene
     from .distributed import setup_devices
     from .train import TrainConfig, train
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,11 +15,16 @@ def to_uint8(img) -> np.ndarray:
     return np.round(np.clip(np.asarray(img, np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
 
 
-def save_png(path, img) -> None:
-    """Write an [H, W, 3] float image in [0, 1] as PNG."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(to_uint8(img)).save(path)
+def _destination(dest):
+    """A path (its folder is created) or an open binary file, as given."""
+    if isinstance(dest, str | os.PathLike):
+        Path(dest).parent.mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+def save_png(dest, img) -> None:
+    """Write an [H, W, 3] float image in [0, 1] as PNG to a path or an open binary file."""
+    Image.fromarray(to_uint8(img)).save(_destination(dest), format="PNG")
 
 
 def kind_image(out, kind: str, raw: bool = False) -> np.ndarray:
@@ -41,8 +47,9 @@ def kind_image(out, kind: str, raw: bool = False) -> np.ndarray:
     return np.repeat(np.clip(scaled, 0.0, 1.0), 3, axis=-1).astype(np.float32)
 
 
-def comparison_sheet(path, pairs: Sequence[tuple], labels=("ground truth", "render")) -> None:
-    """One row per view: ground truth | render, images [H, W, 3] in [0, 1], all the same size."""
+def comparison_sheet(dest, pairs: Sequence[tuple], labels=("ground truth", "render")) -> None:
+    """One row per view: ground truth | render, images [H, W, 3] in [0, 1], all the same size;
+    a PNG written to a path or an open binary file."""
     if not pairs:
         return
     h, w = np.asarray(pairs[0][0]).shape[:2]
@@ -57,8 +64,7 @@ def comparison_sheet(path, pairs: Sequence[tuple], labels=("ground truth", "rend
             sheet.paste(
                 Image.fromarray(to_uint8(img)), (pad + col * (w + pad), head + row * (h + pad))
             )
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    sheet.save(path)
+    sheet.save(_destination(dest), format="PNG")
 
 
 def _smooth(ys: Sequence[float], window: int) -> np.ndarray:
@@ -70,9 +76,9 @@ def _smooth(ys: Sequence[float], window: int) -> np.ndarray:
     return np.convolve(padded, np.ones(window) / window, mode="valid")
 
 
-def training_curves(path, train_log: Sequence[dict], evals: Sequence[dict]):
+def training_curves(dest, train_log: Sequence[dict], evals: Sequence[dict]):
     """Training loss (log scale) and PSNR (train, smoothed; test at each evaluation) by step.
-    Returns the matplotlib Figure written to `path`."""
+    Returns the matplotlib Figure written (PNG) to `dest`, a path or an open binary file."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # headless; no pyplot state
     from matplotlib.figure import Figure
 
@@ -96,6 +102,5 @@ def training_curves(path, train_log: Sequence[dict], evals: Sequence[dict]):
         ax.grid(True, color="0.9")
         if ax.has_data():
             ax.legend(loc="best")
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    fig.savefig(_destination(dest), format="png")
     return fig

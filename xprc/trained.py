@@ -55,7 +55,8 @@ def load_trained(path, train_views=None) -> Trained:
     recorded none (it inferred it from the data) gets it re-inferred from `train_views` the way
     the trainer does.
     """
-    from .io import load_checkpoint, load_ply
+    from .data.npz import load_checkpoint
+    from .data.ply import load_ply
 
     path = Path(path)
     if path.is_dir():

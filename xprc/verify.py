@@ -22,9 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from xprc.activations import inverse
+from xprc.conventions import CAMERA_MODELS
 from xprc.errors import XprError, printable
 
-MODELS = ("pinhole", "opencv", "fisheye", "ortho")
+MODELS = CAMERA_MODELS
 SCENES = ("random", "large", "near", "edge-on", "behind")
 TOL = 1e-6
 MAX_SEEDS = 1000  # x 5 scenes x 4 camera models renders: hours already
@@ -161,14 +163,10 @@ class _WholeImageSwitch:
 
 
 def _raw_from(activation: str, value: np.ndarray) -> np.ndarray:
-    """A raw value whose activation is about `value` (for the named activations)."""
-    if activation == "exp":
-        return np.log(value)
-    if activation == "sigmoid":
-        v = np.clip(value, 1e-6, 1 - 1e-6)
-        return np.log(v / (1 - v))
-    if activation == "softplus":
-        return np.log(np.expm1(value))
+    """A raw value whose activation is `value` for exp, sigmoid and softplus; any other
+    parameter takes `value` as its raw value."""
+    if activation in ("exp", "sigmoid", "softplus"):
+        return inverse(activation, value)
     return value
 
 

@@ -355,7 +355,7 @@ def serve(args) -> int:
     if data is None and scene.is_dir() and (scene / "scene" / "transforms_train.json").is_file():
         data = scene / "scene"  # a demo run keeps its dataset here
     if data is not None:
-        from .datasets import load_scene
+        from .data.scene_folder import load_scene
 
         views = load_scene(data)[0].views
     method = scene_method(load_trained(scene, views), args.spec, args.defines)

@@ -1,3 +1,5 @@
 """The spec compiler: driver.py runs its stages (parse, check, lower, simplify, codegen)."""
 
-COMPILER_VERSION = "0.1.0"  # written into every generated module, and part of the cache key
+from xprc._version import __version__
+
+COMPILER_VERSION = __version__  # written into every generated module, and part of the cache key

@@ -57,6 +57,7 @@ from xprc.compiler.symops import (
     xmin,
 )  # fmt: skip
 from xprc.compiler.symops import _num as _sym_num
+from xprc.conventions import SH_C0
 from xprc.errors import StaticError, XprTypeError
 
 # ---------------------------------------------------------------------------------------------
@@ -271,7 +272,6 @@ def _max_eigenvalue(c: _Call) -> Node:
 # Lowering: lowered arguments (SymPy scalars in nested tuples) -> the call's value.
 
 # SH constants: the real SH basis of degree 0-3 of the 3DGS code (Kerbl et al. 2023), as gsplat.
-SH_C0 = 0.28209479177387814
 SH_C1 = 0.4886025119029199
 SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792,
          0.5462742152960396)  # fmt: skip

@@ -10,6 +10,7 @@ import sys
 
 from xprc.compiler import ast
 from xprc.compiler.ast import BOOL, SCALAR, ArrayT, MatT, Node, VecT
+from xprc.conventions import CAMERA_MODELS, PARAM_ROLES  # noqa: F401  (re-exported)
 
 MAX_LOOP = 1024  # iterations of one static loop or comprehension
 # Scalar operations per spec, as `work` estimates them from the IR: a guard against accidental
@@ -38,7 +39,6 @@ CAMERA_ATTRS = {
     "width": SCALAR, "height": SCALAR, "near": SCALAR, "far": SCALAR,
 }  # fmt: skip
 CAMERA_METHODS = {"project", "project_valid", "jacobian", "world_to_camera"}
-CAMERA_MODELS = ("pinhole", "opencv", "fisheye", "ortho")  # xprc.camera.MODELS
 # What a spec reads when it writes the projection for a pinhole (its intrinsics) or linearises
 # it (the Jacobian): without a `cameras` declaration such a spec accepts `pinhole` only.
 PINHOLE_READS = ("fx", "fy", "cx", "cy", "jacobian")
@@ -48,7 +48,7 @@ _TYPE_NAMES = ["scalar", "vec2", "vec3", "vec4", "quat", "mat2", "mat3", "mat4",
 
 # Training annotations on parameters (read by the trainer through ParamSpec).
 INIT_RULES = ("points", "colors", "identity", "nn_distance", "zeros", "ones")
-ROLES = ("position", "opacity", "scale")
+ROLES = PARAM_ROLES
 # Activations ParamSpec names (anything else is recorded as its text).
 NAMED_ACTIVATIONS = ("exp", "sigmoid", "normalize", "abs", "softplus", "tanh")
 

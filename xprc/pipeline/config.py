@@ -27,8 +27,8 @@ class RenderConfig:
     chunk:       primitives a tile composites per step (the inner vector width).
     group:       chunks processed per sequential step; a step whose tiles are all saturated is
                  skipped.
-    alpha_min:   alpha below this is no contribution (REFERENCE.md: 1/255).
-    t_min:       stop before a primitive would bring transmittance below this (REFERENCE.md: 1e-4).
+    alpha_min:   alpha below this is no contribution (1/255, as the 3DGS rasterizer and gsplat).
+    t_min:       stop before a primitive would bring transmittance below this (1e-4, as 3DGS).
     distortion:  also composite the 2DGS depth distortion sum_{i,j} w_i w_j |z_i - z_j| per pixel
                  (`RenderOutput.distortion`), in list order as 2 sum_k w_k (z_k W_{k-1} - Z_{k-1});
                  z is the response's per-pixel `depth` output when it emits one, else the sort

@@ -1,4 +1,4 @@
-"""Adaptive density control (3DGS, REFERENCE.md section 8) inside a static capacity.
+"""Adaptive density control (3DGS, Kerbl et al. 2023) inside a static capacity.
 
 Every step each visible primitive's screen-space centre gradient is accumulated: the gradient of
 the loss with respect to a 2D offset of its projected centre, in NDC units (pixels x W/2, H/2, as

@@ -1,8 +1,8 @@
 """Checkpoints of a training run: the whole train state plus JSON metadata in one `.npz`.
 
-Written atomically by `xprc.io.save_checkpoint` (temporary sibling, fsync, rename, fsync of the
-folder), so a kill at any moment leaves the previous checkpoint intact; a `.tmp` left by a kill
-during a write is removed when the next run starts.
+Written atomically by `xprc.data.npz.save_checkpoint` (temporary sibling, fsync, rename, fsync
+of the folder), so a kill at any moment leaves the previous checkpoint intact; a `.tmp` left by a
+kill during a write is removed when the next run starts.
 
 A checkpoint is untrusted input: `load` checks every array against the run's own state (shape,
 dtype, finite parameters) and every metadata field the trainer reads (`META`), and a mismatch is
@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..io import load_checkpoint, save_checkpoint
+from ..data.files import temporary_path
+from ..data.npz import load_checkpoint, save_checkpoint
 from .config import TrainError
 
 CHECKPOINT = "checkpoint.npz"
@@ -30,7 +31,7 @@ _ARRAYS = ("step", "key", "used")
 
 def remove_stale_tmp(path: Path) -> Path | None:
     """Delete the temporary file an interrupted checkpoint write left behind (its name)."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = temporary_path(path)
     if tmp.is_file():
         tmp.unlink()
         return tmp

@@ -33,8 +33,8 @@ def demo(
     is out_dir itself (metrics.json, config.json, curves.png, sheet.png, renders/, scene.ply,
     checkpoint.npz).
     """
-    from ..datasets import load_scene
-    from ..demo_scene import generate_demo_scene
+    from ..data.demo_scene import generate_demo_scene
+    from ..data.scene_folder import load_scene
 
     out = Path(out_dir)
     scene = out / "scene"

@@ -18,7 +18,7 @@ import datetime
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -143,21 +143,6 @@ def writing(path: Path):
         yield
     except OSError as e:
         raise TrainError(f"cannot write ({e.strerror or e})", path) from None
-
-
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """`write(tmp)` then rename tmp to `path` (the temporary name keeps the suffix, which image
-    writers read the format from); an OSError is a TrainError naming `path`, and the file it
-    would have replaced is left as it was."""
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    with writing(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            write(tmp)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
 
 
 @contextmanager

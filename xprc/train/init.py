@@ -19,10 +19,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial import cKDTree
 
+from ..conventions import SH_C0
 from .config import TrainConfig, TrainError
 from .roles import inverse_np, param_roles, shape_of, where
-
-SH_C0 = 0.28209479177387814
 
 
 def nn_distance(points: np.ndarray) -> np.ndarray:

@@ -405,7 +405,7 @@ def train(
 ) -> TrainResult:
     """Train `method` (a generated module) on `train_set`; evaluate on `test_set`.
 
-    train_set / test_set: `xprc.datasets.Dataset` (or anything with `views`, each with `image`
+    train_set / test_set: `xprc.data.Dataset` (or anything with `views`, each with `image`
     [H, W, 3] float32, `camera()`, `viewmat`, `alpha`; optional `points`/`colors`). test_set
     None evaluates on the training views. out_dir (None: write nothing) receives metrics.json,
     config.json, curves.png, sheet.png, renders/*.png, checkpoint.npz and, for the 3DGS layout,

@@ -1,8 +1,10 @@
 """What a run leaves in its folder: metrics.json, config.json, curves.png, sheet.png,
-renders/*.png and, when the spec declares the 3DGS layout (`xprc.io.gaussian_layout`), scene.ply.
+renders/*.png and, when the spec declares the 3DGS layout (`xprc.data.ply.gaussian_layout`),
+scene.ply.
 
-Each file is written through a temporary sibling and a rename (`folder.write_atomic`): a failed
-write (a full disk) is a TrainError naming the file and leaves the one it would replace whole.
+Each file is written through a temporary sibling and a rename (`xprc.data.files.write_atomic`):
+a failed write (a full disk) is a TrainError naming the file and leaves the one it would replace
+whole.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..data.files import write_atomic
 from .adc import ADC
-from .folder import write_atomic, writing
+from .folder import writing
 
 
 @dataclasses.dataclass
@@ -57,11 +60,11 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
     if rec.renders:
         for name, img in zip(view_names(rec.test_views), rec.renders, strict=True):
             path = out / "renders" / f"{_safe(name)}.png"
-            write_atomic(path, lambda p, img=img: plots.save_png(p, img))
+            _write(path, lambda f, img=img: plots.save_png(f, img))
         pairs = [(rec.test_images[i], rec.renders[i]) for i in range(len(rec.renders))]
         sheet = pairs[: rec.config.sheet_views]
-        write_atomic(out / "sheet.png", lambda p: plots.comparison_sheet(p, sheet))
-    write_atomic(out / "curves.png", lambda p: plots.training_curves(p, rec.history, rec.evals))
+        _write(out / "sheet.png", lambda f: plots.comparison_sheet(f, sheet))
+    _write(out / "curves.png", lambda f: plots.training_curves(f, rec.history, rec.evals))
     _write_ply(out / "scene.ply", rec)
     method = rec.method
     run = {
@@ -99,11 +102,17 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
     }
     for name, data in (("metrics.json", report), ("config.json", run)):
         text = json.dumps(data, indent=1) + "\n"
-        write_atomic(out / name, lambda p, text=text: p.write_text(text, encoding="utf-8"))
+        _write(out / name, lambda f, text=text: f.write(text.encode("utf-8")))
+
+
+def _write(path: Path, write) -> None:
+    """`write_atomic(path, write)`; an OSError is a TrainError naming `path`."""
+    with writing(path):
+        write_atomic(path, write)
 
 
 def _write_ply(path: Path, rec: RunRecord) -> None:
-    from ..io import gaussian_layout, save_ply
+    from ..data.ply import gaussian_layout, save_ply
 
     layout = gaussian_layout(rec.method.PARAMS)
     if layout is None:

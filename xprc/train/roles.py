@@ -17,9 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..activations import INVERSES, inverse
+from ..conventions import PARAM_ROLES
 from .config import TrainError
-
-ROLES = ("position", "opacity", "scale")
 
 
 def shape_of(spec) -> tuple:
@@ -40,7 +40,7 @@ def sh_degree(spec) -> int | None:
 
 def param_roles(method) -> dict[str, str | None]:
     """{role: parameter name or None} from the spec's `role` annotations."""
-    roles: dict[str, str | None] = dict.fromkeys(ROLES)
+    roles: dict[str, str | None] = dict.fromkeys(PARAM_ROLES)
     for s in method.PARAMS:
         role = getattr(s, "role", None)
         if role in roles and roles[role] is None:
@@ -101,39 +101,9 @@ def require_roles(method, needed: tuple[str, ...], why: str) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- activations
 
-# activation -> (NumPy inverse, traced inverse) on the activation's range. `abs`, `relu` and
-# `normalize` are inverted on their canonical branch (non-negative values, unit vectors).
-_NP_INVERSE = {
-    "identity": lambda v: v,
-    "sigmoid": lambda v: np.log(np.clip(v, 1e-8, 1 - 1e-7) / (1 - np.clip(v, 1e-8, 1 - 1e-7))),
-    "exp": lambda v: np.log(np.maximum(v, 1e-30)),
-    "softplus": lambda v: np.log(np.expm1(np.maximum(v, 1e-30))),
-    "tanh": lambda v: np.arctanh(np.clip(v, -1 + 1e-7, 1 - 1e-7)),
-    "abs": lambda v: v,
-    "relu": lambda v: v,
-    "normalize": lambda v: v,
-}
-
-
-def _jnp_sigmoid_inverse(v):
-    v = jnp.clip(v, 1e-7, 1 - 1e-7)
-    return jnp.log(v) - jnp.log1p(-v)
-
-
-_JNP_INVERSE = {
-    "identity": lambda v: v,
-    "sigmoid": _jnp_sigmoid_inverse,
-    "exp": lambda v: jnp.log(jnp.maximum(v, 1e-30)),
-    "softplus": lambda v: jnp.log(jnp.expm1(jnp.maximum(v, 1e-30))),
-    "tanh": lambda v: jnp.arctanh(jnp.clip(v, -1 + 1e-7, 1 - 1e-7)),
-    "abs": lambda v: v,
-    "relu": lambda v: v,
-    "normalize": lambda v: v,
-}
-
 
 def invertible(spec) -> bool:
-    return spec.activation in _NP_INVERSE
+    return spec.activation in INVERSES
 
 
 def check_invertible(method, name: str, why: str) -> None:
@@ -141,7 +111,7 @@ def check_invertible(method, name: str, why: str) -> None:
     if not invertible(spec):
         raise TrainError(
             f"{where(method, name)}: activation {spec.activation!r} cannot be inverted, which "
-            f"{why} needs (invertible: {', '.join(sorted(_NP_INVERSE))})",
+            f"{why} needs (invertible: {', '.join(sorted(INVERSES))})",
             **spec_location(method, name),
         )
 
@@ -150,12 +120,12 @@ def inverse_np(method, spec, value) -> np.ndarray:
     """Raw float64 value whose activation is `value`; TrainError for a non-invertible one."""
     if not invertible(spec):
         check_invertible(method, spec.name, "initialisation from an activated value")
-    return _NP_INVERSE[spec.activation](np.asarray(value, np.float64))
+    return inverse(spec.activation, np.asarray(value, np.float64))
 
 
 def inverse_jnp(spec, value: jax.Array) -> jax.Array:
     """The traced twin of `inverse_np` (callers check `invertible` before tracing)."""
-    return _JNP_INVERSE[spec.activation](value)
+    return inverse(spec.activation, value, jnp)
 
 
 def rescale_raw(spec, raw: jax.Array, activated: jax.Array, factor: jax.Array) -> jax.Array:

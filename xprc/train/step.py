@@ -66,7 +66,7 @@ def random_backgrounds(key, step_i, shape, dtype):
 
 
 def photometric(pred, gt, ssim_weight):
-    """(1 - w) L1 + w (1 - SSIM), REFERENCE.md section 8."""
+    """(1 - w) L1 + w (1 - SSIM), the 3DGS loss (Kerbl et al. 2023, w = 0.2)."""
     l1 = jnp.mean(jnp.abs(pred - gt))
     return (1.0 - ssim_weight) * l1 + ssim_weight * (1.0 - ssim(pred, gt))
 

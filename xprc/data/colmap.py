@@ -14,8 +14,22 @@ from pathlib import Path
 
 import numpy as np
 
-from xprc.errors import DataError
-from xprc.io import require_file
+from ..conventions import NUM_DIST
+from ..errors import DataError
+from .datasets import (
+    MAX_IMAGE_PIXELS,
+    Dataset,
+    View,
+    as_float32,
+    check_downscale,
+    check_memory,
+    path_inside,
+    read_image,
+    scale_K,
+    scaled_size,
+    to_view_image,
+)
+from .files import require_file
 
 __all__ = [
     "COLMAP_MODELS",
@@ -24,6 +38,7 @@ __all__ = [
     "ColmapImage",
     "camera_intrinsics",
     "check_camera",
+    "load_colmap",
     "read_colmap_model",
 ]
 
@@ -441,3 +456,82 @@ def qvec_to_rotmat(q: np.ndarray) -> np.ndarray:
             [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
         ]
     )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_colmap(
+    root, downscale=1, images_dir: str = "images", background=(1.0, 1.0, 1.0)
+) -> Dataset:
+    """Load a COLMAP reconstruction: `ROOT/sparse/0` (or `ROOT/sparse`) and `ROOT/images_dir`.
+
+    Views are sorted by image name; use `split_every` for the train/test split. With an integer
+    `downscale` d and a folder `ROOT/{images_dir}_{d}` (the Mip-NeRF 360 layout), the
+    pre-shrunk images are used; otherwise images are resized. K is scaled to the final size.
+    Points are COLMAP's points3D (colours in [0, 1]).
+    """
+    root = Path(root)
+    downscale = check_downscale(downscale)
+    sparse = root / "sparse" / "0"
+    if not os.path.lexists(sparse) and (root / "sparse").is_dir():
+        sparse = root / "sparse"
+    cameras, images, xyz, rgb = read_colmap_model(sparse)  # sparse/0 when neither is a folder
+    if not images:
+        raise DataError(find_file(sparse, "images"), "no registered images")
+    images_file, cameras_file = find_file(sparse, "images"), find_file(sparse, "cameras")
+    img_file = images_file.name
+    for cam_id in sorted({im.camera_id for im in images.values()}):
+        check_camera(cameras_file, cameras[cam_id], NUM_DIST, MAX_IMAGE_PIXELS)
+    views_by_name = sorted(images.values(), key=lambda im: im.name)
+    sizes = [(cameras[im.camera_id].width, cameras[im.camera_id].height, 3) for im in views_by_name]
+    check_memory(root, sizes, downscale)  # RGB: alpha is not known before decoding
+
+    image_root = root / images_dir
+    shrunk = root / f"{images_dir}_{int(downscale)}"
+    pre_shrunk = downscale != 1 and float(downscale).is_integer() and shrunk.is_dir()
+    if pre_shrunk:
+        image_root = shrunk
+    if not image_root.is_dir():
+        raise DataError(image_root, "image folder not found")
+
+    views = []
+    for img in views_by_name:
+        cam = cameras[img.camera_id]
+        path = path_inside(image_root, img.name, images_file, f"image {img.id}: name")
+        pil = read_image(path, f"{img_file}, image id {img.id}")
+        size = scaled_size(cam.width, cam.height, downscale)
+        got = pil.size
+        ok = (
+            all(abs(g - s) <= 1 for g, s in zip(got, size, strict=True))
+            if pre_shrunk
+            else got == (cam.width, cam.height)
+        )
+        if not ok:
+            want = size if pre_shrunk else (cam.width, cam.height)
+            raise DataError(
+                path,
+                f"image is {got[0]}x{got[1]}, but camera {cam.id} expects {want[0]}x{want[1]}",
+            )
+        K, model, dist = camera_intrinsics(cam, NUM_DIST)
+        scale = (size[0] / cam.width, size[1] / cam.height)
+        viewmat = np.eye(4)
+        viewmat[:3, :3] = qvec_to_rotmat(img.qvec)
+        viewmat[:3, 3] = img.tvec
+        image, alpha = to_view_image(pil, size, background)
+        views.append(
+            View(
+                name=img.name,
+                image=image,
+                alpha=alpha,
+                viewmat=as_float32(images_file, viewmat, f"image {img.id}: the pose"),
+                K=as_float32(cameras_file, scale_K(K, *scale), f"camera {cam.id}: the intrinsics"),
+                width=size[0],
+                height=size[1],
+                model=model,
+                dist=as_float32(cameras_file, dist, f"camera {cam.id}: the lens coefficients"),
+            )
+        )
+    colors = (rgb.astype(np.float32) / np.float32(255.0)).reshape(-1, 3)
+    points = as_float32(find_file(sparse, "points3D"), xyz, "point coordinates")
+    return Dataset(tuple(views), points, colors, root)

@@ -341,7 +341,7 @@ def generate_demo_scene(
     size is (W, H); aa x aa rays per pixel; n_points surface points (from what the training
     cameras see, with their shaded colours) go to points3d.ply for initialisation.
     """
-    from xprc.io import save_points_ply
+    from .ply import save_points_ply
 
     width, height = (int(s) for s in size)
     if width < 8 or height < 8 or n_train < 1 or n_test < 0 or aa < 1:

@@ -1,16 +1,10 @@
 """Cameras: a frozen JAX pytree carrying pose, intrinsics and a lens model (docs/design.md).
 
-Conventions (REFERENCE.md section 1): `viewmat` is world->camera, `p_cam = R p_world + t`, OpenCV
+Conventions (gsplat's): `viewmat` is world->camera, `p_cam = R p_world + t`, OpenCV
 axes (+x right, +y down, +z forward); `K` is in pixels; pixel (row i, col j) has its centre at
-`(j + 0.5, i + 0.5)`. Lens models (REFERENCE.md section 5):
-
-- `pinhole`: `u = fx x/z + cx`, `v = fy y/z + cy`.
-- `opencv`: pinhole with radial (k1..k6, rational), tangential (p1, p2) and thin-prism (s1..s4)
-  distortion of the normalised coordinates;
-  `dist = [k1, k2, k3, k4, k5, k6, p1, p2, s1, s2, s3, s4]` (not OpenCV's own ordering).
-- `fisheye`: OpenCV equidistant fisheye, `theta_d = theta (1 + k1 theta^2 + ... + k4 theta^8)`,
-  `dist[0:4] = k1..k4`.
-- `ortho`: `u = fx x + cx`, `v = fy y + cy` (fx in pixels per world unit).
+`(j + 0.5, i + 0.5)`. Lens models, one module each, looked up by name in `models.LENSES`:
+`pinhole`, `opencv` (OpenCV's radial, tangential and thin-prism distortion), `fisheye` (OpenCV's
+equidistant model) and `ortho`.
 
 Every per-point method is elementwise over broadcastable arguments and computes in the dtype of
 its arguments (camera arrays are cast to it), so a float64 camera renders float32 points and back.
@@ -25,20 +19,14 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from xprc.errors import XprError
-from xprc.runtime import EXACT
+from ..conventions import NUM_DIST
+from ..errors import XprError
+from ..runtime import EXACT
+from . import fisheye
+from .models import LENSES, MODELS
 
-__all__ = ["Camera", "CameraError", "MODELS", "look_at"]
-
-MODELS = ("pinhole", "opencv", "fisheye", "ortho")
-NUM_DIST = 12
-
-# Fixed iteration counts keep every inverse jit-friendly (no data-dependent loops).
-_NEWTON_STEPS = 20
-_LIMIT_GRID = 512  # grid over [0, pi] bracketing the first maximum of theta_d(theta)
-_LIMIT_BISECT = 40
+__all__ = ["Camera", "CameraError", "check_model", "look_at"]
 
 
 class CameraError(XprError):
@@ -46,6 +34,11 @@ class CameraError(XprError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, filename="<camera>")
+
+
+def check_model(model: str) -> None:
+    if model not in MODELS:
+        raise CameraError(f"unknown camera model {model!r}; expected one of {MODELS}")
 
 
 _ROTATION_TOL = 1e-3  # |R R^T - I| and |det R - 1|: float32 poses are good to ~1e-6
@@ -117,8 +110,7 @@ class Camera:
     far: float = 1e10
 
     def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            raise CameraError(f"unknown camera model {self.model!r}; expected one of {MODELS}")
+        check_model(self.model)
         viewmat = _as_array(self.viewmat)
         K = _as_array(self.K)
         if self.dist is None:
@@ -222,7 +214,7 @@ class Camera:
     @property
     def central(self) -> bool:
         """Every ray starts at the camera centre (all models but `ortho`)."""
-        return self.model != "ortho"
+        return self._lens.CENTRAL
 
     @property
     def fx(self) -> jax.Array:
@@ -257,16 +249,7 @@ class Camera:
         """
         x, y, z, dt = self._cast(x, y, z)
         fx, fy, cx, cy = (a.astype(dt) for a in (self.fx, self.fy, self.cx, self.cy))
-        if self.model == "ortho":
-            return fx * x + cx, fy * y + cy
-        if self.model == "fisheye":
-            s = _fisheye_scale(x, y, z, self.dist.astype(dt))
-            return fx * (x * s) + cx, fy * (y * s) + cy
-        zs = jnp.where(z == 0, 1.0, z)
-        a, b = x / zs, y / zs
-        if self.model == "opencv":
-            a, b = _opencv_distort(a, b, self.dist.astype(dt))
-        return fx * a + cx, fy * b + cy
+        return self._lens.project(x, y, z, fx, fy, cx, cy, self.dist)
 
     def project_valid(self, x, y, z):
         """Bool: the point is in the model's valid domain (elementwise).
@@ -278,55 +261,14 @@ class Camera:
         """
         x, y, z, dt = self._cast(x, y, z)
         valid = (z > self.near) & (z < self.far)
-        if self.model == "opencv":
-            zs = jnp.where(z == 0, 1.0, z)
-            a, b = x / zs, y / zs
-            radial = _opencv_radial(a * a + b * b, self.dist.astype(dt))
-            valid = valid & (radial > 0.8) & (radial < 1.2)
-        elif self.model == "fisheye":
-            theta = jnp.arctan2(jnp.sqrt(x * x + y * y), z)
-            valid = valid & (theta < self.fisheye_theta_max().astype(dt))
-        return valid
+        domain = self._lens.domain(x, y, z, self.dist)
+        return valid if domain is None else valid & domain
 
     def jacobian(self, x, y, z):
         """d(u, v)/d(x, y, z) at camera-space points: (j00, j01, j02, j10, j11, j12)."""
         x, y, z, dt = self._cast(x, y, z)
         fx, fy = self.fx.astype(dt), self.fy.astype(dt)
-        zero = jnp.zeros_like(x)
-        if self.model == "ortho":
-            return fx + zero, zero, zero, zero, fy + zero, zero
-        if self.model == "fisheye":
-            # pixel = f (x, y) s(rho^2, z) + c; the chain rule needs only ds/drho^2 and ds/dz.
-            dist = self.dist.astype(dt)
-
-            def scale(rho2, z):
-                return _fisheye_scale_rho2(rho2, z, dist)
-
-            rho2 = x * x + y * y
-            s, s_r = jax.jvp(scale, (rho2, z), (jnp.ones_like(x), zero))
-            _, s_z = jax.jvp(scale, (rho2, z), (zero, jnp.ones_like(x)))
-            return (
-                fx * (s + 2.0 * x * x * s_r),
-                fx * (2.0 * x * y * s_r),
-                fx * (x * s_z),
-                fy * (2.0 * x * y * s_r),
-                fy * (s + 2.0 * y * y * s_r),
-                fy * (y * s_z),
-            )
-        iz = 1.0 / jnp.where(z == 0, 1.0, z)
-        if self.model == "pinhole":
-            return fx * iz, zero, -fx * x * iz * iz, zero, fy * iz, -fy * y * iz * iz
-        # opencv: d pixel / d(a, b) (analytic distortion Jacobian) times d(a, b) / d(x, y, z).
-        a, b = x * iz, y * iz
-        d00, d01, d10, d11 = _opencv_distort_jacobian(a, b, self.dist.astype(dt))
-        return (
-            fx * d00 * iz,
-            fx * d01 * iz,
-            -fx * (d00 * a + d01 * b) * iz,
-            fy * d10 * iz,
-            fy * d11 * iz,
-            -fy * (d10 * a + d11 * b) * iz,
-        )
+        return self._lens.jacobian(x, y, z, fx, fy, self.dist)
 
     def fisheye_theta_max(self) -> jax.Array:
         """First maximum of theta_d(theta) on (0, pi] (pi if monotonic); 0-d, no gradient.
@@ -334,23 +276,7 @@ class Camera:
         The derivative `1 + 3 k1 t^2 + 5 k2 t^4 + 7 k3 t^6 + 9 k4 t^8` is sampled on a fixed
         grid to bracket its first sign change, then bisected a fixed number of times.
         """
-        k = lax.stop_gradient(self.dist[..., :4])
-        grid = jnp.linspace(0.0, np.pi, _LIMIT_GRID + 1, dtype=k.dtype)
-        d = _fisheye_dtheta(grid, k)
-        nonpos = d <= 0
-        first = jnp.argmax(nonpos)  # index of first non-positive derivative (0 if none)
-        has_root = jnp.any(nonpos)
-        hi0 = grid[first]
-        lo0 = grid[jnp.maximum(first - 1, 0)]
-
-        def bisect(_, lohi):
-            lo, hi = lohi
-            mid = 0.5 * (lo + hi)
-            pos = _fisheye_dtheta(mid, k) > 0
-            return jnp.where(pos, mid, lo), jnp.where(pos, hi, mid)
-
-        lo, _ = lax.fori_loop(0, _LIMIT_BISECT, bisect, (lo0, hi0))
-        return jnp.where(has_root, lo, jnp.asarray(np.pi, k.dtype))
+        return fisheye.theta_max(self.dist)
 
     # ------------------------------------------------------------------ rays
 
@@ -366,21 +292,7 @@ class Camera:
         dt = self._dtype(px, py)
         px, py = px.astype(dt), py.astype(dt)
         fx, fy, cx, cy = (a.astype(dt) for a in (self.fx, self.fy, self.cx, self.cy))
-        a, b = (px - cx) / fx, (py - cy) / fy
-        zero, one = jnp.zeros_like(a), jnp.ones_like(a)
-        if self.model == "ortho":
-            o_cam = jnp.stack([a, b, zero], axis=-1)
-            d_cam = jnp.stack([zero, zero, one], axis=-1)
-        else:
-            if self.model == "pinhole":
-                d_cam = jnp.stack([a, b, one], axis=-1)
-            elif self.model == "opencv":
-                ua, ub = _opencv_undistort(a, b, self.dist.astype(dt))
-                d_cam = jnp.stack([ua, ub, one], axis=-1)
-            else:
-                d_cam = _fisheye_unproject(a, b, self.dist.astype(dt), self.fisheye_theta_max())
-            d_cam = d_cam * lax.rsqrt(jnp.sum(d_cam * d_cam, axis=-1, keepdims=True))
-            o_cam = jnp.stack([zero, zero, zero], axis=-1)
+        o_cam, d_cam = self._lens.rays((px - cx) / fx, (py - cy) / fy, self.dist)
         R, t = self.R.astype(dt), self.t.astype(dt)
         lead = (1,) * (o_cam.ndim - 1)
         origin = jnp.einsum("ji,...j->...i", R, o_cam - t.reshape(lead + (3,)), precision=EXACT)
@@ -388,6 +300,10 @@ class Camera:
         return origin, direction
 
     # ------------------------------------------------------------------ helpers
+
+    @property
+    def _lens(self):
+        return LENSES[self.model]
 
     def _dtype(self, *xs):
         dt = jnp.result_type(*xs)
@@ -417,153 +333,6 @@ def _unflatten(aux, children) -> Camera:
 
 
 jax.tree_util.register_pytree_with_keys(Camera, _flatten_with_keys, _unflatten)
-
-
-# ---------------------------------------------------------------------- lens math (elementwise)
-
-
-def _opencv_radial(r2, dist):
-    k1, k2, k3, k4, k5, k6 = (dist[i] for i in range(6))
-    num = 1.0 + r2 * (k1 + r2 * (k2 + r2 * k3))
-    den = 1.0 + r2 * (k4 + r2 * (k5 + r2 * k6))
-    return num / den
-
-
-def _opencv_distort(a, b, dist):
-    """Normalised (x/z, y/z) -> distorted normalised coordinates (REFERENCE.md section 5)."""
-    p1, p2, s1, s2, s3, s4 = (dist[i] for i in range(6, 12))
-    r2 = a * a + b * b
-    radial = _opencv_radial(r2, dist)
-    ad = radial * a + 2.0 * p1 * a * b + p2 * (r2 + 2.0 * a * a) + r2 * (s1 + s2 * r2)
-    bd = radial * b + p1 * (r2 + 2.0 * b * b) + 2.0 * p2 * a * b + r2 * (s3 + s4 * r2)
-    return ad, bd
-
-
-def _opencv_distort_jacobian(a, b, dist):
-    """d(ad, bd)/d(a, b) of `_opencv_distort`, analytic (small graphs inside Newton loops)."""
-    k1, k2, k3, k4, k5, k6, p1, p2, s1, s2, s3, s4 = (dist[i] for i in range(NUM_DIST))
-    r2 = a * a + b * b
-    num = 1.0 + r2 * (k1 + r2 * (k2 + r2 * k3))
-    den = 1.0 + r2 * (k4 + r2 * (k5 + r2 * k6))
-    dnum = k1 + r2 * (2.0 * k2 + 3.0 * k3 * r2)
-    dden = k4 + r2 * (2.0 * k5 + 3.0 * k6 * r2)
-    radial = num / den
-    dradial = (dnum * den - num * dden) / (den * den)  # d radial / d r2
-    ga = 2.0 * (dradial * a)  # d radial / d a
-    gb = 2.0 * (dradial * b)
-    prism_u = 2.0 * (s1 + 2.0 * s2 * r2)  # d(s1 r2 + s2 r2^2)/d r2, times 2
-    prism_v = 2.0 * (s3 + 2.0 * s4 * r2)
-    j00 = radial + a * ga + 2.0 * p1 * b + 6.0 * p2 * a + prism_u * a
-    j01 = a * gb + 2.0 * p1 * a + 2.0 * p2 * b + prism_u * b
-    j10 = b * ga + 2.0 * p1 * a + 2.0 * p2 * b + prism_v * a
-    j11 = radial + b * gb + 6.0 * p1 * b + 2.0 * p2 * a + prism_v * b
-    return j00, j01, j10, j11
-
-
-def _opencv_undistort(ad, bd, dist):
-    """Invert `_opencv_distort` with fixed Newton steps from the distorted point itself."""
-
-    def step(a, b, ad, bd, dist):
-        fa, fb = _opencv_distort(a, b, dist)
-        j00, j01, j10, j11 = _opencv_distort_jacobian(a, b, dist)
-        ra, rb = fa - ad, fb - bd
-        det = j00 * j11 - j01 * j10
-        ok = jnp.abs(det) > 1e-12
-        dets = jnp.where(ok, det, 1.0)
-        da = jnp.where(ok, (j11 * ra - j01 * rb) / dets, 0.0)
-        db = jnp.where(ok, (j00 * rb - j10 * ra) / dets, 0.0)
-        return a - da, b - db
-
-    # The loop sees no differentiated value (else JAX carries tangents through every
-    # iteration); exact first-order gradients come from the final step alone.
-    sg = lax.stop_gradient
-    fixed = (sg(ad), sg(bd), sg(dist))
-
-    def body(_, ab):
-        a, b = step(*ab, *fixed)
-        good = jnp.isfinite(a) & jnp.isfinite(b)
-        return jnp.where(good, a, ab[0]), jnp.where(good, b, ab[1])
-
-    a, b = lax.fori_loop(0, _NEWTON_STEPS, body, fixed[:2])
-    # One differentiable step at the converged point: implicit-function-theorem gradients.
-    return step(sg(a), sg(b), ad, bd, dist)
-
-
-def _fisheye_poly(t2, k):
-    return 1.0 + t2 * (k[..., 0] + t2 * (k[..., 1] + t2 * (k[..., 2] + t2 * k[..., 3])))
-
-
-def _fisheye_dtheta(theta, k):
-    t2 = theta * theta
-    return 1.0 + t2 * (
-        3 * k[..., 0] + t2 * (5 * k[..., 1] + t2 * (7 * k[..., 2] + t2 * 9 * k[..., 3]))
-    )
-
-
-def _fisheye_scale(x, y, z, dist):
-    """theta_d / rho with a series near the optical axis (no 0/0, finite gradients)."""
-    return _fisheye_scale_rho2(x * x + y * y, z, dist)
-
-
-def _fisheye_scale_rho2(rho2, z, dist):
-    k = dist[:4]
-    small = rho2 < 1e-4 * z * z  # |rho / z| < 1e-2 in front of the camera: series branch
-    series_ok = small & (z > 0)
-    rho = jnp.sqrt(jnp.where(series_ok | (rho2 == 0), 1.0, rho2))
-    theta_full = jnp.arctan2(rho, z)
-    zs = jnp.where(series_ok, z, 1.0)
-    q = jnp.where(series_ok, rho2 / (zs * zs), 0.0)  # (rho / z)^2
-    # atan(s)/s = 1 - s^2/3 + s^4/5 - s^6/7 (+ O(s^8) < 1e-17 for s < 1e-2)
-    theta_over_rho_series = (1.0 + q * (-1.0 / 3 + q * (1.0 / 5 - q / 7))) / zs
-    theta2_series = q * ((1.0 + q * (-1.0 / 3 + q * (1.0 / 5 - q / 7))) ** 2)
-    theta_over_rho = jnp.where(series_ok, theta_over_rho_series, theta_full / rho)
-    theta2 = jnp.where(series_ok, theta2_series, theta_full * theta_full)
-    # rho == 0 behind the camera: theta = pi, direction undefined; any finite value will do.
-    return theta_over_rho * _fisheye_poly(theta2, k)
-
-
-def _fisheye_unproject(a, b, dist, theta_max):
-    """Distorted normalised (a, b) -> camera-space direction (not normalised) [..., 3]."""
-    k = dist[:4]
-    td2 = a * a + b * b
-    nz = td2 > 0
-    td = jnp.sqrt(jnp.where(nz, td2, 1.0))
-    td = jnp.where(nz, td, 0.0)
-    theta_max = theta_max.astype(a.dtype)
-    td_max = theta_max * _fisheye_poly(theta_max * theta_max, k)
-
-    sk = lax.stop_gradient
-    k_fixed, td_fixed = sk(k), sk(td)
-
-    def f(theta):
-        return theta * _fisheye_poly(theta * theta, k_fixed) - td_fixed
-
-    # Safeguarded Newton on [0, theta_max] where theta_d is increasing: keep a bracket and
-    # fall back to bisection when a Newton step leaves it.
-    def body(_, state):
-        theta, lo, hi = state
-        fv = f(theta)
-        lo = jnp.where(fv < 0, theta, lo)
-        hi = jnp.where(fv < 0, hi, theta)
-        d = _fisheye_dtheta(theta, k_fixed)
-        newton = theta - fv / jnp.where(d > 0, d, 1.0)
-        inside = (d > 0) & (newton >= lo) & (newton <= hi)
-        return jnp.where(inside, newton, 0.5 * (lo + hi)), lo, hi
-
-    tdc = jnp.minimum(td_fixed, sk(td_max))
-    theta0 = jnp.minimum(tdc, sk(theta_max))
-    lo0 = jnp.zeros_like(theta0)
-    hi0 = jnp.broadcast_to(sk(theta_max), theta0.shape)
-    theta, _, _ = lax.fori_loop(0, _NEWTON_STEPS, body, (theta0, lo0, hi0))
-    theta = sk(theta)
-    # Differentiable final Newton step (implicit-function gradients w.r.t. pixel and k).
-    # Pixels beyond the lens limit (no solution) stay finite: bounded step, clipped angle.
-    slope = jnp.maximum(_fisheye_dtheta(theta, k), 1e-6)
-    theta = theta - (theta * _fisheye_poly(theta * theta, k) - td) / slope
-    theta = jnp.clip(theta, 0.0, np.pi)
-    # sin(theta)/theta_d -> 1 on the axis.
-    sin_over_td = jnp.where(nz, jnp.sin(theta) / jnp.where(nz, td, 1.0), 1.0)
-    return jnp.stack([a * sin_over_td, b * sin_over_td, jnp.cos(theta)], axis=-1)
 
 
 # ---------------------------------------------------------------------- construction helpers
@@ -605,14 +374,8 @@ def look_at(
     viewmat = np.eye(4)
     viewmat[:3, :3] = R
     viewmat[:3, 3] = -R @ eye
-    half = np.deg2rad(fov_deg) / 2
-    if model == "fisheye":
-        f = (width / 2) / half
-    elif model == "ortho":
-        extent = ortho_width if ortho_width is not None else 2 * dist_to_target * np.tan(half)
-        f = width / extent
-    else:
-        f = (width / 2) / np.tan(half)
+    check_model(model)
+    f = LENSES[model].focal(width, np.deg2rad(fov_deg) / 2, dist_to_target, ortho_width)
     K = np.array([[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]])
     if dist is not None:
         dist = np.asarray(dist, dtype=dtype)

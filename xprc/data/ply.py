@@ -1,4 +1,4 @@
-"""Scene files: 3DGS PLYs (REFERENCE.md section 3), point-cloud PLYs and native checkpoints.
+"""PLY files: 3DGS Gaussians (the original 3DGS code's layout) and coloured point clouds.
 
 - `save_ply` / `load_ply`: Gaussians in the layout every 3DGS viewer reads: `x y z nx ny nz
   f_dc_0..2 f_rest_0..M-1 opacity scale_0..2 rot_0..3`, float32, binary little endian, with
@@ -6,8 +6,6 @@
   are raw (pre-activation): log scales, opacity logits, unnormalised (w, x, y, z) quaternions.
 - `save_points_ply` / `load_points_ply`: a coloured point cloud (`x y z nx ny nz red green blue`,
   the `points3d.ply` that 3DGS writes next to a Blender scene) for initialisation.
-- `save_checkpoint` / `load_checkpoint`: any spec's raw parameters (a possibly nested dict of
-  arrays) plus JSON metadata, in one `.npz` that needs no pickle to read.
 
 Every malformed or partial file raises `DataError(path, problem)`.
 """
@@ -15,29 +13,22 @@ Every malformed or partial file raises `DataError(path, problem)`.
 from __future__ import annotations
 
 import io
-import json
-import math
 import os
 import re
-import stat
-import struct
-import zipfile
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import plyfile
 
-from xprc.errors import DataError
+from ..errors import DataError
+from .files import require_file, write_atomic
 
 __all__ = [
     "GAUSSIAN_KEYS",
     "gaussian_layout",
-    "load_checkpoint",
     "load_ply",
     "load_points_ply",
-    "save_checkpoint",
     "save_ply",
     "save_points_ply",
     "sh_degree_from_rest",
@@ -61,37 +52,6 @@ def sh_degree_from_rest(n_rest: int) -> int | None:
         if 3 * ((d + 1) ** 2 - 1) == n_rest:
             return d
     return None
-
-
-def _write_atomic(path: Path, write) -> None:
-    """Write through a temporary sibling, fsync it, rename, fsync the folder: an interrupt or a
-    power cut never leaves half a file; the temporary file is removed on any error."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename in `folder` durable (POSIX; a no-op where folders cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------- 3DGS PLY
@@ -146,22 +106,7 @@ def save_ply(path, params: Mapping) -> None:
         data[name] = col
     element = plyfile.PlyElement.describe(data, "vertex")
     ply = plyfile.PlyData([element], text=False, byte_order="<")
-    _write_atomic(path, ply.write)
-
-
-def require_file(path: Path) -> None:
-    """DataError unless `path` is a regular file. A missing file, a directory and a special
-    file (a FIFO blocks its reader, /dev/zero never ends) each get their own message."""
-    try:
-        mode = os.stat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        raise DataError(path, "file not found") from None
-    except OSError as e:
-        raise DataError(path, f"cannot read: {e.strerror or e}") from None
-    if stat.S_ISDIR(mode):
-        raise DataError(path, "is a directory, not a file")
-    if not stat.S_ISREG(mode):
-        raise DataError(path, "not a regular file")
+    write_atomic(path, ply.write)
 
 
 _MAX_PLY_HEADER = 1 << 20  # 3DGS headers are ~2 KiB; plyfile reads a header byte by byte
@@ -400,7 +345,7 @@ def save_points_ply(path, points, colors, normals=None) -> None:
     for i, c in enumerate(("red", "green", "blue")):
         data[c] = rgb[:, i]
     ply = plyfile.PlyData([plyfile.PlyElement.describe(data, "vertex")], byte_order="<")
-    _write_atomic(path, ply.write)
+    write_atomic(path, ply.write)
 
 
 def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
@@ -443,109 +388,3 @@ def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
     else:
         colors = np.full_like(points, 0.5)
     return points.reshape(-1, 3), colors.reshape(-1, 3)
-
-
-# --------------------------------------------------------------------------- checkpoints
-
-_META_KEY = "__meta__"
-_SEP = "/"
-
-
-def _flatten(tree: Mapping, prefix: str, out: dict, path: Path) -> None:
-    for key, value in tree.items():
-        if not isinstance(key, str) or not key or _SEP in key or key == _META_KEY:
-            raise DataError(path, f"cannot save: bad parameter name {key!r}")
-        name = prefix + key
-        if isinstance(value, Mapping):
-            _flatten(value, name + _SEP, out, path)
-        else:
-            out[name] = np.asarray(value)
-
-
-def save_checkpoint(path, params: Mapping, meta: Mapping | None = None) -> None:
-    """Save raw parameters of any spec plus JSON metadata (e.g. spec name, step) to `.npz`.
-
-    params: {name: array} or nested dicts of arrays (e.g. optimiser state); dtypes and shapes
-    are kept exactly. meta: anything `json.dumps` accepts. The write is atomic.
-    """
-    path = Path(path)
-    arrays: dict[str, np.ndarray] = {}
-    _flatten(params, "", arrays, path)
-    try:
-        meta_text = json.dumps(dict(meta or {}), sort_keys=True)
-    except (TypeError, ValueError) as e:
-        raise DataError(path, f"cannot save: metadata is not JSON-serialisable ({e})") from None
-    arrays[_META_KEY] = np.frombuffer(meta_text.encode("utf-8"), dtype=np.uint8)
-    for name, arr in arrays.items():
-        if arr.dtype == object:
-            raise DataError(path, f"cannot save: parameter '{name}' is not a numeric array")
-    _write_atomic(path, lambda f: np.savez(f, **arrays))
-
-
-_DEFLATE_MAX_RATIO = 1100  # deflate cannot compress more than ~1032:1
-# What zipfile and np.load raise for damaged archives (encrypted or unknown compression flags
-# included; found by tests/test_fuzz_data.py).
-_ZIP_ERRORS = (zipfile.BadZipFile, ValueError, OSError, EOFError, RuntimeError,
-               NotImplementedError, zlib.error, KeyError, struct.error, OverflowError)  # fmt: skip
-
-
-def _check_npz_sizes(path: Path, raw: bytes, noun: str) -> None:
-    """np.load allocates the shape an entry's header declares before reading its data: each
-    entry must hold the bytes it declares, and a compressed one cannot claim more than deflate
-    can produce. Archives this cannot read are left to np.load's own errors."""
-    fmt = np.lib.format
-    readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
-    with zipfile.ZipFile(io.BytesIO(raw)) as archive:
-        for info in archive.infolist():
-            if info.file_size > _DEFLATE_MAX_RATIO * info.compress_size + 4096:
-                raise DataError(path, f"corrupt {noun} (entry '{info.filename}' claims "
-                                f"{info.file_size} bytes from {info.compress_size})")  # fmt: skip
-            with archive.open(info) as f:
-                version = fmt.read_magic(f)
-                if version not in readers:
-                    continue
-                shape, _, dtype = readers[version](f)
-                declared = math.prod(shape) * dtype.itemsize
-                held = info.file_size - f.tell()
-            if declared > held:
-                raise DataError(
-                    path,
-                    f"truncated or corrupt {noun} (entry '{info.filename}' declares "
-                    f"{declared} bytes of data but holds {held})",
-                )
-
-
-def read_npz(path: Path, noun: str = "checkpoint", kind: str = "an xprc checkpoint") -> dict:
-    """Every array of an .npz archive {name: array}, without pickles; a damaged archive, or one
-    whose entries declare more data than they hold, is `truncated or corrupt {noun} (...)`,
-    another file `not {kind} (not an .npz archive)`."""
-    require_file(path)
-    raw = path.read_bytes()
-    if not raw.startswith(b"PK"):  # np.load would read a .npy, or a pickle's error
-        raise DataError(path, f"not {kind} (not an .npz archive)")
-    try:
-        _check_npz_sizes(path, raw, noun)
-        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except _ZIP_ERRORS as e:
-        raise DataError(path, f"truncated or corrupt {noun} ({e})") from None
-
-
-def load_checkpoint(path) -> tuple[dict, dict]:
-    """Read a checkpoint written by `save_checkpoint` -> (params, meta); nesting is restored."""
-    path = Path(path)
-    arrays = read_npz(path)
-    if _META_KEY not in arrays:
-        raise DataError(path, "not an xprc checkpoint (no metadata entry)")
-    try:
-        meta = json.loads(arrays.pop(_META_KEY).tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DataError(path, f"corrupt checkpoint metadata ({e})") from None
-    params: dict = {}
-    for name, arr in arrays.items():
-        node = params
-        *parents, leaf = name.split(_SEP)
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = arr
-    return params, meta

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .camera import Camera
-from .errors import DataError
-from .io import read_npz
-
-SH_C0 = 0.28209479177387814
+from ..activations import inverse
+from ..camera import Camera
+from ..conventions import SH_C0
+from ..errors import DataError
+from .npz import read_npz
 
 
 def gaussian_params(means, scales, quats, opacities, colors, sh_degree: int = 3, dtype=np.float32):
@@ -23,12 +23,11 @@ def gaussian_params(means, scales, quats, opacities, colors, sh_degree: int = 3,
     n = len(means)
     sh = np.zeros((n, (sh_degree + 1) ** 2, 3))
     sh[:, 0] = (np.asarray(colors, np.float64) - 0.5) / SH_C0
-    o = np.clip(np.asarray(opacities, np.float64), 1e-6, 1 - 1e-6)
     return {
         "means": np.asarray(means, dtype),
         "quats": np.asarray(quats, dtype),
-        "scales": np.log(np.asarray(scales, np.float64)).astype(dtype),
-        "opacities": np.log(o / (1 - o)).astype(dtype),
+        "scales": inverse("exp", np.asarray(scales, np.float64)).astype(dtype),
+        "opacities": inverse("sigmoid", np.asarray(opacities, np.float64)).astype(dtype),
         "sh": sh.astype(dtype),
     }
 
@@ -38,8 +37,8 @@ def default_garden_path() -> Path:
     env = os.environ.get("XPRC_GARDEN")
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parent.parent
-    return here.parent / "shared" / "data" / "garden" / "test_garden.npz"
+    checkout = Path(__file__).resolve().parents[2]
+    return checkout.parent / "shared" / "data" / "garden" / "test_garden.npz"
 
 
 _GARDEN = {  # key: (shape with N and V for the counts, what)

@@ -1,0 +1,32 @@
+"""What a lens model module provides, and what the models share.
+
+`xprc.camera.models.LENSES` maps each camera model name to its module; `Camera` looks its model
+up there instead of branching on the name. Each module defines, elementwise over broadcastable
+arrays already cast to one dtype (`dist` is the camera's own [..., 12] coefficients, cast by the
+model where it uses them):
+
+- `project(x, y, z, fx, fy, cx, cy, dist) -> (u, v)`: camera-space point -> pixel.
+- `domain(x, y, z, dist) -> bool array | None`: where the model is valid beyond
+  `near < z < far` (None: everywhere).
+- `jacobian(x, y, z, fx, fy, dist) -> (j00, j01, j02, j10, j11, j12)`: d(u, v)/d(x, y, z).
+- `rays(a, b, dist) -> (origin, direction)`: camera-space rays [..., 3] through the normalised
+  pixel `((u - cx) / fx, (v - cy) / fy)`; a central model's directions have unit length.
+- `focal(width, half_fov, distance, ortho_width) -> f`: `look_at`'s focal length (pixels) for a
+  horizontal field of view of `2 half_fov` radians (`distance`: eye to target).
+- `CENTRAL`: every ray starts at the camera centre.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+# Fixed iteration counts keep every inverse jit-friendly (no data-dependent loops).
+NEWTON_STEPS = 20
+
+
+def central_rays(d_cam):
+    """(origin at the camera centre, unit direction) from unnormalised directions [..., 3]."""
+    d_cam = d_cam * lax.rsqrt(jnp.sum(d_cam * d_cam, axis=-1, keepdims=True))
+    zero = jnp.zeros_like(d_cam[..., 0])
+    return jnp.stack([zero, zero, zero], axis=-1), d_cam

@@ -1,0 +1,19 @@
+"""The shared vocabulary: names and constants that the compiler, the cameras, the data loaders
+and the trainer must agree on, defined once here.
+
+Nothing here imports xprc or JAX, so every layer may import it.
+"""
+
+# Camera models, in the order messages list them. xprc.camera.models maps each to its module;
+# a spec's `cameras` declaration names some of them.
+CAMERA_MODELS = ("pinhole", "opencv", "fisheye", "ortho")
+
+# Lens coefficients a camera carries: [k1, k2, k3, k4, k5, k6, p1, p2, s1, s2, s3, s4] for
+# `opencv` (radial, tangential, thin prism; not OpenCV's own order), k1..k4 first for `fisheye`.
+NUM_DIST = 12
+
+# Parameter roles a spec may declare (`role position`); the trainer's strategies read them.
+PARAM_ROLES = ("position", "opacity", "scale")
+
+# The degree-0 real spherical harmonic, 1 / (2 sqrt(pi)): colour = SH_C0 * sh[0] + 0.5 in 3DGS.
+SH_C0 = 0.28209479177387814

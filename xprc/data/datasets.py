@@ -1,0 +1,279 @@
+"""Multi-view datasets: `View`, `Dataset` and how the loaders read and check images.
+
+The loaders (`blender.load_blender`, `colmap.load_colmap`, `scene_folder.load_scene`) return a
+`Dataset` of `View`s in our conventions (gsplat's):
+`viewmat` world->camera with OpenCV axes, `K` in pixels with pixel centres at `(j + 0.5, i + 0.5)`,
+images float32 `[H, W, 3]` in [0, 1]. A malformed or partial dataset raises
+`DataError(path, problem)` naming the file at fault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from ..conventions import NUM_DIST
+from ..errors import DataError
+from .files import require_file
+
+__all__ = ["Dataset", "View", "split_every"]
+
+TEST_EVERY = 8  # Mip-NeRF 360 convention: views 0, 8, 16, ... (sorted by name) are held out
+
+
+# --------------------------------------------------------------------------- data structures
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class View:
+    """One posed image.
+
+    image:   [H, W, 3] float32 in [0, 1] (RGBA already composited on the background).
+    viewmat: [4, 4] float32 world->camera, OpenCV axes (+x right, +y down, +z forward).
+    K:       [3, 3] float32 intrinsics in pixels.
+    dist:    [12] float32 lens coefficients for `model` (see xprc.conventions.NUM_DIST).
+    alpha:   [H, W] float32 coverage for RGBA sources, else None.
+    """
+
+    name: str
+    image: np.ndarray
+    viewmat: np.ndarray
+    K: np.ndarray
+    width: int
+    height: int
+    model: str = "pinhole"
+    dist: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(NUM_DIST, np.float32))
+    alpha: np.ndarray | None = None
+
+    @property
+    def position(self) -> np.ndarray:  # [3] camera centre in world, -R^T t
+        R, t = self.viewmat[:3, :3].astype(np.float64), self.viewmat[:3, 3].astype(np.float64)
+        return -R.T @ t
+
+    def camera(self, dtype=np.float32):
+        """This view's `xprc.camera.Camera` (arrays cast to `dtype`)."""
+        from ..camera import Camera  # lazy: datasets must not need jax to import
+
+        return Camera(
+            viewmat=np.asarray(self.viewmat, dtype),
+            K=np.asarray(self.K, dtype),
+            width=self.width,
+            height=self.height,
+            model=self.model,
+            dist=np.asarray(self.dist, dtype),
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Dataset:
+    """Views plus an optional point cloud for initialisation.
+
+    points: [P, 3] float32 world positions (COLMAP points3D, a Blender scene's points3d.ply).
+    colors: [P, 3] float32 in [0, 1].
+    """
+
+    views: tuple[View, ...]
+    points: np.ndarray | None = None
+    colors: np.ndarray | None = None
+    root: Path | None = None
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def __getitem__(self, i: int) -> View:
+        return self.views[i]
+
+    def __iter__(self) -> Iterator[View]:
+        return iter(self.views)
+
+    def subset(self, indices: Sequence[int]) -> Dataset:
+        return dataclasses.replace(self, views=tuple(self.views[i] for i in indices))
+
+    def images(self) -> np.ndarray:  # [V, H, W, 3] float32; views must share one size
+        return np.stack([v.image for v in self.views])
+
+    def cameras(self, dtype=np.float32):
+        """All views as one batched `Camera` (`Camera.stack`); views must share size and model."""
+        from ..camera import Camera
+
+        return Camera.stack([v.camera(dtype) for v in self.views])
+
+    def camera_centers(self) -> np.ndarray:  # [V, 3] float64
+        return np.stack([v.position for v in self.views])
+
+    def scene_extent(self) -> float:
+        """1.1 x the largest distance of a camera centre from their mean (3DGS `radius`)."""
+        c = self.camera_centers()
+        return float(1.1 * np.linalg.norm(c - c.mean(axis=0), axis=1).max())
+
+
+def split_every(dataset: Dataset, every: int = TEST_EVERY) -> tuple[Dataset, Dataset]:
+    """(train, test): every `every`-th view (0, every, 2 every, ...) is a test view."""
+    idx = range(len(dataset))
+    return (
+        dataset.subset([i for i in idx if i % every != 0]),
+        dataset.subset([i for i in idx if i % every == 0]),
+    )
+
+
+# --------------------------------------------------------------------------- images
+
+
+MAX_IMAGE_PIXELS = 1 << 26  # 8192 x 8192: checked from the header, before any decoding
+
+
+def read_image(path: Path, referenced_by: str) -> Image.Image:
+    """An image as RGB, RGBA or 16-bit grey ('I;16'); 16-bit colour PNGs come 8-bit from
+    Pillow. The pixel count is checked against MAX_IMAGE_PIXELS before decoding."""
+    img = _open_image(path, referenced_by)
+    with contextlib.ExitStack() as on_error:
+        on_error.callback(img.close)
+        try:
+            img.load()
+        except (OSError, SyntaxError, ValueError) as e:
+            raise DataError(path, f"unreadable image ({e})") from None
+        on_error.pop_all()
+    if img.mode.startswith("I;16"):
+        return img
+    if img.mode in ("I", "F"):
+        raise DataError(path, f"unsupported image mode '{img.mode}' (32-bit pixels)")
+    if img.mode not in ("RGB", "RGBA"):
+        img = img.convert("RGBA" if _channels(img) == 4 else "RGB")
+    return img
+
+
+def _channels(img: Image.Image) -> int:
+    """4 for an image read as RGBA (it has alpha or a transparent colour), else 3."""
+    return 4 if "A" in img.getbands() or "transparency" in img.info else 3
+
+
+def image_header(path: Path, referenced_by: str) -> tuple[int, int, int]:
+    """(width, height, channels) from the header alone: nothing is decoded."""
+    with _open_image(path, referenced_by) as img:
+        return (*img.size, _channels(img))
+
+
+def _open_image(path: Path, referenced_by: str) -> Image.Image:
+    """Open, without decoding, after checking the file and the size its header claims."""
+    try:
+        require_file(path)
+    except DataError as e:
+        problem = "image file not found" if e.message == "file not found" else e.message
+        raise DataError(path, f"{problem} (referenced by {referenced_by})") from None
+    budget = f"the budget of {MAX_IMAGE_PIXELS:,} pixels"
+    try:
+        with warnings.catch_warnings():  # the budget below replaces Pillow's bomb warning
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(path)
+    except Image.DecompressionBombError as e:
+        raise DataError(path, f"image is over {budget} ({e})") from None
+    except (OSError, SyntaxError, ValueError) as e:
+        raise DataError(path, f"unreadable image ({e})") from None
+    width, height = img.size
+    if width * height > MAX_IMAGE_PIXELS:
+        img.close()
+        raise DataError(path, f"image is {width}x{height} pixels, over {budget}")
+    return img
+
+
+def _physical_memory() -> int | None:
+    """Bytes of physical memory, or None where os.sysconf cannot tell."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_memory(path: Path, sizes: list[tuple[int, int, int]], downscale: float) -> None:
+    """Refuse a load whose images cannot fit in memory, before decoding any: `sizes` are the
+    (width, height, channels) of the images at full size; a view keeps float32 RGB plus
+    alpha for RGBA. The error names the smallest integer downscale that fits."""
+
+    def need(d: float) -> int:
+        return sum(math.prod(scaled_size(w, h, d)) * 4 * c for w, h, c in sizes)
+
+    have = _physical_memory()
+    if have is None or need(downscale) <= have:
+        return
+
+    def gib(n: int) -> str:
+        unit = next(((u, k) for u, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)) if n >= 2**k),
+                    ("bytes", 0))  # fmt: skip
+        return f"{n / 2 ** unit[1]:.1f} {unit[0]}" if unit[1] else f"{n} bytes"
+
+    fits = next((d for d in range(math.floor(downscale) + 1, 65) if need(d) <= have), None)
+    hint = (f"downscale {fits} (--downscale {fits}) needs about {gib(need(fits))}"
+            if fits else "even downscale 64 does not fit; load fewer images")  # fmt: skip
+    raise DataError(
+        path,
+        f"the {len(sizes)} images need about {gib(need(downscale))} of memory as float32 at "
+        f"downscale {downscale:g}, more than the {gib(have)} this machine has; {hint}",
+    )
+
+
+def to_view_image(img: Image.Image, size: tuple[int, int], background) -> tuple:
+    """Resize to `size` (Pillow premultiplies alpha when resampling), composite on background."""
+    if img.mode.startswith("I;16"):  # 16-bit grey: its full range maps to [0, 1], no clipping
+        grey = np.asarray(img, dtype=np.float32) / np.float32(65535.0)
+        if img.size != size:
+            grey = np.asarray(Image.fromarray(grey).resize(size, Image.Resampling.LANCZOS))
+        rgb = np.repeat(np.clip(grey, 0.0, 1.0)[..., None], 3, axis=-1)
+        return np.ascontiguousarray(rgb, dtype=np.float32), None
+    if img.size != size:
+        img = img.resize(size, Image.Resampling.LANCZOS)
+    arr = np.asarray(img, dtype=np.float32) / np.float32(255.0)
+    if arr.shape[-1] == 3:
+        return np.ascontiguousarray(arr), None
+    rgb, alpha = arr[..., :3], arr[..., 3]
+    bg = np.asarray(background, dtype=np.float32).reshape(3)
+    out = rgb * alpha[..., None] + bg * (np.float32(1.0) - alpha[..., None])
+    return np.clip(out, 0.0, 1.0).astype(np.float32), alpha.astype(np.float32)
+
+
+def scaled_size(width: int, height: int, downscale: float) -> tuple[int, int]:
+    if downscale == 1:
+        return width, height
+    return max(1, round(width / downscale)), max(1, round(height / downscale))
+
+
+def scale_K(K: np.ndarray, sx: float, sy: float) -> np.ndarray:
+    # Pixel centres at +0.5 make a resize an exact scaling of fx, cx (and fy, cy).
+    return np.diag([sx, sy, 1.0]) @ K
+
+
+def as_float32(path: Path, values: np.ndarray, what: str) -> np.ndarray:
+    """float64 values as float32, which they must fit (no overflow to inf)."""
+    if not np.isfinite(values).all():
+        raise DataError(path, f"{what} not finite")
+    if not (np.abs(values) <= np.finfo(np.float32).max).all():
+        raise DataError(path, f"{what} out of float32 range")
+    return values.astype(np.float32)
+
+
+def check_downscale(downscale) -> float:
+    if not (isinstance(downscale, int | float) and math.isfinite(downscale) and downscale >= 1):
+        raise ValueError(f"downscale must be a number >= 1, got {downscale!r}")
+    return downscale
+
+
+def path_inside(root: Path, relative: str, path: Path, what: str) -> Path:
+    """`root / relative`, which must stay inside `root` (no absolute path, no '..' out of it):
+    a dataset file names files of its own folder only."""
+    if "\0" in relative:  # os.stat would raise ValueError
+        raise DataError(path, f"{what} {relative!r} contains a NUL character")
+    joined = os.path.normpath(root / relative)
+    top = os.path.normpath(root)
+    if joined == top:  # '', '.', 'a/..': no file (Blender would append '.png' to the folder)
+        raise DataError(path, f"{what} {relative!r} names the dataset folder, not a file in it")
+    inside = joined.startswith(top.rstrip(os.sep) + os.sep)
+    if os.path.isabs(relative) or not inside:
+        raise DataError(path, f"{what} {relative!r} points outside the dataset folder {root}")
+    return root / relative

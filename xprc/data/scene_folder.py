@@ -1,0 +1,34 @@
+"""`load_scene`: the (train, test) views of a dataset folder in either format, Blender or COLMAP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import DataError
+from .blender import load_blender_splits
+from .colmap import load_colmap
+from .datasets import TEST_EVERY, Dataset, split_every
+
+__all__ = ["load_scene"]
+
+
+def load_scene(
+    root, background=(1.0, 1.0, 1.0), downscale=1, test_every: int = TEST_EVERY
+) -> tuple[Dataset, Dataset]:
+    """(train, test) from a Blender scene (transforms_train.json, then _test or _val) or a
+    COLMAP scene (sparse/, every `test_every`-th view held out)."""
+    root = Path(root)
+    if (root / "transforms_train.json").is_file():
+        test = next((s for s in ("test", "val") if (root / f"transforms_{s}.json").is_file()), None)
+        if test is None:
+            missing = "file not found (nor transforms_val.json)"
+            raise DataError(root / "transforms_test.json", missing)
+        return load_blender_splits(root, test, background, downscale)
+    if (root / "sparse").is_dir():
+        return split_every(load_colmap(root, downscale, background=background), test_every)
+    if not root.is_dir():
+        problem = "not a folder" if root.exists() else "folder not found"
+        raise DataError(root, f"dataset {problem}")
+    raise DataError(
+        root, "not a dataset: expected transforms_train.json (Blender) or sparse/ (COLMAP)"
+    )
