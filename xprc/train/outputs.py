@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from .adc import ADC
 from .folder import write_atomic, writing
+from .strategies.adc import ADC
 
 
 @dataclasses.dataclass

@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .config import TrainConfig
-from .roles import check_invertible, inverse_jnp, require_roles, rescale_raw, spec_by_name
+from ..config import TrainConfig
+from ..roles import check_invertible, inverse_jnp, require_roles, rescale_raw, spec_by_name
 
 MCMC_MAX_COPIES = 16
 

@@ -1,0 +1,1 @@
+"""Densification strategies (split into base, mcmc and adc in the next step)."""
