@@ -26,7 +26,7 @@ def run(specs, strategies, steps, size, n_train, n_test, reset_every=None) -> li
     from xprc.datasets import load_scene
     from xprc.demo_scene import generate_demo_scene
     from xprc.train import TrainConfig, train
-    from xprc.train.adc import ADC
+    from xprc.train.strategies.adc import ADC
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,8 +22,9 @@ from xprc.camera import look_at
 from xprc.datasets import Dataset, View
 from xprc.io import load_checkpoint, load_ply
 from xprc.pipeline import render
-from xprc.train import optim, strategy
+from xprc.train import optim
 from xprc.train.step import step_fn
+from xprc.train.strategies import mcmc as strategy
 
 SIZE = 32
 N_TRUE = 150
