@@ -389,7 +389,7 @@ def verify_file(path, defines=None, **kwargs) -> Report:
 
 
 def add_arguments(p) -> None:
-    from xprc.commands import add_define_option, int_range, path_arg
+    from xprc.cli.commands import add_define_option, int_range, path_arg
 
     p.add_argument("spec", type=path_arg, help="the .xpr spec")
     add_define_option(p)

@@ -25,8 +25,8 @@ import sys
 import warnings
 from collections.abc import Callable
 
-from xprc import commands
-from xprc.commands import add_define_option, path_arg
+from xprc.cli import commands
+from xprc.cli.commands import add_define_option, path_arg
 from xprc.errors import XprError, printable
 
 

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import DataError, XprError, printable
+from ..errors import DataError, XprError, printable
 
 SCENE_HELP = "a run folder (its checkpoint.npz, else scene.ply), a checkpoint (.npz) or a 3DGS PLY"
 RENDER_KINDS = ("rgb", "depth", "alpha")
@@ -45,7 +45,7 @@ port_number = int_range(1, 65535, "a port number in 1..65535")
 
 def seed_int(text: str) -> int:
     """argparse type of --seed: the trainer's range (`xprc.train.config.SEED_MAX`)."""
-    from .train.config import SEED_MAX
+    from ..train.config import SEED_MAX
 
     return int_range(0, SEED_MAX, "an integer >= 0")(text)
 
@@ -100,7 +100,7 @@ def add_define_option(p: argparse.ArgumentParser) -> None:
 
 def spec_option(p: argparse.ArgumentParser, scene: bool = False) -> None:
     """--spec and -D; scene: the command reads a trained scene, which records its spec."""
-    from .resources import DEFAULT_SPEC_NAME, shipped_specs
+    from ..resources import DEFAULT_SPEC_NAME, shipped_specs
 
     shipped = "a .xpr file, or the name of a shipped spec (" + ", ".join(shipped_specs()) + ")"
     default = (
@@ -117,7 +117,7 @@ def spec_option(p: argparse.ArgumentParser, scene: bool = False) -> None:
 
 
 def load_method(args):
-    from .compiler.driver import load, parse_defines
+    from ..compiler.driver import load, parse_defines
 
     return load(args.spec, defines=parse_defines(args.defines) or None)
 
@@ -263,12 +263,12 @@ def _inside(path: Path, folder: Path) -> bool:
 def run_render(args) -> int:
     import numpy as np
 
-    from .datasets import load_scene
-    from .pipeline import RenderConfig, render
-    from .pipeline.render import prepare_params
-    from .plots import kind_image, save_png
-    from .resources import spec_path
-    from .trained import load_trained, scene_method
+    from ..datasets import load_scene
+    from ..pipeline import RenderConfig, render
+    from ..pipeline.render import prepare_params
+    from ..plots import kind_image, save_png
+    from ..resources import spec_path
+    from ..trained import load_trained, scene_method
 
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
     views = (test_set if args.split == "test" else train_set).views
@@ -379,9 +379,9 @@ def viewer_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_train(args) -> int:
-    from .datasets import load_scene
-    from .distributed import setup_devices
-    from .train import TrainConfig, train
+    from ..datasets import load_scene
+    from ..distributed import setup_devices
+    from ..train import TrainConfig, train
 
     check_run_folder(args.out, args.data)
     devices = setup_devices(args.devices)
@@ -402,8 +402,8 @@ def run_train(args) -> int:
     kwargs = {"devices": devices} if devices > 1 else {}
     server = None
     if args.view:
-        from .trained import inferred_background
-        from .viewer import Viewer
+        from ..trained import inferred_background
+        from ..viewer import Viewer
 
         server = Viewer(
             method,
@@ -453,8 +453,8 @@ def add_demo_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_demo(args) -> int:
-    from .compiler.driver import load
-    from .train import demo
+    from ..compiler.driver import load
+    from ..train import demo
 
     check_run_folder(args.out)
     result = demo(args.out, method=load(args.spec), steps=args.steps, resume=args.resume)
@@ -486,6 +486,6 @@ def add_view_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_view(args) -> int:
-    from .viewer import serve
+    from ..viewer import serve
 
     return serve(args)
