@@ -191,8 +191,9 @@ class Viewer:
     def _source_file(self) -> Path:
         src = self._source
         if src.is_dir():
-            ckpt = src / "checkpoint.npz"
-            return ckpt if ckpt.is_file() else src / "scene.ply"
+            from .train.folder import PLY, scene_file
+
+            return scene_file(src) or src / PLY
         return src
 
     def watch(self, interval: float = 1.0) -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from ..distributed import ENV_HELP
 from ..errors import XprError, printable
+from ..train.folder import CHECKPOINT, METRICS, PLY, RENDERS
 
-SCENE_HELP = "a run folder (its checkpoint.npz, else scene.ply), a checkpoint (.npz) or a 3DGS PLY"
+SCENE_HELP = f"a run folder (its {CHECKPOINT}, else {PLY}), a checkpoint (.npz) or a 3DGS PLY"
 
 
 INT32_MAX = 2**31 - 1  # counts, sizes and seeds end up in int32 arrays and XLA shapes
@@ -170,6 +171,6 @@ def check_run_folder(out: str, data: str | None = None) -> None:
         raise XprError(f"--out '{out}' is a file, not a folder")
     if data is not None and path.is_dir() and Path(data).is_dir() and os.path.samefile(path, data):
         raise XprError(
-            f"--out '{out}' is the dataset folder --data: the run's files (metrics.json, "
-            "renders/, checkpoint.npz, ...) would go among its own; give a run folder"
+            f"--out '{out}' is the dataset folder --data: the run's files ({METRICS}, "
+            f"{RENDERS}/, {CHECKPOINT}, ...) would go among its own; give a run folder"
         )

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import printable
+from ..train.folder import CHECKPOINT
 from ..train.strategies import STRATEGIES
 from .args import (
     check_run_folder,
@@ -42,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--checkpoint-every",
         type=non_negative_int,
         default=1000,
-        help="write checkpoint.npz every N steps (0: only at the end)",
+        help=f"write {CHECKPOINT} every N steps (0: only at the end)",
     )
     p.add_argument(
         "--resume", action="store_true", help="continue from the run folder's checkpoint"

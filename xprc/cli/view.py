@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import printable
+from ..train.folder import DEMO_DATA
 from .args import SCENE_HELP, path_arg, rgb, spec_option, viewer_options
 
 
@@ -38,8 +39,9 @@ def run(args) -> int:
     views = []
     data = args.data
     scene = Path(args.scene)
-    if data is None and scene.is_dir() and (scene / "scene" / "transforms_train.json").is_file():
-        data = scene / "scene"  # a demo run keeps its dataset here
+    demo_data = scene / DEMO_DATA  # a demo run keeps its dataset here
+    if data is None and scene.is_dir() and (demo_data / "transforms_train.json").is_file():
+        data = demo_data
     if data is not None:
         from ..datasets import load_scene
 

@@ -16,7 +16,8 @@ Modules, one job each:
   step        the jitted train step and evaluation
   checkpoint  save / load the train state (checked: a malformed one is a located error)
   health      divergence: a non-finite loss or parameter stops the run
-  folder      the run folder: checked, locked, train.log, writes that fail cleanly
+  folder      the run folder: its layout (read by xprc.trained too), checked, locked,
+              train.log, writes that fail cleanly
   outputs     the run folder's reports
   loop        train()
   demo        demo()

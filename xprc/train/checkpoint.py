@@ -23,7 +23,6 @@ import numpy as np
 from ..io import load_checkpoint, save_checkpoint
 from .config import TrainError
 
-CHECKPOINT = "checkpoint.npz"
 _TREES = ("opt", "strategy", "cams", "cams_opt")
 _ARRAYS = ("step", "key", "used")
 

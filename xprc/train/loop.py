@@ -212,7 +212,7 @@ class Run:
 
     @property
     def ckpt_path(self) -> Path | None:
-        return None if self.out is None else self.out / ckpt.CHECKPOINT
+        return None if self.out is None else self.out / run_folder.CHECKPOINT
 
     @property
     def step(self) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from .folder import write_atomic, writing
+from .folder import CONFIG, CURVES, METRICS, PLY, RENDERS, SHEET, write_atomic, writing
 from .strategies.adc import ADC
 
 
@@ -56,13 +56,13 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
 
     if rec.renders:
         for name, img in zip(view_names(rec.test_views), rec.renders, strict=True):
-            path = out / "renders" / f"{_safe(name)}.png"
+            path = out / RENDERS / f"{_safe(name)}.png"
             write_atomic(path, lambda p, img=img: plots.save_png(p, img))
         pairs = [(rec.test_images[i], rec.renders[i]) for i in range(len(rec.renders))]
         sheet = pairs[: rec.config.sheet_views]
-        write_atomic(out / "sheet.png", lambda p: plots.comparison_sheet(p, sheet))
-    write_atomic(out / "curves.png", lambda p: plots.training_curves(p, rec.history, rec.evals))
-    _write_ply(out / "scene.ply", rec)
+        write_atomic(out / SHEET, lambda p: plots.comparison_sheet(p, sheet))
+    write_atomic(out / CURVES, lambda p: plots.training_curves(p, rec.history, rec.evals))
+    _write_ply(out / PLY, rec)
     method = rec.method
     run = {
         "method": method.NAME,
@@ -97,7 +97,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         "cameras": rec.cameras,
         "config": run["config"],
     }
-    for name, data in (("metrics.json", report), ("config.json", run)):
+    for name, data in ((METRICS, report), (CONFIG, run)):
         text = json.dumps(data, indent=1) + "\n"
         write_atomic(out / name, lambda p, text=text: p.write_text(text, encoding="utf-8"))
 
