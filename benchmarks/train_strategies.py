@@ -18,7 +18,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ("3dgs", "3dgut", "linprim_octahedron")
-STRATEGIES = ("mcmc", "adc")
 
 
 def run(specs, strategies, steps, size, n_train, n_test, reset_every=None) -> list[dict]:
@@ -26,7 +25,7 @@ def run(specs, strategies, steps, size, n_train, n_test, reset_every=None) -> li
     from xprc.data.demo_scene import generate_demo_scene
     from xprc.data.scene_folder import load_scene
     from xprc.train import TrainConfig, train
-    from xprc.train.adc import ADC
+    from xprc.train.strategies.adc import ADC
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,6 +80,8 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
+    from xprc.train.strategies import STRATEGIES
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--specs", default=",".join(SPECS))
     ap.add_argument("--strategies", default=",".join(STRATEGIES))

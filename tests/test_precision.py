@@ -20,8 +20,8 @@ from xprc.camera import look_at
 from xprc.compiler.driver import load
 from xprc.pipeline import RenderConfig, render
 from xprc.runtime import EXACT
-from xprc.train.adc import screen_gradient
 from xprc.train.camera_opt import pose_delta
+from xprc.train.strategies.adc import screen_gradient
 
 CONFIG = RenderConfig(tile_size=8, chunk=4, group=4, max_entries=2048)
 CAMERA = look_at([0.3, -0.2, -4.0], [0, 0, 0], [0, -1, 0], 24, 20, 60.0, dtype=np.float32)

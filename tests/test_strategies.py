@@ -23,8 +23,8 @@ import xprc
 from xprc import train as tr
 from xprc.pipeline import RenderConfig
 from xprc.train import optim
-from xprc.train.adc import ADC, screen_gradient
 from xprc.train.step import TRACE_COUNT
+from xprc.train.strategies.adc import ADC, screen_gradient
 
 # ----------------------------------------------------------------------------- ADC, constructed
 

@@ -23,8 +23,9 @@ from xprc.data.datasets import Dataset, View
 from xprc.data.npz import load_checkpoint
 from xprc.data.ply import load_ply
 from xprc.pipeline import render
-from xprc.train import optim, strategy
+from xprc.train import optim
 from xprc.train.step import step_fn
+from xprc.train.strategies import mcmc as strategy
 
 SIZE = 32
 N_TRUE = 150

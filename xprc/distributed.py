@@ -34,6 +34,18 @@ AXIS = "devices"
 
 
 COORDINATOR_TIMEOUT_S = 60  # XPRC_COORDINATOR_TIMEOUT's default (jax.distributed's is 300)
+# The environment of a multi-host `xprc train`, read here only (`multi_host_env`).
+ENV_COORDINATOR, ENV_PROCESSES, ENV_PROCESS_ID, ENV_TIMEOUT = (
+    "XPRC_COORDINATOR",
+    "XPRC_NUM_PROCESSES",
+    "XPRC_PROCESS_ID",
+    "XPRC_COORDINATOR_TIMEOUT",
+)
+# what `xprc train --devices` says about them
+ENV_HELP = (
+    f"set {ENV_COORDINATOR}, {ENV_PROCESSES}, {ENV_PROCESS_ID}, and {ENV_TIMEOUT}, the seconds "
+    f"to wait for the other processes: {COORDINATOR_TIMEOUT_S} unless set"
+)
 
 
 def initialize(coordinator_address=None, num_processes=None, process_id=None, timeout_s=None):
@@ -83,11 +95,9 @@ def setup_devices(devices: str) -> int:
     """`xprc train --devices` ('all' or a count) -> the device count to train on, after joining
     the multi-host run that XPRC_COORDINATOR, XPRC_NUM_PROCESSES, XPRC_PROCESS_ID and
     XPRC_COORDINATOR_TIMEOUT describe (when XPRC_COORDINATOR is set)."""
-    if os.environ.get("XPRC_COORDINATOR"):
-        address = _coordinator(os.environ["XPRC_COORDINATOR"])
-        processes = _env_int("XPRC_NUM_PROCESSES", 1)
-        process_id = _env_int("XPRC_PROCESS_ID", 0, processes)
-        timeout = _env_int("XPRC_COORDINATOR_TIMEOUT", 1, 86401, COORDINATOR_TIMEOUT_S)
+    joining = multi_host_env()
+    if joining is not None:
+        address, processes, process_id, timeout = joining
         print(
             f"joining the multi-host run at {address} as process {process_id} of {processes} "
             f"(waiting up to {timeout} s: XPRC_COORDINATOR_TIMEOUT)",
@@ -110,6 +120,19 @@ def setup_devices(devices: str) -> int:
             f"--devices {n}: {jax.device_count()} device(s) available ({jax.default_backend()})"
         )
     return n
+
+
+def multi_host_env() -> tuple[str, int, int, int] | None:
+    """(coordinator HOST:PORT, process count, this process's id, timeout in seconds) from the
+    environment, or None when XPRC_COORDINATOR is not set (a single-host run); a malformed
+    value is an XprError naming its variable."""
+    if not os.environ.get(ENV_COORDINATOR):
+        return None
+    address = _coordinator(os.environ[ENV_COORDINATOR])
+    processes = _env_int(ENV_PROCESSES, 1)
+    process_id = _env_int(ENV_PROCESS_ID, 0, processes)
+    timeout = _env_int(ENV_TIMEOUT, 1, 86401, COORDINATOR_TIMEOUT_S)
+    return address, processes, process_id, timeout
 
 
 def _coordinator(text: str) -> str:

@@ -10,14 +10,12 @@ renders with that spec unless told otherwise, and never silently with another.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import sys
 from pathlib import Path
 
 from .errors import DataError, printable
-
-CHECKPOINT, PLY, METRICS = "checkpoint.npz", "scene.ply", "metrics.json"
+from .train.folder import CHECKPOINT, METRICS, PLY, read_report, scene_file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,10 +58,10 @@ def load_trained(path, train_views=None) -> Trained:
 
     path = Path(path)
     if path.is_dir():
-        found = [path / n for n in (CHECKPOINT, PLY) if (path / n).is_file()]
-        if not found:
+        found = scene_file(path)
+        if found is None:
             raise DataError(path, f"not a run folder: no {CHECKPOINT} or {PLY} in it")
-        path = found[0]
+        path = found
     meta: dict = {}
     if path.suffix.lower() == ".ply":
         params = load_ply(path)
@@ -72,22 +70,13 @@ def load_trained(path, train_views=None) -> Trained:
         # The trainer's checkpoint nests {params, opt, state}; a plain one is flat.
         params = tree["params"] if isinstance(tree.get("params"), dict) else tree
     run_dir = path.parent if (path.parent / METRICS).is_file() else None
-    report = _run_report(run_dir) if run_dir is not None else {}
+    report = read_report(run_dir) if run_dir is not None else {}
     background = meta.get("background")
     if background is None and run_dir is not None:
         background = _run_background(report, train_views)
     spec = _spec_record(meta, path) or (_spec_record(report, run_dir / METRICS) if report else None)
     background = None if background is None else tuple(background)
     return Trained(params, background, path, run_dir, spec)
-
-
-def _run_report(run_dir: Path) -> dict:
-    """The run's metrics.json, or {} when it cannot be read (the background is then unknown)."""
-    try:
-        report = json.loads((run_dir / METRICS).read_text())
-    except (OSError, ValueError):
-        return {}
-    return report if isinstance(report, dict) else {}
 
 
 def _run_background(report: dict, train_views):

@@ -24,7 +24,7 @@ import numpy as np
 
 from xprc.activations import inverse
 from xprc.conventions import CAMERA_MODELS
-from xprc.errors import XprError, printable
+from xprc.errors import XprError
 
 MODELS = CAMERA_MODELS
 SCENES = ("random", "large", "near", "edge-on", "behind")
@@ -380,47 +380,3 @@ def verify_file(path, defines=None, **kwargs) -> Report:
 
     method = load(spec_path(path), defines=parse_defines(defines) or None)
     return verify(method, str(path), **kwargs)
-
-
-# ---------------------------------------------------------------------------------------------
-# Command line: `xprc verify SPEC` (registered from xprc/cli.py)
-
-
-def add_arguments(p) -> None:
-    from xprc.commands import add_define_option, int_range, path_arg
-
-    p.add_argument("spec", type=path_arg, help="the .xpr spec")
-    add_define_option(p)
-    p.add_argument(
-        "--seeds",
-        type=int_range(1, MAX_SEEDS, "a positive integer (1, 2, ...)"),
-        default=2,
-        help="random scenes of each kind",
-    )
-    p.add_argument(
-        "--models",
-        default=None,
-        help="camera models, comma-separated (default: every model the spec accepts, its "
-        f"'cameras'; models: {','.join(MODELS)})",
-    )
-    p.add_argument("--tol", type=float, default=TOL, help="largest allowed difference")
-
-
-def run(args) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    models = None
-    if args.models is not None:
-        models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    bad = [m for m in models or () if m not in MODELS]
-    if bad or models == ():
-        raise XprError(f"--models: unknown camera model '{bad[0] if bad else ''}' "
-                       f"(expected {', '.join(MODELS)})")  # fmt: skip
-    if args.seeds < 1 or not math.isfinite(args.tol) or args.tol < 0:
-        raise XprError("--seeds must be >= 1 and --tol a finite number >= 0")
-    report = verify_file(
-        args.spec, args.defines, models=models, seeds=tuple(range(args.seeds)), tol=args.tol
-    )
-    print(printable(report.format()))
-    return 0 if report.ok else 1

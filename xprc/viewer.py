@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import XprError, printable
+from .errors import XprError
 
 KINDS = {"RGB": "rgb", "Depth": "depth", "Alpha": "alpha"}
 
@@ -191,8 +191,9 @@ class Viewer:
     def _source_file(self) -> Path:
         src = self._source
         if src.is_dir():
-            ckpt = src / "checkpoint.npz"
-            return ckpt if ckpt.is_file() else src / "scene.ply"
+            from .train.folder import PLY, scene_file
+
+            return scene_file(src) or src / PLY
         return src
 
     def watch(self, interval: float = 1.0) -> None:
@@ -343,36 +344,3 @@ class Viewer:
         self.sent.append((client.client_id, key, (fw, fh), scale))
         what = "full" if scale == 1 else f"1/{scale} while moving"
         self._status.content = f"**{self.fps:.1f} FPS** ({fw}x{fh}, {what})"
-
-
-def serve(args) -> int:
-    """`xprc view`: serve until Ctrl-C."""
-    from .trained import load_trained, scene_method
-
-    views = []
-    data = args.data
-    scene = Path(args.scene)
-    if data is None and scene.is_dir() and (scene / "scene" / "transforms_train.json").is_file():
-        data = scene / "scene"  # a demo run keeps its dataset here
-    if data is not None:
-        from .data.scene_folder import load_scene
-
-        views = load_scene(data)[0].views
-    method = scene_method(load_trained(scene, views), args.spec, args.defines)
-    viewer = Viewer(
-        method,
-        scene,
-        views,
-        background=args.background,
-        host=args.host,
-        port=args.port,
-    )
-    print(printable(f"viewer: {viewer.url} (Ctrl-C to stop)"), flush=True)
-    try:
-        while True:
-            time.sleep(1.0)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        viewer.stop()
-    return 0

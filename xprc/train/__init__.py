@@ -11,23 +11,25 @@ Modules, one job each:
   init        initial parameters from the dataset's points
   data        stacked views, background, view order
   optim       Adam, learning rates, SH schedule
-  strategy    the strategy interface and MCMC;  adc: adaptive density control
+  strategies  densification: the interface (base), mcmc, adc; their names (STRATEGIES)
   camera_opt  pose and intrinsics refinement
   step        the jitted train step and evaluation
   checkpoint  save / load the train state (checked: a malformed one is a located error)
   health      divergence: a non-finite loss or parameter stops the run
-  folder      the run folder: checked, locked, train.log, writes that fail cleanly
+  folder      the run folder: its layout (read by xprc.trained too), checked, locked,
+              train.log, writes that fail cleanly
   outputs     the run folder's reports
   loop        train()
   demo        demo()
 """
 
-from .config import STRATEGIES, TrainConfig, TrainError, TrainResult
+from .config import TrainConfig, TrainError, TrainResult
 from .demo import default_spec_path, demo
 from .init import SH_C0, init_params, nn_distance, scene_scale
 from .loop import train
 from .roles import param_roles
 from .step import TRACE_COUNT
+from .strategies import STRATEGIES
 
 __all__ = [
     "SH_C0",

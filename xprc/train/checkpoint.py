@@ -24,7 +24,6 @@ from ..data.files import temporary_path
 from ..data.npz import load_checkpoint, save_checkpoint
 from .config import TrainError
 
-CHECKPOINT = "checkpoint.npz"
 _TREES = ("opt", "strategy", "cams", "cams_opt")
 _ARRAYS = ("step", "key", "used")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from ..errors import XprError
 from ..pipeline import RenderConfig
+from .strategies import STRATEGIES
 
-STRATEGIES = ("mcmc", "adc")
 REGULARISERS = ("auto", "on", "off")
 # options that change what a run reports and saves, not what it computes (resume may change them)
 _REPORTING = ("steps", "eval_every", "checkpoint_every", "log_every", "progress", "save_renders",

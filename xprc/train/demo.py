@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .config import TrainConfig, TrainError, TrainResult
+from .folder import DEMO_DATA
 from .loop import train
 
 
@@ -37,7 +38,7 @@ def demo(
     from ..data.scene_folder import load_scene
 
     out = Path(out_dir)
-    scene = out / "scene"
+    scene = out / DEMO_DATA
     if not (scene / "transforms_train.json").is_file() or not (scene / "points3d.ply").is_file():
         generate_demo_scene(scene, n_train=n_train, n_test=n_test, size=size, seed=seed)
     train_set, test_set = load_scene(scene)

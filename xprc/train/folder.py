@@ -1,5 +1,7 @@
-"""The run folder: checked and created before any training, locked against a second trainer,
-with `train.log` (what the console shows, appended on resume) and writes that fail cleanly.
+"""The run folder: its layout (the file names below, which the trainer writes and `xprc render`,
+`xprc view` and `xprc.trained` read), checked and created before any training, locked against a
+second trainer, with `train.log` (what the console shows, appended on resume) and writes that
+fail cleanly.
 
 - A run folder that is a file, or lies under one, is a TrainError before the first step (it used
   to fail at the first checkpoint, after the training).
@@ -15,6 +17,7 @@ with `train.log` (what the console shows, appended on resume) and writes that fa
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import sys
 import warnings
@@ -25,8 +28,31 @@ from pathlib import Path
 from ..errors import XprError
 from .config import TrainError
 
+# The layout of a run folder.
+CHECKPOINT = "checkpoint.npz"  # the train state: parameters, optimiser, strategy, cameras
+PLY = "scene.ply"  # the scene in the 3DGS layout, for a spec that declares it (xprc.io)
+METRICS = "metrics.json"  # the run's report: evaluations, background, spec, config
+CONFIG = "config.json"  # the run's options and spec
+CURVES, SHEET, RENDERS = "curves.png", "sheet.png", "renders"  # plots; renders/ a png per view
 LOCK = "train.lock"
 LOG = "train.log"
+DEMO_DATA = "scene"  # `xprc demo`: the dataset it generated, inside its run folder
+
+
+def scene_file(run: Path) -> Path | None:
+    """The file a run folder's scene is read from: its checkpoint, else its PLY; None when it
+    has neither."""
+    found = [run / n for n in (CHECKPOINT, PLY) if (run / n).is_file()]
+    return found[0] if found else None
+
+
+def read_report(run: Path) -> dict:
+    """The run's metrics.json, or {} when it cannot be read."""
+    try:
+        report = json.loads((run / METRICS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return report if isinstance(report, dict) else {}
 
 
 def prepare(out) -> Path:

@@ -40,7 +40,7 @@ from .init import camera_poses, init_params, look_target, scene_scale, views_of
 from .optim import lr_arrays, optimizer
 from .outputs import RunRecord, view_names, write_outputs
 from .step import StepKey, eval_fn, step_fn
-from .strategy import make_strategy
+from .strategies.make import make_strategy
 
 GROWTH = 1.25  # a raised capacity bucket leaves this much headroom over the entries needed
 
@@ -214,7 +214,7 @@ class Run:
 
     @property
     def ckpt_path(self) -> Path | None:
-        return None if self.out is None else self.out / ckpt.CHECKPOINT
+        return None if self.out is None else self.out / run_folder.CHECKPOINT
 
     @property
     def step(self) -> int:

@@ -17,8 +17,8 @@ import numpy as np
 
 from .. import __version__
 from ..data.files import write_atomic
-from .adc import ADC
-from .folder import writing
+from .folder import CONFIG, CURVES, METRICS, PLY, RENDERS, SHEET, writing
+from .strategies.adc import ADC
 
 
 @dataclasses.dataclass
@@ -59,13 +59,13 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
 
     if rec.renders:
         for name, img in zip(view_names(rec.test_views), rec.renders, strict=True):
-            path = out / "renders" / f"{_safe(name)}.png"
+            path = out / RENDERS / f"{_safe(name)}.png"
             _write(path, lambda f, img=img: plots.save_png(f, img))
         pairs = [(rec.test_images[i], rec.renders[i]) for i in range(len(rec.renders))]
         sheet = pairs[: rec.config.sheet_views]
-        _write(out / "sheet.png", lambda f: plots.comparison_sheet(f, sheet))
-    _write(out / "curves.png", lambda f: plots.training_curves(f, rec.history, rec.evals))
-    _write_ply(out / "scene.ply", rec)
+        _write(out / SHEET, lambda f: plots.comparison_sheet(f, sheet))
+    _write(out / CURVES, lambda f: plots.training_curves(f, rec.history, rec.evals))
+    _write_ply(out / PLY, rec)
     method = rec.method
     run = {
         "method": method.NAME,
@@ -100,7 +100,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         "cameras": rec.cameras,
         "config": run["config"],
     }
-    for name, data in (("metrics.json", report), ("config.json", run)):
+    for name, data in ((METRICS, report), (CONFIG, run)):
         text = json.dumps(data, indent=1) + "\n"
         _write(out / name, lambda f, text=text: f.write(text.encode("utf-8")))
 

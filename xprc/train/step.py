@@ -19,10 +19,11 @@ from ..metrics import psnr, ssim
 from ..pipeline import RenderConfig, render
 from ..pipeline.render import prepare_params
 from . import losses_2dgs
-from .adc import screen_gradient
 from .camera_opt import correct, corrections_optimizer, step_corrections
 from .optim import adam_update, optimizer, sh_masked
-from .strategy import make_strategy, per_prim
+from .strategies.adc import screen_gradient
+from .strategies.base import per_prim
+from .strategies.make import make_strategy
 
 # Incremented each time the train step is traced: a test proves "compiled once per run".
 TRACE_COUNT = {"train_step": 0, "eval": 0}

@@ -1,18 +1,20 @@
-"""The `xprc` command line.
+"""The `xprc` command line: one module per command, in this package.
 
     xprc compile SPEC [-o OUT.py] [--emit ast|checked|sympy|jax] [-D NAME=VALUE]...
     xprc check SPEC [-D NAME=VALUE]...
-    xprc verify SPEC ...                    (xprc/verify.py)
-    xprc render | train | view | demo ...   (xprc/commands.py)
+    xprc verify SPEC ...
+    xprc render | train | view | demo ...
 
-SPEC is a .xpr path or a shipped spec's name (`3dgs`): see xprc.resources.
+SPEC is a .xpr path or a shipped spec's name (`3dgs`): see xprc.resources. Each command's module
+has `add_arguments(parser)` and `run(args)`; the argument types and options they share are in
+`args`.
 
 The subcommands are one explicit, ordered table, `COMMANDS` (no registration by import side
-effect: `python -m xprc.cli` runs this file as `__main__` besides the imported `xprc.cli`, and a
-registry filled from imports would be split between the two). Exit status 0 on success, 1 on a
-user error (an XprError, printed to stderr without a traceback) or when memory runs out, 2 on
-bad usage (argparse), 130 on Ctrl-C. Output never fails on a character the terminal cannot
-encode (a file name that is not UTF-8, PYTHONIOENCODING=ascii): such characters are escaped.
+effect: a registry filled from imports would depend on which modules happened to be imported,
+and `python -m` would see another copy of it). Exit status 0 on success, 1 on a user error (an
+XprError, printed to stderr without a traceback) or when memory runs out, 2 on bad usage
+(argparse), 130 on Ctrl-C. Output never fails on a character the terminal cannot encode (a file
+name that is not UTF-8, PYTHONIOENCODING=ascii): such characters are escaped.
 """
 
 from __future__ import annotations
@@ -20,14 +22,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
-import pathlib
 import sys
 import warnings
 from collections.abc import Callable
 
-from xprc import commands
-from xprc.commands import add_define_option, path_arg
-from xprc.errors import XprError, printable
+from ..errors import XprError, printable
+from . import check, compile, demo, render, train, verify, view
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,119 +59,58 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def _spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "spec", type=path_arg, help="a .xpr file, or the name of a shipped spec (e.g. 3dgs)"
-    )
-    add_define_option(p)
-
-
-def _compile_args(p: argparse.ArgumentParser) -> None:
-    _spec_args(p)
-    p.add_argument("-o", "--output", help="write the result here (default: stdout)")
-    p.add_argument(
-        "--emit",
-        choices=("ast", "checked", "sympy", "jax"),
-        default="jax",
-        help="what to output: the parsed AST, the checked IR, the simplified SymPy programs, or "
-        "the generated JAX module",
-    )
-
-
-def _read(spec: str) -> tuple[str, str]:
-    """A spec argument (a path, or a shipped spec's name) -> (text, the name errors show)."""
-    from xprc.compiler import driver
-    from xprc.resources import spec_path
-
-    path = spec_path(spec)
-    return driver.read_spec(path), spec if path == pathlib.Path(spec) else str(path)
-
-
-def _compile(args) -> int:
-    from xprc.compiler import driver
-
-    text, name = _read(args.spec)
-    if args.output == "":  # an unset shell variable (`-o "$OUT"`) must not mean stdout
-        raise XprError("-o '': empty file name; leave out -o to write to stdout")
-    out = driver.emit(text, name, args.emit, args.defines)
-    if args.output is not None:
-        # keep: `-o` may not overwrite the spec being compiled (XprError)
-        driver.write_atomic(pathlib.Path(args.output), out, keep=(pathlib.Path(name),))
-    else:
-        sys.stdout.write(out)
-    return 0
-
-
-def _check(args) -> int:
-    from xprc.compiler import driver
-
-    text, name = _read(args.spec)
-    checked = driver.check_source(text, name, args.defines)  # on the deep-spec stack
-    print(printable(f"{args.spec}: ok ({checked.name}, {len(checked.params)} parameters)"))
-    return 0
-
-
-def _verify_args(p: argparse.ArgumentParser) -> None:
-    from xprc import verify
-
-    verify.add_arguments(p)
-
-
-def _verify(args) -> int:
-    from xprc import verify
-
-    return verify.run(args)
-
-
 _SPEC_MEMORY = "the spec is too large to compile; simplify it (fewer loop steps, smaller arrays)"
 
 # The subcommands, in the order `xprc --help` lists them.
 COMMANDS: dict[str, Command] = {
     "compile": Command(
         "compile a spec to a JAX module (or dump a stage with --emit)",
-        _compile_args,
-        _compile,
+        compile.add_arguments,
+        compile.run,
         _SPEC_MEMORY,
     ),
     "check": Command(
-        "check a spec for errors without generating code", _spec_args, _check, _SPEC_MEMORY
+        "check a spec for errors without generating code",
+        check.add_arguments,
+        check.run,
+        _SPEC_MEMORY,
     ),
     "verify": Command(
         "render random scenes with the spec's footprints and with whole-image ones; exit 1 "
         "when a footprint loses a contribution",
-        _verify_args,
-        _verify,
+        verify.add_arguments,
+        verify.run,
         "lower --seeds, or simplify the spec",
     ),
     "render": Command(
         "render a scene from a dataset camera",
-        commands.add_render_args,
-        commands.run_render,
+        render.add_arguments,
+        render.run,
         "use a larger --downscale, a smaller --max-entries, or one --view at a time",
     ),
     "train": Command(
         "train any spec on a Blender or COLMAP dataset",
-        commands.add_train_args,
-        commands.run_train,
+        train.add_arguments,
+        train.run,
         "use a larger --downscale or a smaller --capacity",
     ),
     "view": Command(
         "look at a trained scene in the browser (needs xprc[viewer])",
-        commands.add_view_args,
-        commands.run_view,
+        view.add_arguments,
+        view.run,
         "view a smaller scene, or leave out --data",
     ),
     "demo": Command(
         "generate the bundled demo scene and train a spec on it (no download)",
-        commands.add_demo_args,
-        commands.run_demo,
+        demo.add_arguments,
+        demo.run,
         "the demo needs about 1 GB; close other programs",
     ),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from xprc import __version__
+    from .. import __version__
 
     parser = argparse.ArgumentParser(
         prog="xprc", description="point-based rendering compiler", formatter_class=HelpFormatter
@@ -230,7 +169,3 @@ def main(argv: list[str] | None = None) -> int:
         print(printable(f"error: xprc {args.command} ran {what}: {command.memory}"),
               file=sys.stderr)  # fmt: skip
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

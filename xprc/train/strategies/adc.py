@@ -27,9 +27,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..runtime import EXACT
-from .config import TrainConfig
-from .strategy import Strategy, in_window, per_prim, reset_moments
+from ...runtime import EXACT
+from ..config import TrainConfig
+from .base import Strategy, in_window, per_prim, reset_moments
 
 
 def screen_gradient(g_pos: jax.Array, positions: jax.Array, camera) -> jax.Array:

@@ -1,0 +1,176 @@
+"""The argument types and options the commands share, and the checks of their paths.
+
+Every user mistake is an XprError (or argparse's usage error, for a type below), which the CLI
+prints without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+from ..distributed import ENV_HELP
+from ..errors import XprError, printable
+from ..train.folder import CHECKPOINT, METRICS, PLY, RENDERS
+
+SCENE_HELP = f"a run folder (its {CHECKPOINT}, else {PLY}), a checkpoint (.npz) or a 3DGS PLY"
+
+
+INT32_MAX = 2**31 - 1  # counts, sizes and seeds end up in int32 arrays and XLA shapes
+
+
+def int_range(low: int, high: int, what: str):
+    """argparse type: an integer in low..high written in ASCII digits; `what` names the
+    allowed values in the error, which also names the option (argparse adds it)."""
+
+    def parse(text: str) -> int:
+        digits = re.fullmatch(r"[+-]?([0-9]+)", text)
+        value = None if digits is None else int(text) if len(digits[1]) <= 30 else high + 1
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {shown(text)}")
+        if value > high:
+            most = "" if str(high) in what else f" up to {high}"
+            raise argparse.ArgumentTypeError(f"expected {what}{most}, got {shown(text)}")
+        return value
+
+    return parse
+
+
+positive_int = int_range(1, INT32_MAX, "a positive integer (1, 2, ...)")
+non_negative_int = int_range(0, INT32_MAX, "an integer >= 0")
+port_number = int_range(1, 65535, "a port number in 1..65535")
+
+
+def seed_int(text: str) -> int:
+    """argparse type of --seed: the trainer's range (`xprc.train.config.SEED_MAX`)."""
+    from ..train.config import SEED_MAX
+
+    return int_range(0, SEED_MAX, "an integer >= 0")(text)
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """An argument quoted for a message: escaped (printable) and cut to `limit` characters."""
+    cut = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"'{printable(cut)}'"
+
+
+def path_arg(text: str) -> str:
+    """argparse type: a path; an empty one (an unset shell variable) would mean '.'."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got '' (an empty string)")
+    return text
+
+
+def host_name(text: str) -> str:
+    """argparse type: a host name or IP address to listen on."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}", text):
+        raise argparse.ArgumentTypeError(
+            "expected a host name or IP address (e.g. 127.0.0.1, or 0.0.0.0 for every "
+            f"interface), got {shown(text)}"
+        )
+    return text
+
+
+def rgb(text: str) -> tuple[float, float, float]:
+    """argparse type: `R,G,B`, three numbers in [0, 1]."""
+    try:
+        values = tuple(float(c) for c in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3 or not all(0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"expected three numbers in [0, 1] as R,G,B (e.g. 1,1,1 for white), got {shown(text)}"
+        )
+    return values
+
+
+def add_define_option(p: argparse.ArgumentParser) -> None:
+    """`-D NAME=VALUE`, repeatable: override a constant of the spec."""
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a constant of the spec (repeatable)",
+    )
+
+
+def spec_option(p: argparse.ArgumentParser, scene: bool = False) -> None:
+    """--spec and -D; scene: the command reads a trained scene, which records its spec."""
+    from ..resources import DEFAULT_SPEC_NAME, shipped_specs
+
+    shipped = "a .xpr file, or the name of a shipped spec (" + ", ".join(shipped_specs()) + ")"
+    default = (
+        f" (default: the spec the scene records it was trained with; {DEFAULT_SPEC_NAME} for a "
+        "scene that records none, such as a PLY from elsewhere)"
+    )
+    p.add_argument(
+        "--spec",
+        type=path_arg,
+        default=None if scene else DEFAULT_SPEC_NAME,
+        help=shipped + (default if scene else ""),
+    )
+    add_define_option(p)
+
+
+def load_method(args):
+    from ..compiler.driver import load, parse_defines
+
+    return load(args.spec, defines=parse_defines(args.defines) or None)
+
+
+def devices_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--devices",
+        default="1",
+        help=f"devices to use: a number or 'all' (multi-host: {ENV_HELP})",
+    )
+
+
+def viewer_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host", type=host_name, default="127.0.0.1", help="viewer: address to listen on"
+    )
+    p.add_argument("--port", type=port_number, default=8080, help="viewer: port")
+
+
+def spec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "spec", type=path_arg, help="a .xpr file, or the name of a shipped spec (e.g. 3dgs)"
+    )
+    add_define_option(p)
+
+
+def read_spec(spec: str) -> tuple[str, str]:
+    """A spec argument (a path, or a shipped spec's name) -> (text, the name errors show)."""
+    from ..compiler import driver
+    from ..resources import spec_path
+
+    path = spec_path(spec)
+    return driver.read_spec(path), spec if path == Path(spec) else str(path)
+
+
+def no_file_above(option: str, output: str) -> None:
+    """XprError when a folder `output` needs (one of its parents) is a file: found before the
+    work, not at its first write."""
+    out = Path(output)
+    above = next(p for p in (out, *out.parents) if p.exists() or p == p.parent)
+    if above != out and not above.is_dir():
+        raise XprError(f"{option} '{output}': {above} is a file, not a folder")
+
+
+def check_run_folder(out: str, data: str | None = None) -> None:
+    """--out of train / demo: a folder, or where one can be made; not a file (it was a
+    traceback at the first checkpoint, 1000 steps in) nor the dataset folder itself."""
+    no_file_above("--out", out)
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise XprError(f"--out '{out}' is a file, not a folder")
+    if data is not None and path.is_dir() and Path(data).is_dir() and os.path.samefile(path, data):
+        raise XprError(
+            f"--out '{out}' is the dataset folder --data: the run's files ({METRICS}, "
+            f"{RENDERS}/, {CHECKPOINT}, ...) would go among its own; give a run folder"
+        )

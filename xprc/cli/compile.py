@@ -1,0 +1,37 @@
+"""`xprc compile SPEC [-o OUT.py] [--emit ast|checked|sympy|jax] [-D NAME=VALUE]...`"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+from ..errors import XprError
+from .args import read_spec, spec_args
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    spec_args(p)
+    p.add_argument("-o", "--output", help="write the result here (default: stdout)")
+    p.add_argument(
+        "--emit",
+        choices=("ast", "checked", "sympy", "jax"),
+        default="jax",
+        help="what to output: the parsed AST, the checked IR, the simplified SymPy programs, or "
+        "the generated JAX module",
+    )
+
+
+def run(args) -> int:
+    from ..compiler import driver
+
+    text, name = read_spec(args.spec)
+    if args.output == "":  # an unset shell variable (`-o "$OUT"`) must not mean stdout
+        raise XprError("-o '': empty file name; leave out -o to write to stdout")
+    out = driver.emit(text, name, args.emit, args.defines)
+    if args.output is not None:
+        # keep: `-o` may not overwrite the spec being compiled (XprError)
+        driver.write_atomic(pathlib.Path(args.output), out, keep=(pathlib.Path(name),))
+    else:
+        sys.stdout.write(out)
+    return 0

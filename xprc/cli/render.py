@@ -1,0 +1,159 @@
+"""`xprc render SCENE --data DATASET`: render a trained scene from dataset cameras."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ..errors import DataError, XprError, printable
+from .args import SCENE_HELP, no_file_above, path_arg, positive_int, rgb, spec_option
+
+RENDER_KINDS = ("rgb", "depth", "alpha")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scene", type=path_arg, help=SCENE_HELP)
+    spec_option(p, scene=True)
+    p.add_argument(
+        "--data", type=path_arg, required=True, help="dataset folder (Blender or COLMAP)"
+    )
+    p.add_argument("--split", default="test", choices=("train", "test"), help="dataset split")
+    p.add_argument(
+        "--view", default="0", help="view index, image name (e.g. r_0, test/r_0.png) or 'all'"
+    )
+    p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
+    p.add_argument(
+        "--background",
+        type=rgb,
+        default=None,
+        help="R,G,B in [0, 1] (default: the background the scene was trained with, "
+        "recorded in its run folder; black when unknown)",
+    )
+    p.add_argument(
+        "--max-entries",
+        type=positive_int,
+        default=None,
+        help="static (primitive, tile) capacity (default: counted per render)",
+    )
+    p.add_argument("--kind", default="rgb", choices=RENDER_KINDS, help="what to write")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=path_arg,
+        default="render.png",
+        help="a .png (8-bit) or .npy (float32) file; a folder with --view all",
+    )
+
+
+def _pick_views(views, view: str, split: str) -> list:
+    if view == "all":
+        return list(enumerate(views))
+    if view.isascii() and view.isdigit():  # (int() takes other scripts' digits too)
+        i = int(view)
+        if i >= len(views):
+            raise XprError(
+                f"--view {i}: the {split} split has {len(views)} views (0..{len(views) - 1})"
+            )
+        return [(i, views[i])]
+
+    def stem(name: str) -> str:  # 'test/r_0.png' -> 'test/r_0'; '' and '.' have no suffix
+        return str(Path(name).with_suffix("")) if Path(name).name else name
+
+    def names(v) -> set[str]:
+        full = v.name.replace("\\", "/").removeprefix("./")
+        return {v.name, full, Path(full).name, Path(full).stem, stem(full)}
+
+    query = view.replace("\\", "/").removeprefix("./")
+    wanted = {query, stem(query)}
+    chosen = [(i, v) for i, v in enumerate(views) if wanted & names(v)]
+    if not chosen:
+        shown = ", ".join(Path(v.name).name for v in views[:12])
+        more = f", ... ({len(views)} in all)" if len(views) > 12 else ""
+        raise XprError(
+            f"--view '{view}': no such image in the {split} split; its views are {shown}{more} "
+            f"(or an index 0..{len(views) - 1}, or 'all')"
+        )
+    return chosen
+
+
+def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:
+    out = Path(output)
+    no_file_above("-o", output)
+    if many:
+        if out.exists() and not out.is_dir():
+            raise XprError(f"-o '{output}': with --view all, -o is a folder; this is a file")
+        return [out / f"{split}_{i:03d}.png" for i, _ in chosen]
+    if out.is_dir():
+        raise XprError(f"-o '{output}' is a folder: give a file name ending in .png or .npy")
+    if out.suffix.lower() not in (".png", ".npy"):
+        raise XprError(f"-o '{output}': give a file name ending in .png or .npy")
+    return [out]
+
+
+def _refuse_inputs(output: str, targets: list[Path], data: Path, inputs) -> None:
+    """-o never writes over what the render reads: a file in the dataset folder (its images,
+    its cameras), the scene or the spec. inputs: (path, what it is) pairs."""
+    for target in targets:
+        real = target.resolve()  # what the write will open ('..' after a folder it creates too)
+        if not real.exists():
+            continue
+        for path, what in inputs:
+            if path.name and path.exists() and os.path.samefile(real, path):
+                raise XprError(f"-o '{output}': {target} is the {what} being rendered")
+        if _inside(target, data) or _inside(real, data):
+            raise XprError(
+                f"-o '{output}': {target} is a file in the dataset {data}; a render never "
+                "writes over its input (give an -o outside the dataset)"
+            )
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether `path` lies in `folder`, as written or with links resolved."""
+    pairs = ((path.absolute(), folder.absolute()), (path.resolve(), folder.resolve()))
+    return any(p.is_relative_to(f) for p, f in pairs)
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from ..data.scene_folder import load_scene
+    from ..pipeline import RenderConfig, render
+    from ..pipeline.render import prepare_params
+    from ..plots import kind_image, save_png
+    from ..resources import spec_path
+    from ..trained import load_trained, scene_method
+
+    train_set, test_set = load_scene(args.data, downscale=args.downscale)
+    views = (test_set if args.split == "test" else train_set).views
+    if not views:
+        raise XprError(f"{args.data}: the {args.split} split has no views")
+    chosen = _pick_views(views, args.view, args.split)
+    targets = _output_paths(args.output, chosen, args.split, args.view == "all")
+    trained = load_trained(args.scene, train_set.views)
+    method = scene_method(trained, args.spec, args.defines)
+    try:  # before any render: a scene of another spec is a message about its file
+        prepare_params(method, trained.params)
+    except XprError as e:
+        raise DataError(trained.source, f"{e.message}; a scene of another --spec?") from None
+    inputs = [(trained.source, "scene")]
+    if args.spec is not None:  # (a recorded spec is a shipped .xpr, never a .png or .npy)
+        inputs.append((spec_path(args.spec), "spec"))
+    _refuse_inputs(args.output, targets, Path(args.data), inputs)
+    choices = (args.background, trained.background, (0.0, 0.0, 0.0))
+    bg = np.asarray(next(b for b in choices if b is not None), np.float32)
+    config = RenderConfig(max_entries=args.max_entries)
+    mode = "RGB+ED" if args.kind == "depth" else "RGB"
+    for (i, view), target in zip(chosen, targets, strict=True):
+        # Lossless unless --max-entries is given; then a drop warns with the count (render).
+        out = render(method, trained.params, view.camera(), background=bg, mode=mode, config=config)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.suffix.lower() == ".npy":
+                np.save(target, kind_image(out, args.kind, raw=True))
+            else:
+                save_png(target, kind_image(out, args.kind))
+        except OSError as e:
+            raise XprError(f"cannot write: {e.strerror or e}", filename=str(target)) from None
+        print(printable(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}"))
+    return 0

@@ -1,0 +1,144 @@
+"""`xprc train --data DATASET --out RUN`: train any spec on a Blender or COLMAP dataset."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import printable
+from ..train.folder import CHECKPOINT
+from ..train.strategies import STRATEGIES
+from .args import (
+    check_run_folder,
+    devices_option,
+    load_method,
+    non_negative_int,
+    path_arg,
+    positive_int,
+    seed_int,
+    spec_option,
+    viewer_options,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    spec_option(p)
+    p.add_argument(
+        "--data", type=path_arg, required=True, help="dataset folder (Blender or COLMAP)"
+    )
+    p.add_argument("--out", type=path_arg, required=True, help="run folder")
+    p.add_argument("--steps", type=positive_int, default=7000, help="optimisation steps")
+    p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
+    p.add_argument(
+        "--capacity",
+        type=positive_int,
+        default=None,
+        help="static primitive count (default: the number of initial points)",
+    )
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed")
+    p.add_argument(
+        "--eval-every", type=non_negative_int, default=1000, help="test every N steps (0: off)"
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=non_negative_int,
+        default=1000,
+        help=f"write {CHECKPOINT} every N steps (0: only at the end)",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the run folder's checkpoint"
+    )
+    p.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="mcmc",
+        help="densification: mcmc (3DGS-MCMC relocation) or adc (3DGS clone/split/prune); "
+        "see docs/training.md",
+    )
+    p.add_argument("--pose-opt", action="store_true", help="learn per-view camera pose corrections")
+    p.add_argument(
+        "--intrinsics-opt",
+        action="store_true",
+        help="learn shared intrinsics and lens coefficients",
+    )
+    p.add_argument(
+        "--random-background",
+        action="store_true",
+        help="each step, composite the ground truth on a random colour and render on it "
+        "(needs RGBA training images); see docs/training.md",
+    )
+    p.add_argument(
+        "--regularisers",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the 2DGS depth distortion and normal consistency (auto: on for a spec that emits "
+        "per-pixel depth and normal); see docs/2dgs.md",
+    )
+    devices_option(p)
+    p.add_argument(
+        "--view",
+        action="store_true",
+        help="show training live in the browser viewer (needs xprc[viewer]); the scene is "
+        "reloaded from each checkpoint, so combine with --checkpoint-every",
+    )
+    viewer_options(p)
+
+
+def run(args) -> int:
+    from ..data.scene_folder import load_scene
+    from ..distributed import setup_devices
+    from ..train import TrainConfig, train
+
+    check_run_folder(args.out, args.data)
+    devices = setup_devices(args.devices)
+    method = load_method(args)
+    train_set, test_set = load_scene(args.data, downscale=args.downscale)
+    config = TrainConfig(
+        steps=args.steps,
+        seed=args.seed,
+        capacity=args.capacity,
+        eval_every=args.eval_every,
+        checkpoint_every=args.checkpoint_every,
+        strategy=args.strategy,
+        pose_opt=args.pose_opt,
+        intrinsics_opt=args.intrinsics_opt,
+        random_background=args.random_background,
+        regularisers=args.regularisers,
+    )
+    kwargs = {"devices": devices} if devices > 1 else {}
+    server = None
+    if args.view:
+        from ..trained import inferred_background
+        from ..viewer import Viewer
+
+        server = Viewer(
+            method,
+            Path(args.out),
+            train_set.views,
+            background=inferred_background(train_set.views),
+            host=args.host,
+            port=args.port,
+            wait=True,
+        )
+        server.watch()
+        print(printable(f"viewer: {server.url} (updates with each checkpoint)"))
+    try:
+        result = train(method, train_set, test_set, args.out, config, resume=args.resume, **kwargs)
+    finally:
+        if server is not None:
+            server.stop()
+    report(result)
+    return 0
+
+
+def report(result) -> None:
+    m = result.metrics or {}
+    start = "" if result.initial_psnr is None else f" (start {result.initial_psnr:.2f} dB)"
+    if m:
+        print(
+            f"step {result.step}: test PSNR {m.get('psnr', float('nan')):.2f} dB{start}, "
+            f"SSIM {m.get('ssim', float('nan')):.4f}, {m.get('primitives', '?')} primitives, "
+            + printable(f"{result.steps_per_second:.1f} steps/s -> {result.out_dir}")
+        )
+    if result.interrupted:
+        print("interrupted: checkpoint saved; continue with --resume")
