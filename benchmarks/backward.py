@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.run import load_methods, workload  # noqa: E402
 from xprc.camera import Camera  # noqa: E402
 from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
-from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
+from xprc.pipeline.params import prepare_params  # noqa: E402
+from xprc.pipeline.render import _compiled  # noqa: E402
 from xprc.scenes import adapt_params  # noqa: E402
 
 

@@ -36,7 +36,8 @@ from xprc.compiler.driver import load  # noqa: E402
 from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
 from xprc.pipeline import capacity as cap  # noqa: E402
 from xprc.pipeline.binning import TileGrid, bin_and_sort  # noqa: E402
-from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
+from xprc.pipeline.params import prepare_params  # noqa: E402
+from xprc.pipeline.render import _compiled  # noqa: E402
 from xprc.scenes import adapt_params  # noqa: E402
 
 

@@ -265,7 +265,7 @@ def run_render(args) -> int:
 
     from .datasets import load_scene
     from .pipeline import RenderConfig, render
-    from .pipeline.render import prepare_params
+    from .pipeline.params import prepare_params
     from .plots import kind_image, save_png
     from .resources import spec_path
     from .trained import load_trained, scene_method

@@ -14,6 +14,7 @@ import numpy as np
 from .camera import Camera
 from .errors import DataError
 from .io import read_npz
+from .method_info import MethodInfo
 
 SH_C0 = 0.28209479177387814
 
@@ -138,7 +139,7 @@ def adapt_params(method, params):
     with fewer sizes (2DGS surfels: two tangent scales) keeps the first ones."""
     out = {}
     n = len(next(iter(params.values())))
-    for p in method.PARAMS:
+    for p in MethodInfo.of(method).params:
         if p.name not in params:
             init = getattr(p, "init_raw", None)
             dtype = params["means"].dtype if "means" in params else np.float32

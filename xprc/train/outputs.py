@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..method_info import MethodInfo
 from .adc import ADC
 from .folder import write_atomic, writing
 
@@ -63,10 +64,10 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         write_atomic(out / "sheet.png", lambda p: plots.comparison_sheet(p, sheet))
     write_atomic(out / "curves.png", lambda p: plots.training_curves(p, rec.history, rec.evals))
     _write_ply(out / "scene.ply", rec)
-    method = rec.method
+    method, info = rec.method, MethodInfo.of(rec.method)
     run = {
-        "method": method.NAME,
-        "spec_sha256": getattr(method, "SPEC_SHA256", ""),
+        "method": info.name,
+        "spec_sha256": info.spec_sha256,
         "xprc_version": __version__,
         "strategy": rec.config.strategy,
         "config": rec.config.to_json(),
@@ -77,7 +78,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         ),
     }
     report = {
-        "method": method.NAME,
+        "method": info.name,
         "spec_sha256": run["spec_sha256"],
         "strategy": rec.config.strategy,
         "step": rec.final["step"],
@@ -105,7 +106,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
 def _write_ply(path: Path, rec: RunRecord) -> None:
     from ..io import gaussian_layout, save_ply
 
-    layout = gaussian_layout(rec.method.PARAMS)
+    layout = gaussian_layout(MethodInfo.of(rec.method).params)
     if layout is None:
         return
     # save_ply writes atomically itself
