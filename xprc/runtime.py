@@ -49,7 +49,8 @@ class ParamSpec(NamedTuple):
 
 def check_camera(method, camera) -> None:
     """Raise CameraModelError when `camera.model` is not one of the spec's CAMERA_MODELS (a
-    module without the list, such as a hand-written one, accepts every model)."""
+    module without the list, such as a hand-written one, accepts every model). `method`: a
+    method module or its MethodInfo."""
     info = MethodInfo.of(method)
     models = info.camera_models
     model = getattr(camera, "model", None)

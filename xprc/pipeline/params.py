@@ -10,7 +10,8 @@ from ..method_info import MethodInfo
 
 
 def prepare_params(method, params: dict) -> dict:
-    """Check a raw parameter dict against the method's table; pad short SH with zeros."""
+    """Check a raw parameter dict against the method's table; pad short SH with zeros.
+    `method`: a method module or its MethodInfo."""
     info = MethodInfo.of(method)
     table = info.param_table
     missing = [name for name in table if name not in params]

@@ -235,11 +235,12 @@ def render(
     """
     if mode not in MODES:
         raise XprError(f"unknown render mode '{mode}' (expected one of {', '.join(MODES)})")
-    check_camera(method, camera)  # a camera model the spec does not accept: CameraModelError
+    info = MethodInfo.of(method)  # checked once here; the helpers take it for the method
+    check_camera(info, camera)  # a camera model the spec does not accept: CameraModelError
     config = config or RenderConfig()
     cap.check_policy(config)
-    params = prepare_params(method, params)
-    background = _check_background(method, background, camera)
+    params = prepare_params(info, params)
+    background = _check_background(info, background, camera)
     batched = len(camera.batch_shape) > 0
     if not next(iter(params.values())).shape[0]:
         fn = functools.partial(_empty_output, method, mode, config)
