@@ -33,7 +33,7 @@ class MethodInfo:
     num_attrs: A, the width of `project`'s attrs (16 without it: a memory estimate only)
     num_features: C, the channels of `project`'s features (colour)
     uses_ray: the response reads ray.origin / ray.dir (the pipeline then computes pixel rays)
-    signed_alpha: the response's alpha may be negative (no 1/255 skip on |alpha|)
+    signed_alpha: the response's alpha may be negative, in (-1, 1) (`response signed`)
     pixel_outputs: the per-pixel outputs the response emits, one name per channel
     camera_models: the camera models the spec accepts (None: every model)
     camera_models_source: why those models ("declared on line 4", or the default's reason)
