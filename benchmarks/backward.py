@@ -36,7 +36,8 @@ from benchmarks.run import load_methods, workload  # noqa: E402
 from xprc.camera import Camera  # noqa: E402
 from xprc.data.workloads import adapt_params  # noqa: E402
 from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
-from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
+from xprc.pipeline.params import prepare_params  # noqa: E402
+from xprc.pipeline.render import _compiled  # noqa: E402
 
 
 def timed(fn, *args, repeat=3):

@@ -29,7 +29,8 @@ from xprc.camera import Camera  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
 from xprc.data.workloads import adapt_params, garden_workload  # noqa: E402
 from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
-from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
+from xprc.pipeline.params import prepare_params  # noqa: E402
+from xprc.pipeline.render import _compiled  # noqa: E402
 
 
 class Rectangle:

@@ -40,7 +40,8 @@ from xprc.pipeline import (  # noqa: E402
     sized_config,
 )
 from xprc.pipeline.capacity import _count_fn, _count_key  # noqa: E402
-from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
+from xprc.pipeline.params import prepare_params  # noqa: E402
+from xprc.pipeline.render import _compiled  # noqa: E402
 
 SPECS = {
     "3dgs": "specs/3dgs.xpr",

@@ -37,7 +37,8 @@ from xprc.data.workloads import adapt_params  # noqa: E402
 from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
 from xprc.pipeline import capacity as cap  # noqa: E402
 from xprc.pipeline.binning import TileGrid, bin_and_sort  # noqa: E402
-from xprc.pipeline.render import _compiled, prepare_params  # noqa: E402
+from xprc.pipeline.params import prepare_params  # noqa: E402
+from xprc.pipeline.render import _compiled  # noqa: E402
 
 
 def timed(fn, *args, repeat=5):

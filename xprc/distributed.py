@@ -28,7 +28,8 @@ from jax.sharding import PartitionSpec as P
 
 from .errors import XprError
 from .pipeline import RenderConfig
-from .pipeline.render import _compiled, prepare_params
+from .pipeline.params import prepare_params
+from .pipeline.render import _compiled
 
 AXIS = "devices"
 

@@ -9,6 +9,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from xprc.errors import CameraModelError
+from xprc.method_info import MethodInfo
+
 # Matrix products in float32 at full float32 precision. On GPUs since Ampere XLA's DEFAULT is
 # TF32 (a 10-bit mantissa): blending, camera transforms and pose corrections then differ from the
 # reference by up to a few percent (measured: 0.044 on the garden subset, H200). Every einsum
@@ -46,20 +49,20 @@ class ParamSpec(NamedTuple):
 
 def check_camera(method, camera) -> None:
     """Raise CameraModelError when `camera.model` is not one of the spec's CAMERA_MODELS (a
-    module without the list, such as a hand-written one, accepts every model)."""
-    models = getattr(method, "CAMERA_MODELS", None)
+    module without the list, such as a hand-written one, accepts every model). `method`: a
+    method module or its MethodInfo."""
+    info = MethodInfo.of(method)
+    models = info.camera_models
     model = getattr(camera, "model", None)
     if models is None or model is None or model in models:
         return
-    from xprc.errors import CameraModelError
-
-    name = getattr(method, "NAME", "the method")
-    why = getattr(method, "CAMERA_MODELS_SOURCE", "")
+    why = info.camera_models_source
     raise CameraModelError(
-        f"{name} accepts the camera model{'s' if len(models) > 1 else ''} {', '.join(models)}"
-        f"{f' ({why})' if why else ''}, not '{model}': render it with such a camera, or declare "
-        f"'cameras {', '.join((*models, model))}' in the spec if it is right for '{model}'",
-        filename=getattr(method, "SPEC_FILE", None),
+        f"{info.name} accepts the camera model{'s' if len(models) > 1 else ''} "
+        f"{', '.join(models)}{f' ({why})' if why else ''}, not '{model}': render it with such a "
+        f"camera, or declare 'cameras {', '.join((*models, model))}' in the spec if it is right "
+        f"for '{model}'",
+        filename=info.spec_file,
     )
 
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .errors import DataError, printable
+from .method_info import MethodInfo
 from .train.folder import CHECKPOINT, METRICS, PLY, read_report, scene_file
 
 
@@ -131,7 +132,8 @@ def scene_method(trained: Trained, spec: str | None, defines=None):
                 if found is not None
                 else "give that spec with --spec"
             )
-            given = describe_spec(method.NAME, getattr(method, "SPEC_SHA256", ""))
+            info = MethodInfo.of(method)
+            given = describe_spec(info.name, info.spec_sha256)
             raise DataError(
                 rec.where,
                 f"the scene was trained with spec {rec.describe()}, but --spec {spec} is "
@@ -158,9 +160,10 @@ def scene_method(trained: Trained, spec: str | None, defines=None):
 
 
 def _same_spec(rec: SpecRecord, method) -> bool:
+    info = MethodInfo.of(method)
     if rec.sha256:
-        return getattr(method, "SPEC_SHA256", "") == rec.sha256
-    return method.NAME == rec.name
+        return info.spec_sha256 == rec.sha256
+    return info.name == rec.name
 
 
 def shipped_spec_of(rec: SpecRecord) -> Path | None:

@@ -25,6 +25,7 @@ import numpy as np
 from xprc.activations import inverse
 from xprc.conventions import CAMERA_MODELS
 from xprc.errors import XprError
+from xprc.method_info import MethodInfo
 
 MODELS = CAMERA_MODELS
 SCENES = ("random", "large", "near", "edge-on", "behind")
@@ -183,7 +184,7 @@ def _edge_on_quats(rng, n: int) -> np.ndarray:
 def scene(method, kind: str, n: int, seed: int) -> dict:
     """Raw parameters of `n` primitives of scene `kind`, for the camera of `cameras()`."""
     rng = np.random.default_rng(seed)
-    specs = list(method.PARAMS)
+    specs = list(MethodInfo.of(method).params)
     roles = {getattr(p, "role", None): p for p in specs}
     pos = roles.get("position") or next(
         (p for p in specs if tuple(p.shape) == (3,) and p.kind != "quat"), None
@@ -291,7 +292,7 @@ def _nonfinite(method, params: dict, cam, scene: str, model: str) -> NonFinite |
         if found is None and bad.any():
             i, k = (int(v[0]) for v in np.nonzero(bad))
             if out == "attrs":
-                label = f"attrs '{method.ATTRS[k]}'"
+                label = f"attrs '{MethodInfo.of(method).attrs[k]}'"
             else:
                 label = out if a.shape[1] == 1 else f"{out}[{k}]"
             found = (i, label, float(a[i, k]))
@@ -309,7 +310,8 @@ def _project_fn(method):
 
 def accepted_models(method, models=None, name: str = "spec") -> tuple[str, ...]:
     """The camera models to verify: `models`, each one the spec accepts, else all it accepts."""
-    accepted = tuple(getattr(method, "CAMERA_MODELS", MODELS))
+    accepted = MethodInfo.of(method).camera_models
+    accepted = MODELS if accepted is None else accepted  # None: every model
     if models is None:
         return accepted
     for m in models:

@@ -119,7 +119,7 @@ def run(args) -> int:
 
     from ..data.scene_folder import load_scene
     from ..pipeline import RenderConfig, render
-    from ..pipeline.render import prepare_params
+    from ..pipeline.params import prepare_params
     from ..plots import kind_image, save_png
     from ..resources import spec_path
     from ..trained import load_trained, scene_method

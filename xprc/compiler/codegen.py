@@ -54,6 +54,7 @@ from xprc.compiler.symops import (
     XMax,
     XMin,
 )
+from xprc.method_info import GENERATED
 
 ATOM, UNARY, MUL, ADD, CMP = 100, 60, 50, 40, 30
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -411,6 +412,54 @@ def _stack(items: list[str], axis: int = -1, indent: str = "    ") -> str:
     return "jnp.stack([\n" + "".join(f"{inner}{it},\n" for it in items) + f"{indent}], {axis})"
 
 
+def _interface(simplified: Simplified, *, spec_name: str, spec_sha256: str, version: str):
+    """The module's constants, one per MethodInfo field (xprc/method_info.py says what each
+    holds and the default a module without it gets), in GENERATED order."""
+    ch = simplified.lowered.checked
+    params = ["("]
+    for prm in ch.params:
+        tags = ""
+        if prm.lr is not None:
+            tags += f", lr={_float(prm.lr)}"
+        if prm.init is not None:
+            init = repr(ident(prm.init)) if isinstance(prm.init, str) else _float(prm.init)
+            tags += f", init={init}"
+        if prm.role is not None:
+            tags += f", role={ident(prm.role)!r}"
+        if prm.init_raw is not None:
+            tags += f", init_raw={_float(prm.init_raw)}"
+        params.append(
+            f"    ParamSpec({ident(prm.name)!r}, {ident(prm.kind)!r}, {prm.shape!r}, "
+            f"{prm.activation!r}, {prm.degree!r}{tags}),"
+        )
+    params.append(")")
+    consts = ", ".join(f"{ident(k)!r}: {_float(v)}" for k, v in ch.constants.items())
+    pixel = [ident(k) + _channel_suffix(n) for k, n in ch.pixel.items() for n in _channels(n)]
+    why = re.sub(r"[^A-Za-z0-9_.()/ ,-]", "_", ch.cameras_why)  # (file names are restricted)
+    values = {
+        "NAME": repr(ch.name),
+        "SPEC_SHA256": repr(spec_sha256),
+        "COMPILER_VERSION": repr(version),
+        "PARAMS": "\n".join(params),
+        "CONSTANTS": "{" + consts + "}",
+        "ATTRS": _names(simplified.attrs),
+        "NUM_ATTRS": str(len(simplified.attrs)),
+        "NUM_FEATURES": str(len(simplified.lowered.project["color"])),
+        "USES_RAY": repr(ch.uses_ray),
+        "SIGNED_ALPHA": repr(ch.signed),
+        "PIXEL_OUTPUTS": _names(pixel),
+        "CAMERA_MODELS": _names([ident(m) for m in ch.cameras]),
+        "CAMERA_MODELS_SOURCE": repr(why),  # declared, or why the default
+        "SPEC_FILE": repr(spec_name),
+    }
+    assert tuple(values) == GENERATED, "codegen and MethodInfo disagree"
+    return [f"{k} = {v}" for k, v in values.items()]
+
+
+def _names(names) -> str:
+    return "(" + "".join(f"{n!r}, " for n in names).rstrip() + ")"
+
+
 def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, version: str) -> str:
     """The generated module's source text (deterministic: no paths, no timestamps)."""
     low = simplified.lowered
@@ -442,43 +491,8 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         "from xprc import runtime as rt",
         "from xprc.runtime import ParamSpec",
         "",
-        f"NAME = {ch.name!r}",
-        f"SPEC_SHA256 = {spec_sha256!r}",
-        f"COMPILER_VERSION = {version!r}",
-        "PARAMS = (",
     ]
-    for prm in params:
-        tags = ""
-        if prm.lr is not None:
-            tags += f", lr={_float(prm.lr)}"
-        if prm.init is not None:
-            init = repr(ident(prm.init)) if isinstance(prm.init, str) else _float(prm.init)
-            tags += f", init={init}"
-        if prm.role is not None:
-            tags += f", role={ident(prm.role)!r}"
-        if prm.init_raw is not None:
-            tags += f", init_raw={_float(prm.init_raw)}"
-        out.append(
-            f"    ParamSpec({ident(prm.name)!r}, {ident(prm.kind)!r}, {prm.shape!r}, "
-            f"{prm.activation!r}, {prm.degree!r}{tags}),"
-        )
-    out.append(")")
-    out.append(
-        "CONSTANTS = {"
-        + ", ".join(f"{ident(k)!r}: {_float(v)}" for k, v in ch.constants.items())
-        + "}"
-    )
-    out.append("ATTRS = (" + "".join(f"{a!r}, " for a in simplified.attrs).rstrip() + ")")
-    out.append(f"NUM_ATTRS = {len(simplified.attrs)}")
-    out.append(f"NUM_FEATURES = {len(low.project['color'])}")
-    out.append(f"USES_RAY = {ch.uses_ray!r}")
-    out.append(f"SIGNED_ALPHA = {ch.signed!r}")
-    names = [ident(k) + _channel_suffix(n) for k, n in ch.pixel.items() for n in _channels(n)]
-    out.append("PIXEL_OUTPUTS = (" + "".join(f"{n!r}, " for n in names).rstrip() + ")")
-    out.append("CAMERA_MODELS = (" + "".join(f"{ident(m)!r}, " for m in ch.cameras).rstrip() + ")")
-    why = re.sub(r"[^A-Za-z0-9_.()/ ,-]", "_", ch.cameras_why)  # (file names are restricted)
-    out.append(f"CAMERA_MODELS_SOURCE = {why!r}")  # declared, or why the default
-    out.append(f"SPEC_FILE = {spec_name!r}")
+    out += _interface(simplified, spec_name=spec_name, spec_sha256=spec_sha256, version=version)
     out.append("")
 
     # activate

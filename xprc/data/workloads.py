@@ -15,6 +15,7 @@ from ..activations import inverse
 from ..camera import Camera
 from ..conventions import SH_C0
 from ..errors import DataError
+from ..method_info import MethodInfo
 from .npz import read_npz
 
 
@@ -137,7 +138,7 @@ def adapt_params(method, params):
     with fewer sizes (2DGS surfels: two tangent scales) keeps the first ones."""
     out = {}
     n = len(next(iter(params.values())))
-    for p in method.PARAMS:
+    for p in MethodInfo.of(method).params:
         if p.name not in params:
             init = getattr(p, "init_raw", None)
             dtype = params["means"].dtype if "means" in params else np.float32

@@ -23,8 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import XprError
+from ..method_info import MethodInfo
 from .binning import INT32_MAX, TileGrid, exact_total, tile_rects
 from .config import RenderConfig
+from .params import prepare_params
 
 POLICIES = ("warn", "raise", "ignore")
 _GIB = 1 << 30
@@ -102,9 +104,8 @@ def estimate_bytes(capacity: int, num_attrs: int, num_values: int, grid: TileGri
 def check_memory(capacity: int, needed: int, method, grid: TileGrid, config: RenderConfig):
     """Raise a MemoryBudgetError when `capacity` entries would not fit the budget."""
     budget = config.memory_budget or default_memory_budget()
-    attrs = int(getattr(method, "NUM_ATTRS", 16))
-    values = int(getattr(method, "NUM_FEATURES", 3)) + 1
-    need = estimate_bytes(capacity, attrs, values, grid)
+    info = MethodInfo.of(method)
+    need = estimate_bytes(capacity, info.num_attrs, info.num_features + 1, grid)
     if capacity <= INT32_MAX and need <= budget:
         return
     raise MemoryBudgetError(
@@ -223,8 +224,6 @@ def count_entries(method, params: dict, camera, config: RenderConfig | None = No
     """Exact (primitive, tile) entries a render of `params` from `camera` needs (max over a
     batch of cameras), in footprint rectangles (before any ellipse culling). Cheap: projection
     and footprint rectangles only."""
-    from .render import prepare_params
-
     config = config or RenderConfig()
     params = prepare_params(method, params)
     if not next(iter(params.values())).shape[0]:

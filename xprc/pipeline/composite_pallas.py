@@ -38,6 +38,7 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.extend.core import Var
 
 from ..errors import XprError
+from ..method_info import MethodInfo
 from .binning import TileGrid
 from .composite import Layout, clamp_alpha, gather, tile_chunks, tile_pixels
 from .config import RenderConfig
@@ -77,7 +78,7 @@ def response_reads_camera(method) -> bool:
     from ..camera import look_at
 
     cam = look_at([0.0, 0.0, -4.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0], 32, 32, dtype=np.float32)
-    a = jnp.zeros((1, int(method.NUM_ATTRS)), jnp.float32)
+    a = jnp.zeros((1, MethodInfo.of(method).num_attrs), jnp.float32)
     pix = jnp.zeros((1, 2), jnp.float32)
     ray = jnp.zeros((1, 3), jnp.float32)
     leaves, tree = jax.tree_util.tree_flatten(cam)
@@ -102,13 +103,14 @@ def use_pallas(method, dtype, config: RenderConfig) -> bool:
     if choice == "pallas":
         if reason:
             raise XprError(
-                f"RenderConfig(compositor='pallas') cannot render {method.NAME}: {reason}"
+                f"RenderConfig(compositor='pallas') cannot render {MethodInfo.of(method).name}: "
+                f"{reason}"
             )
         return True
     if jax.default_backend() != "tpu":
         return False
     if reason:
-        _warn_once(method.NAME, reason)
+        _warn_once(MethodInfo.of(method).name, reason)
         return False
     return True
 

@@ -12,11 +12,13 @@ import numpy as np
 
 from .. import compile_cache
 from ..errors import XprError
+from ..method_info import MethodInfo
 from ..runtime import check_camera
 from . import capacity as cap
 from .binning import INT32_MAX, TileGrid, bin_and_sort
 from .composite import composite, tile_pixels
 from .config import MODES, RenderConfig, entry_bucket
+from .params import prepare_params
 
 compile_cache.enable_default()  # JAX's persistent compilation cache (xprc/compile_cache.py)
 
@@ -65,57 +67,17 @@ class RenderOutput:
         return f"RenderOutput(mode={self.mode!r}, alpha shape={shape})"
 
 
-def _param_table(method):
-    return {p.name: p for p in method.PARAMS}
-
-
-def prepare_params(method, params: dict) -> dict:
-    """Check a raw parameter dict against the method's table; pad short SH with zeros."""
-    table = _param_table(method)
-    missing = [name for name in table if name not in params]
-    if missing:
-        raise XprError(
-            f"parameters missing for {method.NAME}: {', '.join(missing)} "
-            f"(expected {', '.join(table)})"
-        )
-    extra = [name for name in params if name not in table]
-    if extra:
-        raise XprError(f"unknown parameters for {method.NAME}: {', '.join(extra)}")
-    out = {}
-    n = None
-    for name, spec in table.items():
-        arr = jnp.asarray(params[name])
-        want = tuple(spec.shape)
-        expected = "[" + ", ".join(["N", *map(str, want)]) + "]"  # [N] for a scalar
-        if arr.ndim != len(want) + 1:
-            raise XprError(f"parameter '{name}' has shape {tuple(arr.shape)}, expected {expected}")
-        if n is None:
-            n = arr.shape[0]
-        elif arr.shape[0] != n:
-            raise XprError(f"parameter '{name}' has {arr.shape[0]} primitives, others have {n}")
-        got = tuple(arr.shape[1:])
-        if got != want:
-            if spec.kind == "sh" and got[1:] == want[1:] and got[0] < want[0]:
-                pad = [(0, 0), (0, want[0] - got[0])] + [(0, 0)] * (len(want) - 1)
-                arr = jnp.pad(arr, pad)
-            else:
-                raise XprError(
-                    f"parameter '{name}' has shape {tuple(arr.shape)}, expected {expected}"
-                )
-        out[name] = arr
-    return out
-
-
 def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
     """The render of zero primitives: the background (or black), alpha 0, depth 0."""
-    channels = int(method.NUM_FEATURES)
+    info = MethodInfo.of(method)
+    channels = info.num_features
     h, w = camera.height, camera.width
     weight = jnp.zeros((h, w, 1), dtype)
     color = jnp.zeros((h, w, channels), dtype)
     if background is not None:
         color = color + jnp.asarray(background, dtype)[None, None, :]
     depth = jnp.zeros((h, w, 1), dtype) if mode.endswith("D") else None
-    outputs = len(getattr(method, "PIXEL_OUTPUTS", ()))
+    outputs = len(info.pixel_outputs)
     extra = jnp.zeros((h, w, outputs), dtype) if outputs else None
     grid = TileGrid(w, h, config.tile_size)
     zeros_t = jnp.zeros((grid.num_tiles,), jnp.int32)
@@ -138,6 +100,7 @@ def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
 
 def _render_one(method, mode: str, config: RenderConfig, check: bool, params, camera, background):
     TRACE_COUNT["render"] += 1
+    info = MethodInfo.of(method)
     grid = TileGrid(camera.width, camera.height, config.tile_size)
     proj = method.project(params, camera)
     attrs = proj["attrs"]
@@ -150,13 +113,12 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     ellipse = proj.get("ellipse")  # optional: culls the box's tiles that miss it
     bins = bin_and_sort(proj["box"], valid, depth, grid, capacity, ellipse, proj["centre"])
     rays = None
-    if method.USES_RAY:
+    if info.uses_ray:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
         rays = camera.pixel_rays(pix[..., 0], pix[..., 1])
         if camera.central:  # one origin per tile [T, 1, 3]: the response's origin-only terms
             rays = (rays[0][:, :1], rays[1])  # are then computed per entry, not per pixel
-    names = tuple(getattr(method, "PIXEL_OUTPUTS", ()))
-    signed = bool(getattr(method, "SIGNED_ALPHA", False))
+    names, signed = info.pixel_outputs, info.signed_alpha
     # the distortion's z: the response's per-pixel depth when it emits one, else the sort depth
     channels = values.shape[-1] - 1
     z_at = channels + 1 + names.index("depth") if "depth" in names else channels
@@ -234,11 +196,12 @@ def _check_background(method, background, camera):
         shape = background.shape
         if background.dtype.kind not in "biuf" or not np.all(np.isfinite(background)):
             raise XprError(f"background must be finite numbers, got {background!r}")
-    want = (int(method.NUM_FEATURES),)
+    info = MethodInfo.of(method)
+    want = (info.num_features,)
     if shape != want:
         raise XprError(
             f"background has shape {shape}, expected {want}: one value per colour channel of "
-            f"{method.NAME}"
+            f"{info.name}"
         )
     return background
 
@@ -277,11 +240,12 @@ def render(
     """
     if mode not in MODES:
         raise XprError(f"unknown render mode '{mode}' (expected one of {', '.join(MODES)})")
-    check_camera(method, camera)  # a camera model the spec does not accept: CameraModelError
+    info = MethodInfo.of(method)  # checked once here; the helpers take it for the method
+    check_camera(info, camera)  # a camera model the spec does not accept: CameraModelError
     config = config or RenderConfig()
     cap.check_policy(config)
-    params = prepare_params(method, params)
-    background = _check_background(method, background, camera)
+    params = prepare_params(info, params)
+    background = _check_background(info, background, camera)
     batched = len(camera.batch_shape) > 0
     if not next(iter(params.values())).shape[0]:
         fn = functools.partial(_empty_output, method, mode, config)

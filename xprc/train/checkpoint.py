@@ -22,6 +22,7 @@ import numpy as np
 
 from ..data.files import temporary_path
 from ..data.npz import load_checkpoint, save_checkpoint
+from ..method_info import MethodInfo
 from .config import TrainError
 
 _TREES = ("opt", "strategy", "cams", "cams_opt")
@@ -82,9 +83,10 @@ def run_inputs(method, train_set, cameras, names: list[str], background) -> dict
     with others is refused. cameras: the training views' stacked Camera; names: their names."""
     root = getattr(train_set, "root", None)
     arrays = [np.asarray(a, np.float32) for a in (cameras.viewmat, cameras.K, cameras.dist)]
+    info = MethodInfo.of(method)
     out = {
-        "spec.sha256": getattr(method, "SPEC_SHA256", ""),
-        **{f"spec.constants.{k}": float(v) for k, v in getattr(method, "CONSTANTS", {}).items()},
+        "spec.sha256": info.spec_sha256,
+        **{f"spec.constants.{k}": float(v) for k, v in info.constants.items()},
         "data.folder": None if root is None else str(Path(root).resolve()),
         "data.views": len(names),
         "data.image_size": f"{cameras.width}x{cameras.height}",

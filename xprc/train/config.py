@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import XprError
+from ..method_info import MethodInfo
 from ..pipeline import RenderConfig
 from .strategies import STRATEGIES
 
@@ -174,7 +175,7 @@ class TrainConfig:
         has = channels(method) is not None
         if self.regularisers == "on" and not has:
             raise TrainError(
-                f"regularisers 'on': method {method.NAME} emits no per-pixel "
+                f"regularisers 'on': method {MethodInfo.of(method).name} emits no per-pixel "
                 f"{', '.join(OUTPUTS)} (the 2DGS regularisers need them)"
             )
         return has and self.regularisers != "off"

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..conventions import SH_C0
+from ..method_info import MethodInfo
 from .config import TrainConfig, TrainError
 from .roles import inverse_np, param_roles, shape_of, where
 
@@ -177,8 +178,8 @@ def init_params(method, dataset, config: TrainConfig | None = None, capacity: in
         pts = np.concatenate([pts, pts[extra]])
         cols = np.concatenate([cols, cols[extra]])
         nn = np.concatenate([nn, nn[extra]])
-    params = {}
-    for spec in method.PARAMS:
+    params, table = {}, MethodInfo.of(method).param_table
+    for spec in table.values():
         rule = getattr(spec, "init", None)
         if rule is None:
             rule = default_rule(spec, roles, config.init_opacity)
@@ -186,6 +187,6 @@ def init_params(method, dataset, config: TrainConfig | None = None, capacity: in
         params[spec.name] = arr.astype(np.float32)
     used = np.arange(n) < n_used
     if n > n_used and roles["opacity"] is not None:
-        spec = {s.name: s for s in method.PARAMS}[roles["opacity"]]
+        spec = table[roles["opacity"]]
         params[spec.name][~used] = np.float32(inverse_np(method, spec, 1e-8))
     return params, used

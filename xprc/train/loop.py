@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import __version__
+from ..method_info import MethodInfo
 from ..pipeline import RenderConfig, entry_bucket
 from ..pipeline.binning import TileGrid
 from ..pipeline.capacity import MemoryBudgetError, alpha_message, check_memory
@@ -156,9 +157,10 @@ class Run:
         self.log = log or run_folder.TrainLog(None, config.progress)
         if devices < 1 or devices > jax.device_count():
             raise TrainError(f"asked for {devices} devices, {jax.device_count()} available")
-        if int(getattr(method, "NUM_FEATURES", 3)) != 3:
+        self.info = info = MethodInfo.of(method)
+        if info.num_features != 3:
             raise TrainError(
-                f"{method.NAME} renders {method.NUM_FEATURES} channels; training needs RGB (3)"
+                f"{info.name} renders {info.num_features} channels; training needs RGB (3)"
             )
         self.method, self.config, self.devices = method, config, devices
         self.out = Path(out_dir) if out_dir is not None else None
@@ -229,8 +231,8 @@ class Run:
 
     def meta(self, elapsed: float) -> dict:
         return {
-            "method": self.method.NAME,
-            "spec_sha256": getattr(self.method, "SPEC_SHA256", ""),
+            "method": self.info.name,
+            "spec_sha256": self.info.spec_sha256,
             "seed": self.config.seed,
             "strategy": self.config.strategy,
             "steps": self.config.steps,
@@ -256,7 +258,7 @@ class Run:
         if not path.is_file():
             return
         state, meta = ckpt.load(path, self.state)
-        mine = (self.method.NAME, self.config.seed, self.config.strategy)
+        mine = (self.info.name, self.config.seed, self.config.strategy)
         theirs = (meta.get("method"), meta.get("seed"), meta.get("strategy"))
         if theirs != mine:
             raise TrainError(
@@ -423,7 +425,7 @@ def train(
     """
     config = config or TrainConfig()
     with run_folder.opened(out_dir, config.progress) as log:
-        log.file(f"xprc {__version__} train {getattr(method, 'NAME', '?')}"
+        log.file(f"xprc {__version__} train {MethodInfo.of(method).name}"
                  f"{' (resume)' if resume else ''}: {json.dumps(config.to_json())}")  # fmt: skip
         run = Run(method, train_set, test_set, out_dir, config, devices, log)
         log.file(f"inputs: {json.dumps(run.inputs)}")
@@ -453,7 +455,7 @@ def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
     if config.progress:
         from tqdm import tqdm
 
-        pbar = tqdm(total=config.steps, initial=run.step, desc=f"train {run.method.NAME}",
+        pbar = tqdm(total=config.steps, initial=run.step, desc=f"train {run.info.name}",
                     dynamic_ncols=True, file=sys.stderr)  # fmt: skip
     t_run = time.perf_counter()
     t_first, first_step = None, run.step

@@ -28,6 +28,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..method_info import MethodInfo
+
 NORMAL_WEIGHT = 0.05
 DISTORTION_WEIGHT = 1000.0
 NORMAL_FROM = 7000 / 30000  # the paper's start steps, as fractions of its 30k schedule
@@ -39,7 +41,7 @@ FORMS = ("squared", "l1")
 
 def channels(method) -> dict[str, int] | None:
     """Index of each needed per-pixel output in `RenderOutput.extra`, or None if any is missing."""
-    names = tuple(getattr(method, "PIXEL_OUTPUTS", ()))
+    names = MethodInfo.of(method).pixel_outputs
     if not all(n in names for n in OUTPUTS):
         return None
     return {n: names.index(n) for n in OUTPUTS}

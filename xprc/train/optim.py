@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..method_info import MethodInfo
 from .config import TrainConfig
 from .roles import sh_degree, shape_of
 
@@ -20,7 +21,7 @@ from .roles import sh_degree, shape_of
 def lr_arrays(method, config: TrainConfig) -> dict[str, jax.Array]:
     """Per-parameter learning rates, shaped [1, ...] to broadcast against [N, *shape]."""
     out = {}
-    for spec in method.PARAMS:
+    for spec in MethodInfo.of(method).params:
         lr = getattr(spec, "lr", None)
         if lr is None:
             lr = config.lr.get(spec.name, config.lr_default)
@@ -72,7 +73,7 @@ def sh_masked(method, params, step, interval):
     """Zero SH coefficients above the active degree `min(step // interval, degree)` (so they get
     no gradient); shapes never change."""
     out = dict(params)
-    for spec in method.PARAMS:
+    for spec in MethodInfo.of(method).params:
         deg = sh_degree(spec)
         if deg is None:
             continue

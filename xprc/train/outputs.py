@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import __version__
 from ..data.files import write_atomic
+from ..method_info import MethodInfo
 from .folder import CONFIG, CURVES, METRICS, PLY, RENDERS, SHEET, writing
 from .strategies.adc import ADC
 
@@ -66,10 +67,10 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         _write(out / SHEET, lambda f: plots.comparison_sheet(f, sheet))
     _write(out / CURVES, lambda f: plots.training_curves(f, rec.history, rec.evals))
     _write_ply(out / PLY, rec)
-    method = rec.method
+    method, info = rec.method, MethodInfo.of(rec.method)
     run = {
-        "method": method.NAME,
-        "spec_sha256": getattr(method, "SPEC_SHA256", ""),
+        "method": info.name,
+        "spec_sha256": info.spec_sha256,
         "xprc_version": __version__,
         "strategy": rec.config.strategy,
         "config": rec.config.to_json(),
@@ -80,7 +81,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         ),
     }
     report = {
-        "method": method.NAME,
+        "method": info.name,
         "spec_sha256": run["spec_sha256"],
         "strategy": rec.config.strategy,
         "step": rec.final["step"],
@@ -114,7 +115,7 @@ def _write(path: Path, write) -> None:
 def _write_ply(path: Path, rec: RunRecord) -> None:
     from ..data.ply import gaussian_layout, save_ply
 
-    layout = gaussian_layout(rec.method.PARAMS)
+    layout = gaussian_layout(MethodInfo.of(rec.method).params)
     if layout is None:
         return
     # save_ply writes atomically itself

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..activations import INVERSES, inverse
 from ..conventions import PARAM_ROLES
+from ..method_info import MethodInfo
 from .config import TrainError
 
 
@@ -41,7 +42,7 @@ def sh_degree(spec) -> int | None:
 def param_roles(method) -> dict[str, str | None]:
     """{role: parameter name or None} from the spec's `role` annotations."""
     roles: dict[str, str | None] = dict.fromkeys(PARAM_ROLES)
-    for s in method.PARAMS:
+    for s in MethodInfo.of(method).params:
         role = getattr(s, "role", None)
         if role in roles and roles[role] is None:
             roles[role] = s.name
@@ -49,12 +50,12 @@ def param_roles(method) -> dict[str, str | None]:
 
 
 def spec_by_name(method) -> dict:
-    return {s.name: s for s in method.PARAMS}
+    return MethodInfo.of(method).param_table
 
 
 def where(method, name: str | None = None) -> str:
     """How an error names a method (and one of its parameters)."""
-    label = f"method {method.NAME}"
+    label = f"method {MethodInfo.of(method).name}"
     return label if name is None else f"parameter '{name}' of {label}"
 
 
@@ -63,14 +64,15 @@ def spec_location(method, name: str | None = None) -> dict:
     the spec the module was loaded from: {path, line, column, source_line}, or {} when the
     module has no spec file, the file's text is no longer the compiled one (its sha256 differs)
     or the declaration is in a base spec (`extends`)."""
-    path = getattr(method, "SPEC_PATH", None)
+    info = MethodInfo.of(method)
+    path = info.spec_path
     if path is None:
         return {}
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return {}
-    if hashlib.sha256(text.encode("utf-8")).hexdigest() != getattr(method, "SPEC_SHA256", ""):
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != info.spec_sha256:
         return {}
     from ..compiler import ast
     from ..compiler.parse import parse

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from ..metrics import psnr, ssim
 from ..pipeline import RenderConfig, render
-from ..pipeline.render import prepare_params
+from ..pipeline.params import prepare_params
 from . import losses_2dgs
 from .camera_opt import correct, corrections_optimizer, step_corrections
 from .optim import adam_update, optimizer, sh_masked

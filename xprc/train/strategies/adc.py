@@ -27,6 +27,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ...method_info import MethodInfo
 from ...runtime import EXACT
 from ..config import TrainConfig
 from .base import Strategy, in_window, per_prim, reset_moments
@@ -76,7 +77,7 @@ class ADC(Strategy):
         is its standard deviation)."""
         if config.split_offset is not None:
             return float(config.split_offset)
-        return float(getattr(self.method, "CONSTANTS", {}).get("split_spread", 1.0))
+        return float(MethodInfo.of(self.method).constants.get("split_spread", 1.0))
 
     def live(self, act, used, hyper):
         return jnp.sum(used, dtype=jnp.int32)

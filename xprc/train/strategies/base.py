@@ -11,6 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ...method_info import MethodInfo
 from ..config import TrainConfig
 from ..roles import check_invertible, inverse_jnp, require_roles, rescale_raw, spec_by_name
 
@@ -63,7 +64,7 @@ class Strategy:
         self.specs = spec_by_name(method)
         # A signed-alpha spec (splatting and scooping): a negative component is as alive as a
         # positive one of the same magnitude; strategies read |opacity| and keep the sign.
-        self.signed = bool(getattr(method, "SIGNED_ALPHA", False))
+        self.signed = MethodInfo.of(method).signed_alpha
 
     def default_capacity(self, n_points: int, config: TrainConfig) -> int:
         return n_points

@@ -1,0 +1,48 @@
+"""`prepare_params`: a raw parameter dict checked against the method's table (render and the
+entry count both start here)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ..errors import XprError
+from ..method_info import MethodInfo
+
+
+def prepare_params(method, params: dict) -> dict:
+    """Check a raw parameter dict against the method's table; pad short SH with zeros.
+    `method`: a method module or its MethodInfo."""
+    info = MethodInfo.of(method)
+    table = info.param_table
+    missing = [name for name in table if name not in params]
+    if missing:
+        raise XprError(
+            f"parameters missing for {info.name}: {', '.join(missing)} "
+            f"(expected {', '.join(table)})"
+        )
+    extra = [name for name in params if name not in table]
+    if extra:
+        raise XprError(f"unknown parameters for {info.name}: {', '.join(extra)}")
+    out = {}
+    n = None
+    for name, spec in table.items():
+        arr = jnp.asarray(params[name])
+        want = tuple(spec.shape)
+        expected = "[" + ", ".join(["N", *map(str, want)]) + "]"  # [N] for a scalar
+        if arr.ndim != len(want) + 1:
+            raise XprError(f"parameter '{name}' has shape {tuple(arr.shape)}, expected {expected}")
+        if n is None:
+            n = arr.shape[0]
+        elif arr.shape[0] != n:
+            raise XprError(f"parameter '{name}' has {arr.shape[0]} primitives, others have {n}")
+        got = tuple(arr.shape[1:])
+        if got != want:
+            if spec.kind == "sh" and got[1:] == want[1:] and got[0] < want[0]:
+                pad = [(0, 0), (0, want[0] - got[0])] + [(0, 0)] * (len(want) - 1)
+                arr = jnp.pad(arr, pad)
+            else:
+                raise XprError(
+                    f"parameter '{name}' has shape {tuple(arr.shape)}, expected {expected}"
+                )
+        out[name] = arr
+    return out
