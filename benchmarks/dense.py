@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from xprc.pipeline.binning import TileGrid, bin_and_sort
-from xprc.pipeline.composite import tile_pixels
+from xprc.pipeline.composite_scan import tile_pixels
 from xprc.pipeline.config import RenderConfig
 from xprc.runtime import EXACT
 

@@ -18,7 +18,7 @@ import pytest
 from xprc.camera import look_at
 from xprc.compiler import driver
 from xprc.pipeline import RenderConfig, render
-from xprc.pipeline.composite import clamp_alpha
+from xprc.pipeline.composite_scan import clamp_alpha
 
 SPEC = """primitive Hot
 param means : vec3

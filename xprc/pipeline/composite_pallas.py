@@ -40,7 +40,7 @@ from jax.extend.core import Var
 from ..errors import XprError
 from ..method_info import MethodInfo
 from .binning import TileGrid
-from .composite import Layout, clamp_alpha, gather, tile_chunks, tile_pixels
+from .composite_scan import Layout, clamp_alpha, gather, tile_chunks, tile_pixels
 from .config import RenderConfig
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z

@@ -31,10 +31,10 @@ import jax.numpy as jnp
 
 from ..runtime import EXACT
 from .binning import TileGrid
-from .composite import (
+from .composite_scan import (
     Layout,
-    _composite_autodiff,
     clamp_alpha,
+    composite_autodiff,
     evaluate,
     group_rays,
     group_weights,
@@ -63,7 +63,7 @@ def _core(static, a_items, v_items, camera, rays, item_tile, ok):
 def _forward(static, a_items, v_items, camera, rays, item_tile, ok):
     response, grid, config, signed, pixel_channels = static
     lay = Layout(item_tile, ok, jnp.zeros_like(item_tile))
-    return _composite_autodiff(
+    return composite_autodiff(
         response, camera, a_items, v_items, lay, grid, config, rays, signed, pixel_channels
     )
 

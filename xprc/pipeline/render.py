@@ -16,7 +16,8 @@ from ..method_info import MethodInfo
 from ..runtime import check_camera
 from . import capacity as cap
 from .binning import INT32_MAX, TileGrid, bin_and_sort
-from .composite import composite, tile_pixels
+from .composite import composite
+from .composite_scan import tile_pixels
 from .config import MODES, RenderConfig, entry_bucket
 from .params import prepare_params
 
