@@ -8,7 +8,8 @@ from .base import Strategy
 from .mcmc import MCMC
 
 BY_NAME: dict[str, type[Strategy]] = {cls.name: cls for cls in (MCMC, ADC)}
-assert tuple(BY_NAME) == STRATEGIES, "a strategy class for each name in STRATEGIES, in order"
+if tuple(BY_NAME) != STRATEGIES:  # the list names them; this table implements them
+    raise ImportError(f"strategies {tuple(BY_NAME)} differ from STRATEGIES {STRATEGIES}")
 
 
 def make_strategy(name: str, method) -> Strategy:
