@@ -1,8 +1,8 @@
 """specs/2dgs.xpr (2D Gaussian Splatting, issue 14): the compiled spec against the independent
 NumPy twin tests/reference_2dgs.py on random, large and edge-on scenes and on single face-on and
 edge-on surfels; the per-pixel depth is the ray-plane distance and the normal image the surfel
-normal; `verify`; float64 gradients against finite differences; a short training run.
-docs/2dgs.md."""
+normal; `verify`; a short training run. The float64 gradients against finite differences are
+in tests/test_conformance.py. docs/2dgs.md."""
 
 from __future__ import annotations
 
@@ -110,21 +110,6 @@ def test_verify_pinhole(method):
 def test_verify_every_camera_model(method):
     report = verify.verify(method, "2dgs", seeds=(0, 1))
     assert report.ok, report.format()
-
-
-def test_gradients_match_finite_differences(method):
-    raw = verify.scene(method, "large", 6, seed=4)
-    raw["opacities"] = np.clip(raw["opacities"], -2.0, 2.0)
-    params = {k: jnp.asarray(v, jnp.float64) for k, v in raw.items()}
-    cam = verify.camera("pinhole", 24, 20)
-    weights = jnp.asarray(np.random.default_rng(0).uniform(size=(20, 24, 7)))
-
-    @jax.jit
-    def loss(p):
-        out = render(method, p, cam, mode="RGB+ED")
-        return jnp.sum(jnp.concatenate([out.image, out.depth, out.extra[..., 2:]], -1) * weights)
-
-    assert_grads_match_fd(loss, params, jax.grad(loss)(params), require_nonzero=True)
 
 
 # ---------------------------------------------------------------------------------------------

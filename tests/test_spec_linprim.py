@@ -3,10 +3,12 @@
 - analytic chords through the compiled modules' `project` + `response` (axis rays, misses,
   grazing a vertex), the footprint and the near-plane rule;
 - the independent NumPy twin (tests/reference_linprim.py): its dense sampler against its exact
-  clipping on many rays, then whole renders through the shared pipeline against the sampler;
-- gradients against central finite differences in float64, and finite everywhere (rays exactly
-  through vertices, edges and faces, zero distances, zero quaternions, saturated opacity);
-- one trace for new values.
+  clipping on many rays.
+
+tests/test_conformance.py has the checks every spec answers to: whole renders through the
+shared pipeline against the twin's sampler; gradients against central finite differences in
+float64, and finite everywhere (rays exactly through vertices, edges and faces, zero distances,
+zero quaternions, saturated opacity); one trace for new values. It uses the helpers here.
 """
 
 from __future__ import annotations
@@ -19,15 +21,11 @@ import numpy as np
 import pytest
 import reference_linprim as ref
 from conftest import ROOT
-from gradcheck import assert_grads_match_fd
 
-from xprc.camera import Camera, look_at
-from xprc.pipeline import render
-from xprc.pipeline.render import TRACE_COUNT
+from xprc.camera import Camera
 
 KINDS = ("octahedron", "tetrahedron")
 W, H = 64, 48
-N_SCENE = 150
 
 
 @functools.cache
@@ -273,191 +271,3 @@ def test_reference_sampler_matches_exact_clipping(kind):
         np.testing.assert_allclose(sampled[found], exact[found], atol=1e-10)
         assert np.all(exact[~found] < spacing)
         assert found.sum() > 50
-
-
-# ----------------------------------------------------------------------------- whole renders
-
-
-def scene(kind, seed):
-    """150 random primitives plus the awkward ones: straddling the near plane, behind the
-    camera, zero distances, a zero quaternion, saturated opacity, one around the camera."""
-    p = ref.random_params(N_SCENE, kind, seed=seed, spread=1.2, depth=4.0)
-    nd = p["scales"].shape[1]
-    p["means"][:4] = [[0.3, 0.1, 0.05], [0.1, 0.1, -1.0], [-0.5, 0.2, 3.0], [0.4, -0.3, 2.5]]
-    p["scales"][2] = 0.0
-    p["scales"][3, 0] = 0.0
-    p["quats"][4] = 0.0
-    p["opacities"][5] = 40.0
-    p["means"][6] = [0, 0, 0]
-    p["scales"][6] = [0.5] * nd
-    return p
-
-
-CAMERAS = {
-    "identity": lambda: identity_camera(dtype=np.float32),
-    "look_at": lambda: look_at(
-        [1.5, -1.0, -0.5], [0.0, 0.0, 4.0], [0, -1, 0], W, H, 70.0, dtype=np.float32
-    ),  # fmt: skip
-}
-
-
-@pytest.mark.parametrize("cam_name", sorted(CAMERAS))
-def test_render_matches_dense_sampling_reference(kind, cam_name):
-    m = load_kind(kind)
-    params = scene(kind, seed=11)
-    cam = CAMERAS[cam_name]()
-    bg = (0.1, 0.2, 0.3)
-    out = render(m, params, cam, background=jnp.asarray(bg, jnp.float32), mode="RGB+D")
-    colour, alpha, dsum = ref.render(params, kind, cam.viewmat, cam.K, W, H, background=bg)
-    assert float(alpha.max()) > 0.5 and float(alpha.mean()) > 0.02  # a real test
-    np.testing.assert_allclose(np.asarray(out.image, np.float64), colour, atol=1e-3, rtol=0)
-    np.testing.assert_allclose(np.asarray(out.alpha[..., 0], np.float64), alpha, atol=1e-3)
-    np.testing.assert_allclose(np.asarray(out.depth[..., 0], np.float64), dsum, atol=1e-2)
-    assert int(out.stats["dropped"]) == 0
-
-
-def test_renders_trace_once_across_new_values(kind):
-    m = load_kind(kind)
-    bg = jnp.asarray([0.1, 0.2, 0.3], jnp.float32)
-    cam = identity_camera(dtype=np.float32)
-    render(m, scene(kind, seed=11), cam, background=bg, mode="RGB+D").image.block_until_ready()
-    before = TRACE_COUNT["render"]
-    for seed in (12, 13):
-        cam = identity_camera(f=50.0 + seed, dtype=np.float32)
-        out = render(m, scene(kind, seed=seed), cam, background=bg, mode="RGB+D")
-        out.image.block_until_ready()
-    assert TRACE_COUNT["render"] == before
-
-
-# ----------------------------------------------------------------------------- gradients
-
-
-@functools.cache
-def loss_fns(kind):
-    """sum(weights [N, M] * alpha) over primitives and rays, and its value and gradient in
-    (params, origins, directions); jitted once per kind and shared by the gradient tests."""
-    fn = alphas_fn(kind)
-    cam = identity_camera()
-
-    def loss(p, o, d, w):
-        return jnp.sum(fn(p, o, d, cam) * w)
-
-    return jax.jit(loss), jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
-
-
-def test_response_gradients_match_finite_differences(kind):
-    raw = ref.random_params(3, kind, seed=8, dtype=np.float64, size=(0.2, 0.4))
-    params = {k: jnp.asarray(v) for k, v in raw.items()}
-    params["opacities"] = jnp.asarray([-0.5, 0.3, 1.0])  # peak alphas well below the cap
-    prims = ref.primitives({k: np.asarray(v) for k, v in params.items()}, kind)
-    rng = np.random.default_rng(9)
-    origins = rng.normal(size=(60, 3)) * 0.3
-    targets = prims["mu"][np.arange(60) % 3] + rng.normal(size=(60, 3)) * 0.05
-    dirs = unit(targets - origins)
-    weights = jnp.asarray(rng.uniform(size=(3, 60)))
-    loss_w, value_and_grad = loss_fns(kind)
-
-    def loss(p, o, d):
-        return loss_w(p, o, d, weights)
-
-    o, d = jnp.asarray(origins), jnp.asarray(dirs)
-    assert np.mean(np.any(alphas(kind, params, o, d) > 0, axis=0)) > 0.8
-    _, (grads, g_o, g_d) = value_and_grad(params, o, d, weights)
-    eps = 1e-6
-
-    def fd(f, x, idx):
-        flat = np.asarray(x).ravel().copy()
-        flat[idx] += eps
-        plus = f(jnp.asarray(flat.reshape(x.shape)))
-        flat[idx] -= 2 * eps
-        minus = f(jnp.asarray(flat.reshape(x.shape)))
-        return (float(plus) - float(minus)) / (2 * eps)
-
-    for name in ("means", "quats", "scales", "opacities"):
-        value = params[name]
-        for idx in range(value.size):
-            want = fd(lambda v, name=name: loss(dict(params, **{name: v}), o, d), value, idx)
-            got = float(np.asarray(grads[name]).ravel()[idx])
-            assert got == pytest.approx(want, rel=1e-5, abs=1e-7), (name, idx)
-    for idx in rng.choice(180, 12, replace=False):
-        assert float(np.asarray(g_o).ravel()[idx]) == pytest.approx(
-            fd(lambda v: loss(params, v, d), o, idx), rel=1e-5, abs=1e-7
-        )
-        assert float(np.asarray(g_d).ravel()[idx]) == pytest.approx(
-            fd(lambda v: loss(params, o, v), d, idx), rel=1e-5, abs=1e-7
-        )
-
-
-def test_gradients_finite_at_edges_vertices_and_degenerate_primitives(kind):
-    if kind == "octahedron":
-        dist_cases = [[0.3, 0.3, 0.2], [0.0, 0.3, 0.2], [0.0, 0.0, 0.2], [0.0, 0.0, 0.0]]
-        vertex = np.array([0.3, 0.0, 0.0])
-        edge_point = np.array([0.15, 0.15, 0.0])  # between faces (+,+,+) and (+,+,-)
-        face_point = np.array([0.1, 0.1, 0.2 * (1 - 0.1 / 0.3 - 0.1 / 0.3)])
-    else:
-        dist_cases = [[0.3] * 4, [0.0, 0.3, 0.3, 0.3], [0.0, 0.0, 0.3, 0.3], [0.0] * 4]
-        vertex = 0.3 * ref.TET_DIRS[0]
-        edge_point = 0.15 * (ref.TET_DIRS[0] + ref.TET_DIRS[1])
-        face_point = 0.1 * (ref.TET_DIRS[0] + ref.TET_DIRS[1] + ref.TET_DIRS[2])
-    mu = np.array([0.0, 0.0, 3.0])
-    origins, dirs = [], []
-    for target in (np.zeros(3), vertex, edge_point, face_point):
-        for direction in ([1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 1, -1], [1, 1, 0], [1, -1, 1]):
-            u = unit(direction)
-            for start in (-2.0, 0.0):  # from outside, and from the point itself
-                origins.append(mu + target + start * u)
-                dirs.append(u)
-    rng = np.random.default_rng(10)
-    for direction in rng.normal(size=(12, 3)):  # more rays through the vertex
-        u = unit(direction)
-        origins.append(mu + vertex - 2 * u)
-        dirs.append(u)
-    o, d = jnp.asarray(np.array(origins)), jnp.asarray(unit(dirs))  # [60, 3]
-    _, value_and_grad = loss_fns(kind)
-    weights = jnp.ones((3, 60))
-    quats = [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], QUAT]  # one primitive each
-    for dists in dist_cases:
-        for logit in (0.0, 40.0, -40.0):
-            p = {k: jnp.concatenate([v] * 3) for k, v in one(kind, mu, QUAT, dists, logit=logit)
-                 .items()}  # fmt: skip
-            p["quats"] = jnp.asarray(quats)
-            a = alphas(kind, p, o, d)
-            assert np.all(np.isfinite(a)) and np.all((a >= 0) & (a <= 0.99))
-            value, grads = value_and_grad(p, o, d, weights)
-            assert np.isfinite(float(value))
-            for g in jax.tree_util.tree_leaves(grads):
-                assert np.all(np.isfinite(np.asarray(g))), (dists, logit)
-
-
-def _f64(params):
-    return {k: jnp.asarray(v, jnp.float64) for k, v in params.items()}
-
-
-def test_render_gradients_match_finite_differences(kind):
-    m = load_kind(kind)
-    params = _f64(ref.random_params(6, kind, seed=9, sh_degree=1, spread=0.4, depth=3.0,
-                                    size=(0.2, 0.5)))  # fmt: skip
-    params["opacities"] = jnp.clip(params["opacities"], -1.0, 1.0)
-    cam = identity_camera(width=24, height=20, f=20.0)
-    weights = jnp.asarray(np.random.default_rng(0).uniform(size=(20, 24, 3)))
-    bg = jnp.asarray([0.2, 0.3, 0.4], jnp.float64)
-
-    def loss(p):
-        out = render(m, p, cam, background=bg, mode="RGB+ED")
-        return jnp.sum(out.image * weights) + 0.1 * jnp.sum(out.depth)
-
-    assert_grads_match_fd(loss, params, jax.grad(loss)(params))
-
-
-def test_render_gradients_finite_for_awkward_scene(kind):
-    m = load_kind(kind)
-    params = _f64(scene(kind, seed=14))
-    cam = identity_camera()
-
-    def loss(p):
-        return jnp.sum(render(m, p, cam, mode="RGB+ED").image)
-
-    value, grads = jax.value_and_grad(loss)(params)
-    assert np.isfinite(float(value))
-    for name, g in grads.items():
-        assert np.all(np.isfinite(np.asarray(g))), name
