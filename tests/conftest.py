@@ -42,6 +42,21 @@ def pytest_xdist_auto_num_workers(config):
     return 0 if TPU else None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under xdist (`--dist loadgroup`, pyproject.toml) each test file runs on one worker, so
+    its module fixtures and compiled programs are shared; a file that names a parameter in
+    `XDIST_SPLIT_BY` is split by that parameter's value (test_conformance.py: one group per
+    spec, so its specs run on different workers)."""
+    for item in items:
+        group = item.nodeid.split("::")[0]
+        key = getattr(item.module, "XDIST_SPLIT_BY", None)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if key in params:
+            group += f":{params[key]}"  # no ']' after the '@': xdist reads the group after it
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 jax.config.update("jax_numpy_dtype_promotion", "strict")

@@ -38,6 +38,7 @@ from xprc.data.workloads import random_scene
 from xprc.pipeline import render
 from xprc.pipeline.render import TRACE_COUNT
 
+XDIST_SPLIT_BY = "name"  # one xdist group per spec (tests/conftest.py)
 SPECS = ROOT / "specs"
 W, H, N = 40, 32, 16  # verify's defaults: the reference renders share its compiled function
 SCENES = ("random", "large", "edge-on")
