@@ -125,8 +125,8 @@ def test_batched_cameras_size_for_the_largest(gs):
     assert np.all(np.asarray(out.stats["dropped"]) == 0)
 
 
-GARDEN_CASES = [  # (primitives, scale factor): the two scenes
-    (1500, 8.0),
+GARDEN_CASES = [  # (primitives, scale factor): the two scenes (the first: -m slow)
+    pytest.param(1500, 8.0, marks=pytest.mark.slow),
     (300, 60.0),
 ]
 

@@ -274,6 +274,7 @@ def test_fisheye_180_keeps_and_covers_primitives_at_80_degrees(gut):
         assert not np.any(lit[i] & ~inside), (i, thetas[i], box[i])
 
 
+@pytest.mark.slow  # 170 s on 2 busy cores
 def test_fisheye_180_sees_primitives_at_80_degrees(gut, gs, tmp_path):
     params, thetas = surround_scene()
     cam = fisheye_180()
