@@ -21,8 +21,29 @@ PARAMS = (
     ParamSpec('opacities', 'scalar', (), 'sigmoid', None, lr=0.05, init=0.1, role='opacity'),
     ParamSpec('sh', 'sh', (16, 3), 'identity', 3, lr=0.0025, init='colors'),
 )
-CONSTANTS = {'eps2d': 0.3, 'antialiased': 0.0, 'step': 0.7853981633974483, 'widen': 1.082392200292394}
-ATTRS = ('nrm.x', 'nrm.y', 'nrm.z', 'means.x', 'means.y', 'means.z', 'tu.x', 'tu.y', 'tu.z', 'tv.x', 'tv.y', 'tv.z', 'centre.x', 'centre.y', 'opacities',)
+CONSTANTS = {
+    'eps2d': 0.3,
+    'antialiased': 0.0,
+    'step': 0.7853981633974483,
+    'widen': 1.082392200292394,
+}
+ATTRS = (
+    'nrm.x',
+    'nrm.y',
+    'nrm.z',
+    'means.x',
+    'means.y',
+    'means.z',
+    'tu.x',
+    'tu.y',
+    'tu.z',
+    'tv.x',
+    'tv.y',
+    'tv.z',
+    'centre.x',
+    'centre.y',
+    'opacities',
+)
 NUM_ATTRS = 15
 NUM_FEATURES = 3
 USES_RAY = True

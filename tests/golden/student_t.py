@@ -23,7 +23,16 @@ PARAMS = (
     ParamSpec('nus', 'scalar', (), '1 + exp(raw)', None, lr=0.001, init=10.0, init_raw=2.1972245773362196),
 )
 CONSTANTS = {'eps2d': 0.3, 'antialiased': 0.0}
-ATTRS = ('centre.x', 'conic.x', 'centre.y', 'conic.z', 'conic.y', 'f(nus)', '-(nus + 2)/2', 'opacities',)
+ATTRS = (
+    'centre.x',
+    'conic.x',
+    'centre.y',
+    'conic.z',
+    'conic.y',
+    'f(nus)',
+    '-(nus + 2)/2',
+    'opacities',
+)
 NUM_ATTRS = 8
 NUM_FEATURES = 3
 USES_RAY = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 
 import sympy
 
@@ -433,7 +434,7 @@ def _interface(simplified: Simplified, *, spec_name: str, spec_sha256: str, vers
             f"{prm.activation!r}, {prm.degree!r}{tags}),"
         )
     params.append(")")
-    consts = ", ".join(f"{ident(k)!r}: {_float(v)}" for k, v in ch.constants.items())
+    consts = [f"{ident(k)!r}: {_float(v)}" for k, v in ch.constants.items()]
     pixel = [ident(k) + _channel_suffix(n) for k, n in ch.pixel.items() for n in _channels(n)]
     why = re.sub(r"[^A-Za-z0-9_.()/ ,-]", "_", ch.cameras_why)  # (file names are restricted)
     values = {
@@ -441,14 +442,14 @@ def _interface(simplified: Simplified, *, spec_name: str, spec_sha256: str, vers
         "SPEC_SHA256": repr(spec_sha256),
         "COMPILER_VERSION": repr(version),
         "PARAMS": "\n".join(params),
-        "CONSTANTS": "{" + consts + "}",
-        "ATTRS": _names(simplified.attrs),
+        "CONSTANTS": _listing("CONSTANTS", "{", consts, "}"),
+        "ATTRS": _names("ATTRS", simplified.attrs),
         "NUM_ATTRS": str(len(simplified.attrs)),
         "NUM_FEATURES": str(len(simplified.lowered.project["color"])),
         "USES_RAY": repr(ch.uses_ray),
         "SIGNED_ALPHA": repr(ch.signed),
-        "PIXEL_OUTPUTS": _names(pixel),
-        "CAMERA_MODELS": _names([ident(m) for m in ch.cameras]),
+        "PIXEL_OUTPUTS": _names("PIXEL_OUTPUTS", pixel),
+        "CAMERA_MODELS": _names("CAMERA_MODELS", [ident(m) for m in ch.cameras]),
         "CAMERA_MODELS_SOURCE": repr(why),  # declared, or why the default
         "SPEC_FILE": repr(spec_name),
     }
@@ -456,8 +457,22 @@ def _interface(simplified: Simplified, *, spec_name: str, spec_sha256: str, vers
     return [f"{k} = {v}" for k, v in values.items()]
 
 
-def _names(names) -> str:
-    return "(" + "".join(f"{n!r}, " for n in names).rstrip() + ")"
+def _names(constant: str, names) -> str:
+    return _listing(constant, "(", [repr(n) for n in names], ")")
+
+
+HEADER_WIDTH = 100  # the module's constants and header comments stay within this many columns
+
+
+def _listing(constant: str, open_: str, items: list[str], close: str) -> str:
+    """`open_ item, item, close` after `CONSTANT = ` on one line when it fits HEADER_WIDTH,
+    else one item per line (a spec with many attributes or constants stays readable)."""
+    one = open_ + "".join(f"{item}, " for item in items).rstrip() + close
+    if open_ == "{":
+        one = open_ + ", ".join(items) + close
+    if len(constant) + 3 + len(one) <= HEADER_WIDTH:
+        return one
+    return open_ + "\n" + "".join(f"    {item},\n" for item in items) + close
 
 
 def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, version: str) -> str:
@@ -480,7 +495,8 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
             + " ".join(f"-D {ident(k)}={_float(float(v))}" for k, v in ch.defines.items())
         )
     if consts:
-        out.append(f"# constants: {consts}")
+        out += textwrap.wrap(consts, HEADER_WIDTH, initial_indent="# constants: ",
+                             subsequent_indent="#   ", break_long_words=False)  # fmt: skip
     out += [
         f'"""{ident(ch.name)}: point-based primitive generated from {spec_name} by xprc."""',
         "",
