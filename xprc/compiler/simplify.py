@@ -390,13 +390,19 @@ def _temp_names(repl: list, locals_: list) -> dict[sympy.Symbol, str]:
         name = want.get(k)
         if name is None:
             continue
-        base = "v_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
+        base = local_ident(name)
         out, n = base, 2
         while out in taken:
             out, n = f"{base}_{n}", n + 1
         taken.add(out)
         names[sym] = out
     return names
+
+
+def local_ident(name: str) -> str:
+    """The identifier of a temporary named after the local `name` (`p.x`, `cov[0][1]`): `v_`
+    then its letters and digits, runs of anything else one `_` (`v_p_x`, `v_cov_0_1`)."""
+    return "v_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
 
 
 class _Keys:
