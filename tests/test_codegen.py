@@ -18,6 +18,7 @@ import pytest
 import sympy
 
 from xprc.compiler import codegen, driver, symops
+from xprc.errors import XprError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SPECS = sorted((ROOT / "specs").glob("*.xpr"))
@@ -483,3 +484,121 @@ def test_modulo_and_pi_values_and_gradients(tmp_path):
     np.testing.assert_allclose(gb, fd_b, rtol=1e-6, atol=1e-6)
     wn = np.asarray(w)  # d/db: -floor(a / b) from a % b, a from (a * b) % 2 pi
     np.testing.assert_allclose(gb, wn[:, 0] * -np.floor(an / bn) + wn[:, 2] * an, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Temporaries carry the names of the spec's locals
+
+NAMES_SPEC = """primitive Names
+param means : vec3
+param scales : vec3 = exp(raw)
+param opacities : scalar = sigmoid(raw)
+param rgb : vec3
+
+projection {
+  t0 = camera.world_to_camera(means)
+  z_1 = max(t0.z, camera.near)
+  v_t0 = camera.fx / z_1
+  a0 = v_t0 * scales.x
+  cam_u0 = a0 * a0 + 0.3
+  px = 1 / cam_u0
+  px = px * 2
+  emit centre = camera.project([t0.x, t0.y, z_1]),
+       depth = t0.z,
+       radius = 3 * sqrt(cam_u0),
+       valid = t0.z > camera.near and z_1 > 0,
+       k = px,
+       opacity = opacities
+}
+
+response {
+  d = pixel - centre
+  e = d.x * d.x + 1
+  q = sqrt(e)
+  e = e * d.y + q
+  t1 = 0.5 * k * (d.x^2 + d.y^2) + 0.01 * e * sqrt(e) + d.x * d.y * 0.1
+  jnp_ = t1
+  alpha = where(t1 >= 0, min(0.99, opacity * exp(-jnp_)), 0)
+}
+
+color = rgb
+"""
+# The same spec with plain local names: its module differs in names only.
+PLAIN = {"t0": "pc", "z_1": "zc", "v_t0": "fz", "a0": "sx", "cam_u0": "var", "px": "inv",
+         "t1": "g", "jnp_": "h", "e": "w", "q": "sq"}  # fmt: skip
+
+
+def _assigned_once(source: str) -> None:
+    """In each generated function, a name is assigned once (`valid` is refined in place)."""
+    for fn in pyast.parse(source).body:
+        if isinstance(fn, pyast.FunctionDef):
+            names = [t.id for n in pyast.walk(fn) if isinstance(n, pyast.Assign)
+                     for t in n.targets if isinstance(t, pyast.Name)]  # fmt: skip
+            twice = {n for n in names if names.count(n) > 1} - {"valid"}
+            assert not twice, (fn.name, twice)
+
+
+def test_temporaries_carry_local_names():
+    """A temporary that equals a local's value is named after it, `v_` first: a local named
+    like a generated name (`t0`, `z_1`, `a0`, `cam_u0`, `px`) or like one of ours (`v_t0`)
+    can clash with nothing; a local assigned twice names both values, made unique."""
+    source = driver.compile_source(NAMES_SPEC, "names.xpr")
+    _audit(source)
+    _assigned_once(source)
+    for name in ("v_t0_z", "v_z_1", "v_cam_u0", "v_radius", "v_d_x", "v_d_y", "v_e", "v_e_2"):
+        assert f"    {name} = " in source, name
+    golden = (ROOT / "tests" / "golden" / "3dgs.py").read_text()
+    for name in ("v_p_z", "v_z", "v_u", "v_cov2d_0_1", "v_r2", "v_conic_x", "v_sigma"):
+        assert f"    {name} = " in golden, name
+
+
+def test_local_named_temporaries_render_the_same(tmp_path):
+    """The spec with odd local names and its twin with plain ones compile, import and render
+    the same image, bit for bit: only names differ."""
+    from xprc import verify
+    from xprc.pipeline import render
+
+    plain = NAMES_SPEC
+    for old, new in PLAIN.items():
+        plain = re.sub(rf"\b{old}\b", new, plain)
+    mods = [
+        _import(driver.compile_file(_write(tmp_path, text, f"{stem}.xpr"), tmp_path / f"{stem}.py"))
+        for stem, text in (("odd", NAMES_SPEC), ("plain", plain))
+    ]
+    assert "v_cam_u0" in (tmp_path / "odd.py").read_text()
+    assert "v_var" in (tmp_path / "plain.py").read_text()
+    rng = np.random.default_rng(0)
+    n = 8
+    params = {
+        "means": jnp.asarray(rng.uniform(-0.5, 0.5, (n, 3)) + [0.0, 0.0, 3.0]),
+        "scales": jnp.asarray(rng.uniform(-3.0, -1.5, (n, 3))),
+        "opacities": jnp.asarray(rng.uniform(0.0, 2.0, (n,))),
+        "rgb": jnp.asarray(rng.uniform(0.0, 1.0, (n, 3))),
+    }
+    cam = verify.camera("pinhole", 24, 20)
+    odd, plain_img = (np.asarray(render(m, params, cam).image) for m in mods)
+    assert odd.max() > 0.05  # something was drawn
+    np.testing.assert_array_equal(odd, plain_img)
+
+
+@pytest.mark.parametrize("name", ["lambda", "jnp", "print", "lax", "raw"])
+def test_reserved_local_names_are_refused(name):
+    """Keywords and the names generated code uses are refused as locals by the checker..."""
+    spec = NAMES_SPEC.replace("jnp_", name)
+    with pytest.raises(XprError, match="reserved|built-in name"):
+        driver.compile_source(spec, "names.xpr")
+
+
+@pytest.mark.parametrize("name", ["lambda", "jnp", "print", "t0", "z_1", "v_t0", "cov[0][1]",
+                                  "p.x", "__class__", "None"])  # fmt: skip
+def test_local_ident_is_always_safe(name):
+    """... and whatever name reached it, a temporary's name is an identifier with the `v_`
+    prefix no generated name, keyword or builtin has."""
+    import builtins
+    import keyword
+
+    from xprc.compiler.simplify import local_ident
+
+    got = local_ident(name)
+    assert got.isidentifier() and codegen._IDENT.match(got) and got.startswith("v_")
+    assert not keyword.iskeyword(got) and not hasattr(builtins, got) and "__" not in got

@@ -162,7 +162,7 @@ def project(raw, camera):
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
     z_0 = c_rotation__2_0*r_means__0
-    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    v_p_z = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
@@ -170,14 +170,14 @@ def project(raw, camera):
     t5 = lax.rsqrt(t4) ** 2
     t6 = t1*t5
     t7 = t3*t5
-    t8 = -2.0*(t6 + t7) + 1.0
+    v_R_0_0 = -2.0*(t6 + t7) + 1.0
     t9 = jnp.exp(r_scales__0)
-    t10 = t8*t9
+    t10 = v_R_0_0*t9
     t11 = jax.nn.sigmoid(r_opacities)
     t12 = 255.0*jnp.maximum(t11, 0.00392156862745098)
     z_1 = jnp.maximum(-2.0*jnp.log(jnp.minimum(jnp.maximum(1.0/t12, 1e-30), 1.0)), 0.0)
     t13 = jnp.sqrt(lax.stop_gradient(z_1))
-    t14 = 1.082392200292394*t13
+    v_r = 1.082392200292394*t13
     t15 = t5*r_quats__3
     t16 = t15*r_quats__0
     t17 = t5*r_quats__2
@@ -192,8 +192,8 @@ def project(raw, camera):
     t26 = 1.414213562373095*t25
     t27 = t24*t26
     t28 = t2*t5
-    t29 = -2.0*(t28 + t7) + 1.0
-    t30 = t25*t29
+    v_R_1_1 = -2.0*(t28 + t7) + 1.0
+    t30 = t25*v_R_1_1
     t31 = 0.7071067811865475*t30
     t32 = 1.4142135623730951*t9
     t33 = r_quats__0*r_quats__1
@@ -214,31 +214,31 @@ def project(raw, camera):
     t48 = 3.6739403974420594e-16*t9
     t49 = 1.4142135623730954*t25
     t50 = 1.4142135623730947*t9
-    z_2 = c_translation__2 + c_rotation__2_0*(r_means__0 + t10*t14) + c_rotation__2_1*(r_means__1 + t19*t20)
-    z_3 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(t27 + 0.7071067811865476*t10)) + c_rotation__2_1*(r_means__1 + t14*(t31 + t19*t32))
-    z_4 = z_3 + c_rotation__2_2*(r_means__2 + t14*(t37 + t23*t32)) > c_near
-    z_5 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(t39 + 6.123233995736766e-17*t10))
-    z_6 = c_rotation__2_1*(r_means__1 + t14*(t40 + t19*t41))
-    z_7 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(t39 + 6.123233995736766e-17*t10))
+    z_2 = c_translation__2 + c_rotation__2_0*(r_means__0 + t10*v_r) + c_rotation__2_1*(r_means__1 + t19*t20)
+    z_3 = c_translation__2 + c_rotation__2_0*(r_means__0 + v_r*(t27 + 0.7071067811865476*t10)) + c_rotation__2_1*(r_means__1 + v_r*(t31 + t19*t32))
+    z_4 = z_3 + c_rotation__2_2*(r_means__2 + v_r*(t37 + t23*t32)) > c_near
+    z_5 = c_translation__2 + c_rotation__2_0*(r_means__0 + v_r*(t39 + 6.123233995736766e-17*t10))
+    z_6 = c_rotation__2_1*(r_means__1 + v_r*(t40 + t19*t41))
+    z_7 = c_translation__2 + c_rotation__2_0*(r_means__0 + v_r*(t39 + 6.123233995736766e-17*t10))
     z_8 = jnp.logical_and(z_2 + c_rotation__2_2*(r_means__2 + t20*t23) > c_near, z_4)
-    z_9 = z_7 + z_6 + c_rotation__2_2*(r_means__2 + t14*(t42 + t23*t41)) > c_near
-    z_10 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(-0.7071067811865475*t10 + t24*t43))
-    z_11 = c_rotation__2_1*(r_means__1 + t14*(0.7071067811865476*t30 - t19*t44))
-    z_12 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(-0.7071067811865475*t10 + t24*t43))
-    z_13 = z_12 + z_11 + c_rotation__2_2*(r_means__2 + t14*(t36*t43 - t23*t44)) > c_near
-    z_14 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(-t10 + t24*t45)) + c_rotation__2_1*(r_means__1 + t14*(1.2246467991473532e-16*t30 - t19*t46))
-    z_15 = z_14 + c_rotation__2_2*(r_means__2 + t14*(t36*t45 - t23*t46)) > c_near
-    z_16 = c_translation__2 + c_rotation__2_0*(r_means__0 - t14*(t27 + 0.7071067811865477*t10)) + c_rotation__2_1*(r_means__1 - t14*(t31 + t19*t47))
+    z_9 = z_7 + z_6 + c_rotation__2_2*(r_means__2 + v_r*(t42 + t23*t41)) > c_near
+    z_10 = c_translation__2 + c_rotation__2_0*(r_means__0 + v_r*(-0.7071067811865475*t10 + t24*t43))
+    z_11 = c_rotation__2_1*(r_means__1 + v_r*(0.7071067811865476*t30 - t19*t44))
+    z_12 = c_translation__2 + c_rotation__2_0*(r_means__0 + v_r*(-0.7071067811865475*t10 + t24*t43))
+    z_13 = z_12 + z_11 + c_rotation__2_2*(r_means__2 + v_r*(t36*t43 - t23*t44)) > c_near
+    z_14 = c_translation__2 + c_rotation__2_0*(r_means__0 + v_r*(-t10 + t24*t45)) + c_rotation__2_1*(r_means__1 + v_r*(1.2246467991473532e-16*t30 - t19*t46))
+    z_15 = z_14 + c_rotation__2_2*(r_means__2 + v_r*(t36*t45 - t23*t46)) > c_near
+    z_16 = c_translation__2 + c_rotation__2_0*(r_means__0 - v_r*(t27 + 0.7071067811865477*t10)) + c_rotation__2_1*(r_means__1 - v_r*(t31 + t19*t47))
     z_17 = jnp.logical_and(jnp.logical_and(jnp.logical_and(z_8, z_9), z_13), z_15)
-    z_18 = z_16 + c_rotation__2_2*(r_means__2 - t14*(t37 + t23*t47)) > c_near
-    z_19 = c_translation__2 + c_rotation__2_0*(r_means__0 - t14*(t39 + 1.8369701987210297e-16*t10))
-    z_20 = c_rotation__2_1*(r_means__1 - t14*(t40 + t19*t48))
-    z_21 = c_translation__2 + c_rotation__2_0*(r_means__0 - t14*(t39 + 1.8369701987210297e-16*t10))
-    z_22 = z_21 + z_20 + c_rotation__2_2*(r_means__2 - t14*(t42 + t23*t48)) > c_near
-    z_23 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(0.7071067811865474*t10 - t24*t49))
-    z_24 = c_rotation__2_1*(r_means__1 + t14*(-0.7071067811865477*t30 + t19*t50))
-    z_25 = c_translation__2 + c_rotation__2_0*(r_means__0 + t14*(0.7071067811865474*t10 - t24*t49))
-    z_26 = z_25 + z_24 + c_rotation__2_2*(r_means__2 + t14*(t23*t50 - t36*t49)) > c_near
+    z_18 = z_16 + c_rotation__2_2*(r_means__2 - v_r*(t37 + t23*t47)) > c_near
+    z_19 = c_translation__2 + c_rotation__2_0*(r_means__0 - v_r*(t39 + 1.8369701987210297e-16*t10))
+    z_20 = c_rotation__2_1*(r_means__1 - v_r*(t40 + t19*t48))
+    z_21 = c_translation__2 + c_rotation__2_0*(r_means__0 - v_r*(t39 + 1.8369701987210297e-16*t10))
+    z_22 = z_21 + z_20 + c_rotation__2_2*(r_means__2 - v_r*(t42 + t23*t48)) > c_near
+    z_23 = c_translation__2 + c_rotation__2_0*(r_means__0 + v_r*(0.7071067811865474*t10 - t24*t49))
+    z_24 = c_rotation__2_1*(r_means__1 + v_r*(-0.7071067811865477*t30 + t19*t50))
+    z_25 = c_translation__2 + c_rotation__2_0*(r_means__0 + v_r*(0.7071067811865474*t10 - t24*t49))
+    z_26 = z_25 + z_24 + c_rotation__2_2*(r_means__2 + v_r*(t23*t50 - t36*t49)) > c_near
     z_27 = jnp.logical_and(jnp.logical_and(jnp.logical_and(z_17, z_18), z_22), z_26)
     t51 = jnp.logical_and(z_27, jnp.logical_or(is_pinhole, is_ortho))
     z_28 = jnp.minimum(jnp.maximum(1.0/jnp.where(t51, t12, 1.0), 1e-30), 1.0)
@@ -289,10 +289,10 @@ def project(raw, camera):
     t96 = 1.0/jnp.maximum(t25, 1e-06)
     t97 = 2.0*t96
     z_29 = c_rotation__0_0*r_means__0
-    t98 = c_translation__0 + z_29 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    v_p_x = c_translation__0 + z_29 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
     z_30 = c_rotation__1_0*r_means__0
-    t99 = c_translation__1 + z_30 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
-    t100 = jnp.maximum(t0, c_near)
+    v_p_y = c_translation__1 + z_30 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    t100 = jnp.maximum(v_p_z, c_near)
     t101 = lax.rsqrt(jnp.where(t51, t4, 1.0)) ** 2
     t102 = t101*t3
     t103 = jnp.exp(jnp.where(t51, r_scales__0, 0.0))
@@ -352,9 +352,9 @@ def project(raw, camera):
     t157 = 1.4142135623730947*t103
     t158 = r_means__1 + t106*(-0.7071067811865477*t122 + t112*t157)
     t159 = r_means__2 + t106*(t115*t157 - t126*t155)
-    cam_u0, cam_v0 = camera.project(t98, t99, t100)
-    z_31 = jnp.where(t51, t98, 1.0)
-    z_32 = jnp.where(t51, t99, 1.0)
+    cam_u0, cam_v0 = camera.project(v_p_x, v_p_y, t100)
+    z_31 = jnp.where(t51, v_p_x, 1.0)
+    z_32 = jnp.where(t51, v_p_y, 1.0)
     z_33 = jnp.where(t51, t100, 1.0)
     cam_u1, cam_v1 = camera.project(z_31, z_32, z_33)
     z_34 = t107*c_rotation__0_0
@@ -455,14 +455,14 @@ def project(raw, camera):
     z_121 = z_120 + t81*r_sh__4_2 + t82*r_sh__14_2 + t93*r_sh__10_2 - t73*r_sh__1_2 - t74*r_sh__3_2
     z_122 = z_121 - t84*r_sh__5_2 - t85*r_sh__7_2 - t88*r_sh__11_2 - t90*r_sh__13_2 - t91*r_sh__15_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 34
-    depth = t0  # spec line 34
+    depth = v_p_z  # spec line 34
     box = jnp.stack([  # spec line 35
         jnp.where(t51, jnp.minimum(jnp.minimum(z_107, cam_u8), cam_u9), -1.0),
         jnp.where(t51, jnp.minimum(jnp.minimum(z_109, cam_v8), cam_v9), -1.0),
         jnp.where(t51, jnp.maximum(jnp.maximum(z_111, cam_u8), cam_u9), c_width + 1.0),
         jnp.where(t51, jnp.maximum(jnp.maximum(z_113, cam_v8), cam_v9), c_height + 1.0),
     ], -1)
-    valid = jnp.logical_and(t0 > c_near, t11 >= 0.00392156862745098)  # spec line 34
+    valid = jnp.logical_and(v_p_z > c_near, t11 >= 0.00392156862745098)  # spec line 34
     valid = rt.finite_and(valid, centre, depth, box)
     attrs = jnp.stack([
         2.0*(t21 + t22),
@@ -471,11 +471,11 @@ def project(raw, camera):
         r_means__0,
         r_means__1,
         r_means__2,
-        t8*t94,
+        v_R_0_0*t94,
         t19*t95,
         t23*t95,
         t24*t97,
-        t29*t96,
+        v_R_1_1*t96,
         t36*t97,
         cam_u0,
         cam_v0,
@@ -521,25 +521,25 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     a12 = attrs[..., 12]
     a13 = attrs[..., 13]
     a14 = attrs[..., 14]
-    t0 = a0*rd_x + a1*rd_y + a2*rd_z
-    t1 = jnp.abs(t0) > 1e-06
+    v_dn = a0*rd_x + a1*rd_y + a2*rd_z
+    t1 = jnp.abs(v_dn) > 1e-06
     t2 = a3 - ro_x
     t3 = a4 - ro_y
     t4 = a5 - ro_z
-    t5 = jnp.where(t1, (a0*t2 + a1*t3 + a2*t4)/jnp.where(t1, t0, 1.0), -1.0)
-    t6 = ro_y - a4 + t5*rd_y
-    t7 = ro_z - a5 + t5*rd_z
-    t8 = ro_x - a3 + t5*rd_x
-    z_0 = (a10*t6 + a11*t7 + a9*t8) ** 2 + (a6*t8 + a7*t6 + a8*t7) ** 2
-    t9 = jnp.where(t5 > 0.0, z_0, 1e+30)
-    t10 = 2.0*((px - a12) ** 2 + (py - a13) ** 2)
-    t11 = jnp.where(t9 <= t10, t5, t2*rd_x + t3*rd_y + t4*rd_z)
-    t12 = t0 > 0.0
+    v_t = jnp.where(t1, (a0*t2 + a1*t3 + a2*t4)/jnp.where(t1, v_dn, 1.0), -1.0)
+    v_x_y = ro_y - a4 + v_t*rd_y
+    v_x_z = ro_z - a5 + v_t*rd_z
+    v_x_x = ro_x - a3 + v_t*rd_x
+    z_0 = (a10*v_x_y + a11*v_x_z + a9*v_x_x) ** 2 + (a6*v_x_x + a7*v_x_y + a8*v_x_z) ** 2
+    v_g3 = jnp.where(v_t > 0.0, z_0, 1e+30)
+    v_g2 = 2.0*((px - a12) ** 2 + (py - a13) ** 2)
+    v_z = jnp.where(v_g3 <= v_g2, v_t, t2*rd_x + t3*rd_y + t4*rd_z)
+    t12 = v_dn > 0.0
     shape = jnp.broadcast_shapes(pixel.shape[:-1], ray_origin.shape[:-1], attrs.shape[:-1])
-    alpha = jnp.broadcast_to(rt.minimum(0.99, a14*jnp.exp(-0.5*rt.minimum(t9, t10))), shape)  # spec line 49
+    alpha = jnp.broadcast_to(rt.minimum(0.99, a14*jnp.exp(-0.5*rt.minimum(v_g3, v_g2))), shape)  # spec line 49
     return alpha, jnp.stack([
-        jnp.broadcast_to(t11, shape),
-        jnp.broadcast_to(t11*t11, shape),
+        jnp.broadcast_to(v_z, shape),
+        jnp.broadcast_to(v_z*v_z, shape),
         jnp.broadcast_to(jnp.where(t12, -a0, a0), shape),
         jnp.broadcast_to(jnp.where(t12, -a1, a1), shape),
         jnp.broadcast_to(jnp.where(t12, -a2, a2), shape),

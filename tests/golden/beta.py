@@ -153,7 +153,7 @@ def project(raw, camera):
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
     z_0 = c_rotation__2_0*r_means__0
-    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    v_p_z = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
@@ -187,14 +187,14 @@ def project(raw, camera):
     t31 = t25 - t24
     t32 = t13*t31 + t23*t30 + t29*c_rotation__0_2
     t33 = jnp.exp(r_scales__2) ** 2
-    t34 = jnp.maximum(t0, c_near)
-    t35 = 1.0/t34
-    t36 = t35*c_fx
+    v_z = jnp.maximum(v_p_z, c_near)
+    t35 = 1.0/v_z
+    v_J_0_0 = t35*c_fx
     z_1 = c_rotation__0_0*r_means__0
-    t37 = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    v_p_x = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
     t38 = 1.0/c_fx
     t39 = 0.15*t38*c_width
-    t40 = jnp.minimum(jnp.maximum(t35*t37, -(t39 + t38*c_cx)), t39 + t38*(c_width - c_cx))
+    v_u = jnp.minimum(jnp.maximum(t35*v_p_x, -(t39 + t38*c_cx)), t39 + t38*(c_width - c_cx))
     t41 = 2.0*c_rotation__2_1
     t42 = 2.0*c_rotation__2_2
     t43 = t12*t41 + t16*t42 + t7*c_rotation__2_0
@@ -204,35 +204,37 @@ def project(raw, camera):
     t47 = t28*t46
     t48 = t29*c_rotation__2_2 + t30*t45 + t31*t41
     t49 = t33*t48
-    t50 = t18*t44 + t27*t47 + t32*t49
-    t51 = t36*t50
-    t52 = t19*t43*t43 + t28*t46*t46 + t33*t48*t48
-    t53 = t36*t40
-    t54 = t51 - t52*t53
-    t55 = t36*(t36*(t19*t18*t18 + t28*t27*t27 + t33*t32*t32) - t40*t51) - t53*t54 + 0.3
-    t56 = jax.nn.sigmoid(r_opacities)
+    v_cov_0_2 = t18*t44 + t27*t47 + t32*t49
+    t51 = v_J_0_0*v_cov_0_2
+    v_cov_2_2 = t19*t43*t43 + t28*t46*t46 + t33*t48*t48
+    t53 = v_J_0_0*v_u
+    t54 = t51 - v_cov_2_2*t53
+    z_2 = v_J_0_0*(v_J_0_0*(t19*t18*t18 + t28*t27*t27 + t33*t32*t32) - v_u*t51)
+    v_cov2_0_0 = z_2 - t53*t54 + 0.3
+    v_opacity = jax.nn.sigmoid(r_opacities)
     t57 = 4.0*jnp.exp(r_betas)
-    z_2 = -jnp.minimum(jnp.maximum(1.0/(255.0*t56), 1e-30), 1.0 ** t57) ** (1.0/t57) + 1.0
-    t58 = lax.stop_gradient(jnp.maximum(jnp.minimum(z_2, 1.0), 0.0))
-    t59 = jnp.sqrt(t55*t58)
+    z_3 = jnp.minimum(jnp.maximum(1.0/(255.0*v_opacity), 1e-30), 1.0 ** t57) ** (1.0/t57)
+    v_r2 = lax.stop_gradient(jnp.maximum(jnp.minimum(-z_3 + 1.0, 1.0), 0.0))
+    v_radii_x = jnp.sqrt(v_cov2_0_0*v_r2)
     t60 = 2.0*c_rotation__1_1
     t61 = 2.0*c_rotation__1_2
     t62 = t12*t60 + t16*t61 + t7*c_rotation__1_0
     t63 = 2.0*c_rotation__1_0
     t64 = t21*c_rotation__1_1 + t22*t63 + t26*t61
     t65 = t29*c_rotation__1_2 + t30*t63 + t31*t60
-    t66 = t35*c_fy
-    z_3 = c_rotation__1_0*r_means__0
-    t67 = c_translation__1 + z_3 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    v_J_1_1 = t35*c_fy
+    z_4 = c_rotation__1_0*r_means__0
+    v_p_y = c_translation__1 + z_4 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
     t68 = 1.0/c_fy
     t69 = 0.15*t68*c_height
-    t70 = jnp.minimum(jnp.maximum(t35*t67, -(t69 + t68*c_cy)), t69 + t68*(c_height - c_cy))
-    t71 = t44*t62 + t47*t64 + t49*t65
-    t72 = t66*t71
-    t73 = t66*t70
-    t74 = t72 - t52*t73
-    t75 = t66*(t66*(t19*t62*t62 + t28*t64*t64 + t33*t65*t65) - t70*t72) - t73*t74 + 0.3
-    t76 = jnp.sqrt(t58*t75)
+    v_v = jnp.minimum(jnp.maximum(t35*v_p_y, -(t69 + t68*c_cy)), t69 + t68*(c_height - c_cy))
+    v_cov_1_2 = t44*t62 + t47*t64 + t49*t65
+    t72 = v_J_1_1*v_cov_1_2
+    t73 = v_J_1_1*v_v
+    t74 = t72 - v_cov_2_2*t73
+    z_5 = v_J_1_1*(v_J_1_1*(t19*t62*t62 + t28*t64*t64 + t33*t65*t65) - v_v*t72)
+    v_cov2_1_1 = z_5 - t73*t74 + 0.3
+    v_radii_y = jnp.sqrt(v_r2*v_cov2_1_1)
     t77 = r_means__0 - c_position__0
     t78 = t77*t77
     t79 = r_means__1 - c_position__1
@@ -272,35 +274,49 @@ def project(raw, camera):
     t113 = 0.5900435899266435*t111*(t85 - t98)
     t114 = 0.5900435899266435*t108*(t87 + t97)
     t115 = 2.890611442640554*t101*t81*t83*t83*t83
-    t116 = 1.0/t58
-    t117 = t18*t19*t62 + t27*t28*t64 + t32*t33*t65
-    t118 = t66*(t117*t36 - t53*t71) - t54*t73
-    t119 = 1.0/jnp.maximum(t55*t75 - t118*(t36*(t117*t66 - t50*t73) - t53*t74), 1e-10)
-    t120 = t119*t75
-    t121 = t118*t119
-    t122 = t119*t55
-    cam_u0, cam_v0 = camera.project(t37, t67, t34)
-    z_4 = 0.28209479177387814*r_sh__0_0 + t100*r_sh__12_0 + t103*r_sh__4_0 + t104*r_sh__14_0 + t115*r_sh__10_0
-    z_5 = z_4 + t89*r_sh__8_0 + t92*r_sh__6_0 + t94*r_sh__2_0 - t106*r_sh__5_0 - t107*r_sh__7_0
-    z_6 = z_5 - t110*r_sh__11_0 - t112*r_sh__13_0 - t113*r_sh__15_0 - t114*r_sh__9_0 - t95*r_sh__1_0
-    z_7 = 0.28209479177387814*r_sh__0_1 + t100*r_sh__12_1 + t103*r_sh__4_1 + t104*r_sh__14_1 + t115*r_sh__10_1
-    z_8 = z_7 + t89*r_sh__8_1 + t92*r_sh__6_1 + t94*r_sh__2_1 - t106*r_sh__5_1 - t107*r_sh__7_1
-    z_9 = z_8 - t110*r_sh__11_1 - t112*r_sh__13_1 - t113*r_sh__15_1 - t114*r_sh__9_1 - t95*r_sh__1_1
-    z_10 = 0.28209479177387814*r_sh__0_2 + t100*r_sh__12_2 + t103*r_sh__4_2 + t104*r_sh__14_2 + t115*r_sh__10_2
-    z_11 = z_10 + t89*r_sh__8_2 + t92*r_sh__6_2 + t94*r_sh__2_2 - t106*r_sh__5_2 - t107*r_sh__7_2
-    z_12 = z_11 - t110*r_sh__11_2 - t112*r_sh__13_2 - t113*r_sh__15_2 - t114*r_sh__9_2 - t95*r_sh__1_2
+    t116 = 1.0/v_r2
+    v_cov_0_1 = t18*t19*t62 + t27*t28*t64 + t32*t33*t65
+    v_cov2d_0_1 = v_J_1_1*(v_cov_0_1*v_J_0_0 - t53*v_cov_1_2) - t54*t73
+    z_6 = v_cov2d_0_1*(v_J_0_0*(v_cov_0_1*v_J_1_1 - v_cov_0_2*t73) - t53*t74)
+    t119 = 1.0/jnp.maximum(v_cov2_0_0*v_cov2_1_1 - z_6, 1e-10)
+    v_conic_x = t119*v_cov2_1_1
+    t121 = v_cov2d_0_1*t119
+    v_conic_z = t119*v_cov2_0_0
+    cam_u0, cam_v0 = camera.project(v_p_x, v_p_y, v_z)
+    z_7 = 0.28209479177387814*r_sh__0_0 + t100*r_sh__12_0 + t103*r_sh__4_0 + t104*r_sh__14_0 + t115*r_sh__10_0
+    z_8 = z_7 + t89*r_sh__8_0 + t92*r_sh__6_0 + t94*r_sh__2_0 - t106*r_sh__5_0 - t107*r_sh__7_0
+    z_9 = z_8 - t110*r_sh__11_0 - t112*r_sh__13_0 - t113*r_sh__15_0 - t114*r_sh__9_0 - t95*r_sh__1_0
+    z_10 = 0.28209479177387814*r_sh__0_1 + t100*r_sh__12_1 + t103*r_sh__4_1 + t104*r_sh__14_1 + t115*r_sh__10_1
+    z_11 = z_10 + t89*r_sh__8_1 + t92*r_sh__6_1 + t94*r_sh__2_1 - t106*r_sh__5_1 - t107*r_sh__7_1
+    z_12 = z_11 - t110*r_sh__11_1 - t112*r_sh__13_1 - t113*r_sh__15_1 - t114*r_sh__9_1 - t95*r_sh__1_1
+    z_13 = 0.28209479177387814*r_sh__0_2 + t100*r_sh__12_2 + t103*r_sh__4_2 + t104*r_sh__14_2 + t115*r_sh__10_2
+    z_14 = z_13 + t89*r_sh__8_2 + t92*r_sh__6_2 + t94*r_sh__2_2 - t106*r_sh__5_2 - t107*r_sh__7_2
+    z_15 = z_14 - t110*r_sh__11_2 - t112*r_sh__13_2 - t113*r_sh__15_2 - t114*r_sh__9_2 - t95*r_sh__1_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 36, base spec
-    depth = t0  # spec line 37, base spec
-    box = jnp.stack([cam_u0 - t59, cam_v0 - t76, cam_u0 + t59, cam_v0 + t76], -1)  # spec line 38, base spec
-    valid = jnp.logical_and(t0 > c_near, t56 >= 0.00392156862745098)  # spec line 39, base spec
-    valid = rt.finite_and(valid, centre, depth, box)
-    attrs = jnp.stack([cam_u0, t120, cam_v0, t122, -t121, t57, t56], -1)
-    features = jnp.stack([  # spec line 50, base spec
-        jnp.maximum(z_6 - t96*r_sh__3_0 + 0.5, 0.0),
-        jnp.maximum(z_9 - t96*r_sh__3_1 + 0.5, 0.0),
-        jnp.maximum(z_12 - t96*r_sh__3_2 + 0.5, 0.0),
+    depth = v_p_z  # spec line 37, base spec
+    box = jnp.stack([  # spec line 38, base spec
+        cam_u0 - v_radii_x,
+        cam_v0 - v_radii_y,
+        cam_u0 + v_radii_x,
+        cam_v0 + v_radii_y,
     ], -1)
-    ellipse = jnp.stack([t116*t120, -t116*t121, t116*t122], -1)  # spec line 41, base spec
+    valid = jnp.logical_and(v_p_z > c_near, v_opacity >= 0.00392156862745098)  # spec line 39, base spec
+    valid = rt.finite_and(valid, centre, depth, box)
+    attrs = jnp.stack([
+        cam_u0,
+        v_conic_x,
+        cam_v0,
+        v_conic_z,
+        -t121,
+        t57,
+        v_opacity,
+    ], -1)
+    features = jnp.stack([  # spec line 50, base spec
+        jnp.maximum(z_9 - t96*r_sh__3_0 + 0.5, 0.0),
+        jnp.maximum(z_12 - t96*r_sh__3_1 + 0.5, 0.0),
+        jnp.maximum(z_15 - t96*r_sh__3_2 + 0.5, 0.0),
+    ], -1)
+    ellipse = jnp.stack([t116*v_conic_x, -t116*t121, t116*v_conic_z], -1)  # spec line 41, base spec
     return {
         "centre": centre,
         "depth": depth,
@@ -323,10 +339,10 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     a4 = attrs[..., 4]
     a5 = attrs[..., 5]
     a6 = attrs[..., 6]
-    t0 = px - a0
-    t1 = py - a2
-    t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
-    t3 = 2.0*t2
+    v_d_x = px - a0
+    v_d_y = py - a2
+    v_sigma = 0.5*(a1*v_d_x*v_d_x + a3*v_d_y*v_d_y) + a4*v_d_x*v_d_y
+    t3 = 2.0*v_sigma
     t4 = t3 < 1.0
     z_0 = rt.minimum(0.99, a6*jnp.where(t4, jnp.where(t4, -t3 + 1.0, 1.0) ** a5, 0.0))
-    return jnp.where(t2 >= 0.0, z_0, 0.0)  # spec line 47, base spec
+    return jnp.where(v_sigma >= 0.0, z_0, 0.0)  # spec line 47, base spec

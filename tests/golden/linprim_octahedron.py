@@ -171,67 +171,73 @@ def project(raw, camera):
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
     z_0 = c_rotation__2_0*r_means__0
-    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    v_depth = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
     t4 = lax.rsqrt(jnp.maximum(t1 + t2 + t3 + r_quats__0*r_quats__0, 1e-24)) ** 2
     t5 = t1*t4
     t6 = t3*t4
-    t7 = -2.0*(t5 + t6) + 1.0
+    v_R_0_0 = -2.0*(t5 + t6) + 1.0
     t8 = jnp.abs(r_scales__0)
-    t9 = t7*t8
-    t10 = t9 + r_means__0
+    t9 = v_R_0_0*t8
+    v_verts_0_0 = t9 + r_means__0
     t11 = t4*r_quats__3
     t12 = t11*r_quats__0
     t13 = t4*r_quats__2
     t14 = t13*r_quats__1
-    t15 = 2.0*(t12 + t14)
-    t16 = t15*t8
-    t17 = t16 + r_means__1
+    v_R_1_0 = 2.0*(t12 + t14)
+    t16 = v_R_1_0*t8
+    v_verts_0_1 = t16 + r_means__1
     t18 = t11*r_quats__1
     t19 = t13*r_quats__0
-    t20 = 2.0*(t18 - t19)
-    t21 = t20*t8
-    t22 = t21 + r_means__2
-    t23 = c_translation__2 + t10*c_rotation__2_0 + t17*c_rotation__2_1 + t22*c_rotation__2_2
-    t24 = r_means__0 - t9
+    v_R_2_0 = 2.0*(t18 - t19)
+    t21 = v_R_2_0*t8
+    v_verts_0_2 = t21 + r_means__2
+    z_1 = v_verts_0_0*c_rotation__2_0
+    v_pc_0_2 = c_translation__2 + z_1 + v_verts_0_1*c_rotation__2_1 + v_verts_0_2*c_rotation__2_2
+    v_verts_1_0 = r_means__0 - t9
     t25 = r_means__1 - t16
     t26 = r_means__2 - t21
-    t27 = c_translation__2 + t24*c_rotation__2_0 + t25*c_rotation__2_1 + t26*c_rotation__2_2
+    z_2 = v_verts_1_0*c_rotation__2_0
+    t27 = c_translation__2 + z_2 + t25*c_rotation__2_1 + t26*c_rotation__2_2
     t28 = jnp.abs(r_scales__1)
-    t29 = 2.0*(t14 - t12)
-    t30 = t28*t29
-    t31 = t30 + r_means__0
+    v_R_0_1 = 2.0*(t14 - t12)
+    t30 = t28*v_R_0_1
+    v_verts_2_0 = t30 + r_means__0
     t32 = t2*t4
-    t33 = -2.0*(t32 + t6) + 1.0
-    t34 = t28*t33
-    t35 = t34 + r_means__1
+    v_R_1_1 = -2.0*(t32 + t6) + 1.0
+    t34 = t28*v_R_1_1
+    v_verts_2_1 = t34 + r_means__1
     t36 = t4*r_quats__0*r_quats__1
     t37 = t11*r_quats__2
-    t38 = 2.0*(t36 + t37)
-    t39 = t28*t38
-    t40 = t39 + r_means__2
-    t41 = c_translation__2 + t31*c_rotation__2_0 + t35*c_rotation__2_1 + t40*c_rotation__2_2
+    v_R_2_1 = 2.0*(t36 + t37)
+    t39 = t28*v_R_2_1
+    v_verts_2_2 = t39 + r_means__2
+    z_3 = v_verts_2_0*c_rotation__2_0
+    v_pc_2_2 = c_translation__2 + z_3 + v_verts_2_1*c_rotation__2_1 + v_verts_2_2*c_rotation__2_2
     t42 = r_means__0 - t30
-    t43 = r_means__1 - t34
+    v_verts_3_1 = r_means__1 - t34
     t44 = r_means__2 - t39
-    t45 = c_translation__2 + t42*c_rotation__2_0 + t43*c_rotation__2_1 + t44*c_rotation__2_2
+    z_4 = v_verts_3_1*c_rotation__2_1
+    t45 = c_translation__2 + t42*c_rotation__2_0 + z_4 + t44*c_rotation__2_2
     t46 = jnp.abs(r_scales__2)
-    t47 = 2.0*(t18 + t19)
-    t48 = t46*t47
-    t49 = t48 + r_means__0
-    t50 = 2.0*(t37 - t36)
-    t51 = t46*t50
-    t52 = t51 + r_means__1
-    t53 = -2.0*(t32 + t5) + 1.0
-    t54 = t46*t53
-    t55 = t54 + r_means__2
-    t56 = c_translation__2 + t49*c_rotation__2_0 + t52*c_rotation__2_1 + t55*c_rotation__2_2
+    v_R_0_2 = 2.0*(t18 + t19)
+    t48 = t46*v_R_0_2
+    v_verts_4_0 = t48 + r_means__0
+    v_R_1_2 = 2.0*(t37 - t36)
+    t51 = t46*v_R_1_2
+    v_verts_4_1 = t51 + r_means__1
+    v_R_2_2 = -2.0*(t32 + t5) + 1.0
+    t54 = t46*v_R_2_2
+    v_verts_4_2 = t54 + r_means__2
+    z_5 = v_verts_4_0*c_rotation__2_0
+    v_pc_4_2 = c_translation__2 + z_5 + v_verts_4_1*c_rotation__2_1 + v_verts_4_2*c_rotation__2_2
     t57 = r_means__0 - t48
     t58 = r_means__1 - t51
-    t59 = r_means__2 - t54
-    t60 = c_translation__2 + t57*c_rotation__2_0 + t58*c_rotation__2_1 + t59*c_rotation__2_2
+    v_verts_5_2 = r_means__2 - t54
+    z_6 = v_verts_5_2*c_rotation__2_2
+    t60 = c_translation__2 + t57*c_rotation__2_0 + t58*c_rotation__2_1 + z_6
     t61 = jax.nn.sigmoid(r_opacities)
     t62 = r_means__0 - c_position__0
     t63 = t62*t62
@@ -282,69 +288,81 @@ def project(raw, camera):
     t108 = t103 ** 4
     t109 = t108*t8*t8
     t110 = t46*t46
-    z_1 = c_rotation__0_0*r_means__0
-    z_2 = c_rotation__1_0*r_means__0
-    z_3 = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
-    z_4 = c_translation__1 + z_2 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
-    cam_u0, cam_v0 = camera.project(z_3, z_4, t0)
-    z_5 = c_translation__0 + t10*c_rotation__0_0 + t17*c_rotation__0_1 + t22*c_rotation__0_2
-    z_6 = c_translation__1 + t10*c_rotation__1_0 + t17*c_rotation__1_1 + t22*c_rotation__1_2
-    cam_u1, cam_v1 = camera.project(z_5, z_6, t23)
-    z_7 = c_translation__0 + t24*c_rotation__0_0 + t25*c_rotation__0_1 + t26*c_rotation__0_2
-    z_8 = c_translation__1 + t24*c_rotation__1_0 + t25*c_rotation__1_1 + t26*c_rotation__1_2
-    cam_u2, cam_v2 = camera.project(z_7, z_8, t27)
-    z_9 = c_translation__0 + t31*c_rotation__0_0 + t35*c_rotation__0_1 + t40*c_rotation__0_2
-    z_10 = c_translation__1 + t31*c_rotation__1_0 + t35*c_rotation__1_1 + t40*c_rotation__1_2
-    cam_u3, cam_v3 = camera.project(z_9, z_10, t41)
-    z_11 = c_translation__0 + t42*c_rotation__0_0 + t43*c_rotation__0_1 + t44*c_rotation__0_2
-    z_12 = c_translation__1 + t42*c_rotation__1_0 + t43*c_rotation__1_1 + t44*c_rotation__1_2
-    cam_u4, cam_v4 = camera.project(z_11, z_12, t45)
-    z_13 = c_translation__0 + t49*c_rotation__0_0 + t52*c_rotation__0_1 + t55*c_rotation__0_2
-    z_14 = c_translation__1 + t49*c_rotation__1_0 + t52*c_rotation__1_1 + t55*c_rotation__1_2
-    cam_u5, cam_v5 = camera.project(z_13, z_14, t56)
-    z_15 = c_translation__0 + t57*c_rotation__0_0 + t58*c_rotation__0_1 + t59*c_rotation__0_2
-    z_16 = c_translation__1 + t57*c_rotation__1_0 + t58*c_rotation__1_1 + t59*c_rotation__1_2
-    cam_u6, cam_v6 = camera.project(z_15, z_16, t60)
-    z_17 = jnp.minimum(jnp.minimum(jnp.minimum(cam_u1, cam_u2), cam_u3), cam_u4)
-    z_18 = jnp.minimum(jnp.minimum(jnp.minimum(cam_v1, cam_v2), cam_v3), cam_v4)
-    z_19 = jnp.maximum(jnp.maximum(jnp.maximum(cam_u1, cam_u2), cam_u3), cam_u4)
-    z_20 = jnp.maximum(jnp.maximum(jnp.maximum(cam_v1, cam_v2), cam_v3), cam_v4)
-    z_21 = jnp.logical_and(jnp.logical_and(t23 > c_near, t23 < c_far), t27 > c_near)
-    z_22 = jnp.logical_and(jnp.logical_and(z_21, t27 < c_far), t41 > c_near)
-    z_23 = jnp.logical_and(jnp.logical_and(z_22, t41 < c_far), t45 > c_near)
-    z_24 = jnp.logical_and(jnp.logical_and(z_23, t45 < c_far), t56 > c_near)
-    z_25 = jnp.logical_and(jnp.logical_and(z_24, t56 < c_far), t60 > c_near)
-    z_26 = 0.28209479177387814*r_sh__0_0 + t100*r_sh__10_0 + t74*r_sh__8_0 + t77*r_sh__6_0 + t79*r_sh__2_0
-    z_27 = z_26 + t85*r_sh__12_0 + t88*r_sh__4_0 + t89*r_sh__14_0 - t80*r_sh__1_0 - t81*r_sh__3_0
-    z_28 = z_27 - t91*r_sh__5_0 - t92*r_sh__7_0 - t95*r_sh__11_0 - t97*r_sh__13_0 - t98*r_sh__15_0
-    z_29 = 0.28209479177387814*r_sh__0_1 + t100*r_sh__10_1 + t74*r_sh__8_1 + t77*r_sh__6_1 + t79*r_sh__2_1
-    z_30 = z_29 + t85*r_sh__12_1 + t88*r_sh__4_1 + t89*r_sh__14_1 - t80*r_sh__1_1 - t81*r_sh__3_1
-    z_31 = z_30 - t91*r_sh__5_1 - t92*r_sh__7_1 - t95*r_sh__11_1 - t97*r_sh__13_1 - t98*r_sh__15_1
-    z_32 = 0.28209479177387814*r_sh__0_2 + t100*r_sh__10_2 + t74*r_sh__8_2 + t77*r_sh__6_2 + t79*r_sh__2_2
-    z_33 = z_32 + t85*r_sh__12_2 + t88*r_sh__4_2 + t89*r_sh__14_2 - t80*r_sh__1_2 - t81*r_sh__3_2
-    z_34 = z_33 - t91*r_sh__5_2 - t92*r_sh__7_2 - t95*r_sh__11_2 - t97*r_sh__13_2 - t98*r_sh__15_2
+    z_7 = c_rotation__0_0*r_means__0
+    z_8 = c_rotation__1_0*r_means__0
+    z_9 = c_translation__0 + z_7 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_10 = c_translation__1 + z_8 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    cam_u0, cam_v0 = camera.project(z_9, z_10, v_depth)
+    z_11 = v_verts_0_0*c_rotation__0_0
+    z_12 = v_verts_0_0*c_rotation__1_0
+    z_13 = c_translation__0 + z_11 + v_verts_0_1*c_rotation__0_1 + v_verts_0_2*c_rotation__0_2
+    z_14 = c_translation__1 + z_12 + v_verts_0_1*c_rotation__1_1 + v_verts_0_2*c_rotation__1_2
+    cam_u1, cam_v1 = camera.project(z_13, z_14, v_pc_0_2)
+    z_15 = v_verts_1_0*c_rotation__0_0
+    z_16 = v_verts_1_0*c_rotation__1_0
+    z_17 = c_translation__0 + z_15 + t25*c_rotation__0_1 + t26*c_rotation__0_2
+    z_18 = c_translation__1 + z_16 + t25*c_rotation__1_1 + t26*c_rotation__1_2
+    cam_u2, cam_v2 = camera.project(z_17, z_18, t27)
+    z_19 = v_verts_2_0*c_rotation__0_0
+    z_20 = v_verts_2_0*c_rotation__1_0
+    z_21 = c_translation__0 + z_19 + v_verts_2_1*c_rotation__0_1 + v_verts_2_2*c_rotation__0_2
+    z_22 = c_translation__1 + z_20 + v_verts_2_1*c_rotation__1_1 + v_verts_2_2*c_rotation__1_2
+    cam_u3, cam_v3 = camera.project(z_21, z_22, v_pc_2_2)
+    z_23 = v_verts_3_1*c_rotation__0_1
+    z_24 = v_verts_3_1*c_rotation__1_1
+    z_25 = c_translation__0 + t42*c_rotation__0_0 + z_23 + t44*c_rotation__0_2
+    z_26 = c_translation__1 + t42*c_rotation__1_0 + z_24 + t44*c_rotation__1_2
+    cam_u4, cam_v4 = camera.project(z_25, z_26, t45)
+    z_27 = v_verts_4_0*c_rotation__0_0
+    z_28 = v_verts_4_0*c_rotation__1_0
+    z_29 = c_translation__0 + z_27 + v_verts_4_1*c_rotation__0_1 + v_verts_4_2*c_rotation__0_2
+    z_30 = c_translation__1 + z_28 + v_verts_4_1*c_rotation__1_1 + v_verts_4_2*c_rotation__1_2
+    cam_u5, cam_v5 = camera.project(z_29, z_30, v_pc_4_2)
+    z_31 = v_verts_5_2*c_rotation__0_2
+    z_32 = v_verts_5_2*c_rotation__1_2
+    z_33 = c_translation__0 + t57*c_rotation__0_0 + t58*c_rotation__0_1 + z_31
+    z_34 = c_translation__1 + t57*c_rotation__1_0 + t58*c_rotation__1_1 + z_32
+    cam_u6, cam_v6 = camera.project(z_33, z_34, t60)
+    z_35 = jnp.minimum(jnp.minimum(jnp.minimum(cam_u1, cam_u2), cam_u3), cam_u4)
+    z_36 = jnp.minimum(jnp.minimum(jnp.minimum(cam_v1, cam_v2), cam_v3), cam_v4)
+    z_37 = jnp.maximum(jnp.maximum(jnp.maximum(cam_u1, cam_u2), cam_u3), cam_u4)
+    z_38 = jnp.maximum(jnp.maximum(jnp.maximum(cam_v1, cam_v2), cam_v3), cam_v4)
+    z_39 = jnp.logical_and(jnp.logical_and(v_pc_0_2 > c_near, v_pc_0_2 < c_far), t27 > c_near)
+    z_40 = jnp.logical_and(jnp.logical_and(z_39, t27 < c_far), v_pc_2_2 > c_near)
+    z_41 = jnp.logical_and(jnp.logical_and(z_40, v_pc_2_2 < c_far), t45 > c_near)
+    z_42 = jnp.logical_and(jnp.logical_and(z_41, t45 < c_far), v_pc_4_2 > c_near)
+    z_43 = jnp.logical_and(jnp.logical_and(z_42, v_pc_4_2 < c_far), t60 > c_near)
+    z_44 = 0.28209479177387814*r_sh__0_0 + t100*r_sh__10_0 + t74*r_sh__8_0 + t77*r_sh__6_0 + t79*r_sh__2_0
+    z_45 = z_44 + t85*r_sh__12_0 + t88*r_sh__4_0 + t89*r_sh__14_0 - t80*r_sh__1_0 - t81*r_sh__3_0
+    z_46 = z_45 - t91*r_sh__5_0 - t92*r_sh__7_0 - t95*r_sh__11_0 - t97*r_sh__13_0 - t98*r_sh__15_0
+    z_47 = 0.28209479177387814*r_sh__0_1 + t100*r_sh__10_1 + t74*r_sh__8_1 + t77*r_sh__6_1 + t79*r_sh__2_1
+    z_48 = z_47 + t85*r_sh__12_1 + t88*r_sh__4_1 + t89*r_sh__14_1 - t80*r_sh__1_1 - t81*r_sh__3_1
+    z_49 = z_48 - t91*r_sh__5_1 - t92*r_sh__7_1 - t95*r_sh__11_1 - t97*r_sh__13_1 - t98*r_sh__15_1
+    z_50 = 0.28209479177387814*r_sh__0_2 + t100*r_sh__10_2 + t74*r_sh__8_2 + t77*r_sh__6_2 + t79*r_sh__2_2
+    z_51 = z_50 + t85*r_sh__12_2 + t88*r_sh__4_2 + t89*r_sh__14_2 - t80*r_sh__1_2 - t81*r_sh__3_2
+    z_52 = z_51 - t91*r_sh__5_2 - t92*r_sh__7_2 - t95*r_sh__11_2 - t97*r_sh__13_2 - t98*r_sh__15_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 44
-    depth = t0  # spec line 45
+    depth = v_depth  # spec line 45
     box = jnp.stack([  # spec line 46
-        jnp.minimum(jnp.minimum(jnp.minimum(z_17, cam_u5), cam_u6), cam_u0 - 0.05),
-        jnp.minimum(jnp.minimum(jnp.minimum(z_18, cam_v5), cam_v6), cam_v0 - 0.05),
-        jnp.maximum(jnp.maximum(jnp.maximum(z_19, cam_u5), cam_u6), cam_u0 + 0.05),
-        jnp.maximum(jnp.maximum(jnp.maximum(z_20, cam_v5), cam_v6), cam_v0 + 0.05),
+        jnp.minimum(jnp.minimum(jnp.minimum(z_35, cam_u5), cam_u6), cam_u0 - 0.05),
+        jnp.minimum(jnp.minimum(jnp.minimum(z_36, cam_v5), cam_v6), cam_v0 - 0.05),
+        jnp.maximum(jnp.maximum(jnp.maximum(z_37, cam_u5), cam_u6), cam_u0 + 0.05),
+        jnp.maximum(jnp.maximum(jnp.maximum(z_38, cam_v5), cam_v6), cam_v0 + 0.05),
     ], -1)
-    valid = jnp.logical_and(jnp.logical_and(z_25, t60 < c_far), t61 >= 0.00392156862745098)  # spec line 51
+    valid = jnp.logical_and(jnp.logical_and(z_43, t60 < c_far), t61 >= 0.00392156862745098)  # spec line 51
     valid = rt.finite_and(valid, centre, depth, box)
     attrs = jnp.stack([
-        t53,
-        t47,
-        t50,
+        v_R_2_2,
+        v_R_0_2,
+        v_R_1_2,
         t105*t28,
-        t33,
-        t29,
-        t38,
+        v_R_1_1,
+        v_R_0_1,
+        v_R_2_1,
         t105*t46,
-        t7,
-        t15,
-        t20,
+        v_R_0_0,
+        v_R_1_0,
+        v_R_2_0,
         t104*t106,
         1e-18*(t107*t109 + t109*t110 + t107*t108*t110),
         r_means__2,
@@ -354,9 +372,9 @@ def project(raw, camera):
         jnp.log(jnp.maximum(-t61 + 1.0, 1e-06))/jnp.maximum(2.0*t101, 1e-06),
     ], -1)
     features = jnp.stack([  # spec line 87
-        jnp.maximum(z_28 - t99*r_sh__9_0 + 0.5, 0.0),
-        jnp.maximum(z_31 - t99*r_sh__9_1 + 0.5, 0.0),
-        jnp.maximum(z_34 - t99*r_sh__9_2 + 0.5, 0.0),
+        jnp.maximum(z_46 - t99*r_sh__9_0 + 0.5, 0.0),
+        jnp.maximum(z_49 - t99*r_sh__9_1 + 0.5, 0.0),
+        jnp.maximum(z_52 - t99*r_sh__9_2 + 0.5, 0.0),
     ], -1)
     return {
         "centre": centre,
@@ -398,8 +416,8 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t1 = a11*(a10*rd_z + a8*rd_x + a9*rd_y)
     t2 = a7*(a4*rd_y + a5*rd_x + a6*rd_z)
     t3 = t1 + t2
-    t4 = t0 + t3
-    t5 = t4*t4 > a12
+    v_den = t0 + t3
+    v_crossing = v_den*v_den > a12
     t6 = ro_z - a13
     t7 = ro_x - a14
     t8 = ro_y - a15
@@ -407,58 +425,59 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t10 = a11*(a10*t6 + a8*t7 + a9*t8)
     t11 = a7*(a4*t8 + a5*t7 + a6*t6)
     t12 = t10 + t11
-    t13 = a16 - (t12 + t9)
-    t14 = jnp.where(t5, t13/jnp.where(t5, t4, 1.0), 0.0)
-    t15 = t3 - t0
-    t16 = t15*t15 > a12
+    v_num = a16 - (t12 + t9)
+    v_t = jnp.where(v_crossing, v_num/jnp.where(v_crossing, v_den, 1.0), 0.0)
+    v_den_2 = t3 - t0
+    v_crossing_2 = v_den_2*v_den_2 > a12
     t17 = -t9
-    t18 = a16 - (t12 + t17)
-    t19 = jnp.where(t16, t18/jnp.where(t16, t15, 1.0), 0.0)
-    t20 = t0 + t1 - t2
-    t21 = t20*t20 > a12
+    v_num_2 = a16 - (t12 + t17)
+    v_t_2 = jnp.where(v_crossing_2, v_num_2/jnp.where(v_crossing_2, v_den_2, 1.0), 0.0)
+    v_den_3 = t0 + t1 - t2
+    v_crossing_3 = v_den_3*v_den_3 > a12
     t22 = -t11
     t23 = t10 + t22
-    t24 = a16 - (t23 + t9)
-    t25 = jnp.where(t21, t24/jnp.where(t21, t20, 1.0), 0.0)
-    t26 = t0 + t2 - t1
-    t27 = -t26
+    v_num_3 = a16 - (t23 + t9)
+    v_t_3 = jnp.where(v_crossing_3, v_num_3/jnp.where(v_crossing_3, v_den_3, 1.0), 0.0)
+    v_den_4 = t0 + t2 - t1
+    t27 = -v_den_4
     t28 = t27*t27 > a12
-    t29 = a16 - (t17 + t23)
-    t30 = jnp.where(t28, t29/jnp.where(t28, t27, 1.0), 0.0)
-    t31 = t26*t26 > a12
+    v_num_4 = a16 - (t17 + t23)
+    t30 = jnp.where(t28, v_num_4/jnp.where(t28, t27, 1.0), 0.0)
+    v_crossing_4 = v_den_4*v_den_4 > a12
     t32 = -t10
     t33 = t11 + t32
-    t34 = a16 - (t33 + t9)
-    t35 = jnp.where(t31, t34/jnp.where(t31, t26, 1.0), 0.0)
-    t36 = -t20
+    v_num_5 = a16 - (t33 + t9)
+    v_t_4 = jnp.where(v_crossing_4, v_num_5/jnp.where(v_crossing_4, v_den_4, 1.0), 0.0)
+    t36 = -v_den_3
     t37 = t36*t36 > a12
-    t38 = a16 - (t17 + t33)
-    t39 = jnp.where(t37, t38/jnp.where(t37, t36, 1.0), 0.0)
-    t40 = -t15
+    v_num_6 = a16 - (t17 + t33)
+    t39 = jnp.where(t37, v_num_6/jnp.where(t37, t36, 1.0), 0.0)
+    t40 = -v_den_2
     t41 = t40*t40 > a12
     t42 = t22 + t32
-    t43 = a16 - (t42 + t9)
-    t44 = jnp.where(t41, t43/jnp.where(t41, t40, 1.0), 0.0)
-    t45 = -t4
+    v_num_7 = a16 - (t42 + t9)
+    t44 = jnp.where(t41, v_num_7/jnp.where(t41, t40, 1.0), 0.0)
+    t45 = -v_den
     t46 = t45*t45 > a12
-    t47 = a16 - (t17 + t42)
-    t48 = jnp.where(t46, t47/jnp.where(t46, t45, 1.0), 0.0)
-    z_0 = jnp.where(jnp.logical_and(t16, t15 < 0.0), t19, -1e+30)
-    z_1 = jnp.where(jnp.logical_and(t21, t20 < 0.0), t25, -1e+30)
-    z_2 = jnp.where(jnp.logical_and(t28, t27 < 0.0), t30, -1e+30)
-    z_3 = jnp.where(jnp.logical_and(t31, t26 < 0.0), t35, -1e+30)
-    z_4 = -rt.maximum(0.0, jnp.where(jnp.logical_and(t5, t4 < 0.0), t14, -1e+30), z_0, z_1, z_2, z_3, jnp.where(jnp.logical_and(t37, t36 < 0.0), t39, -1e+30), jnp.where(jnp.logical_and(t41, t40 < 0.0), t44, -1e+30), jnp.where(jnp.logical_and(t46, t45 < 0.0), t48, -1e+30))
-    z_5 = jnp.where(t18 > 0.0, 1e+30, -1e+30)
-    z_6 = jnp.where(t24 > 0.0, 1e+30, -1e+30)
-    z_7 = jnp.where(t29 > 0.0, 1e+30, -1e+30)
-    z_8 = jnp.where(t34 > 0.0, 1e+30, -1e+30)
-    z_9 = jnp.where(t38 > 0.0, 1e+30, -1e+30)
-    z_10 = jnp.where(t43 > 0.0, 1e+30, -1e+30)
-    z_11 = jnp.where(t47 > 0.0, 1e+30, -1e+30)
-    z_12 = jnp.where(t5, jnp.where(t4 > 0.0, t14, 1e+30), jnp.where(t13 > 0.0, 1e+30, -1e+30))
-    z_13 = jnp.where(t41, jnp.where(t40 > 0.0, t44, 1e+30), z_10)
-    z_14 = jnp.where(t46, jnp.where(t45 > 0.0, t48, 1e+30), z_11)
-    z_15 = jnp.where(t16, jnp.where(t15 > 0.0, t19, 1e+30), z_5)
-    z_16 = rt.minimum(1e+30, z_12, z_15, jnp.where(t21, jnp.where(t20 > 0.0, t25, 1e+30), z_6), jnp.where(t28, jnp.where(t27 > 0.0, t30, 1e+30), z_7), jnp.where(t31, jnp.where(t26 > 0.0, t35, 1e+30), z_8), jnp.where(t37, jnp.where(t36 > 0.0, t39, 1e+30), z_9), z_13, z_14)
-    z_17 = -rt.maximum(0.0, jnp.where(jnp.logical_and(t5, t4 < 0.0), t14, -1e+30), z_0, z_1, z_2, z_3, jnp.where(jnp.logical_and(t37, t36 < 0.0), t39, -1e+30), jnp.where(jnp.logical_and(t41, t40 < 0.0), t44, -1e+30), jnp.where(jnp.logical_and(t46, t45 < 0.0), t48, -1e+30))
-    return rt.minimum(0.99, -jnp.exp(a17*rt.maximum(z_17 + z_16, 0.0)) + 1.0)  # spec line 84
+    v_num_8 = a16 - (t17 + t42)
+    t48 = jnp.where(t46, v_num_8/jnp.where(t46, t45, 1.0), 0.0)
+    z_0 = jnp.where(jnp.logical_and(v_crossing_2, v_den_2 < 0.0), v_t_2, -1e+30)
+    z_1 = jnp.where(jnp.logical_and(v_crossing_3, v_den_3 < 0.0), v_t_3, -1e+30)
+    z_2 = jnp.where(jnp.logical_and(v_crossing_4, v_den_4 < 0.0), v_t_4, -1e+30)
+    z_3 = jnp.where(jnp.logical_and(v_crossing, v_den < 0.0), v_t, -1e+30)
+    z_4 = -rt.maximum(0.0, z_3, z_0, z_1, jnp.where(jnp.logical_and(t28, t27 < 0.0), t30, -1e+30), z_2, jnp.where(jnp.logical_and(t37, t36 < 0.0), t39, -1e+30), jnp.where(jnp.logical_and(t41, t40 < 0.0), t44, -1e+30), jnp.where(jnp.logical_and(t46, t45 < 0.0), t48, -1e+30))
+    z_5 = jnp.where(v_num > 0.0, 1e+30, -1e+30)
+    z_6 = jnp.where(v_num_2 > 0.0, 1e+30, -1e+30)
+    z_7 = jnp.where(v_num_3 > 0.0, 1e+30, -1e+30)
+    z_8 = jnp.where(v_num_4 > 0.0, 1e+30, -1e+30)
+    z_9 = jnp.where(v_num_5 > 0.0, 1e+30, -1e+30)
+    z_10 = jnp.where(v_num_6 > 0.0, 1e+30, -1e+30)
+    z_11 = jnp.where(v_num_7 > 0.0, 1e+30, -1e+30)
+    z_12 = jnp.where(v_num_8 > 0.0, 1e+30, -1e+30)
+    z_13 = jnp.where(v_crossing_2, jnp.where(v_den_2 > 0.0, v_t_2, 1e+30), z_6)
+    z_14 = jnp.where(v_crossing_3, jnp.where(v_den_3 > 0.0, v_t_3, 1e+30), z_7)
+    z_15 = jnp.where(v_crossing_4, jnp.where(v_den_4 > 0.0, v_t_4, 1e+30), z_9)
+    z_16 = jnp.where(v_crossing, jnp.where(v_den > 0.0, v_t, 1e+30), z_5)
+    z_17 = rt.minimum(1e+30, z_16, z_13, z_14, jnp.where(t28, jnp.where(t27 > 0.0, t30, 1e+30), z_8), z_15, jnp.where(t37, jnp.where(t36 > 0.0, t39, 1e+30), z_10), jnp.where(t41, jnp.where(t40 > 0.0, t44, 1e+30), z_11), jnp.where(t46, jnp.where(t45 > 0.0, t48, 1e+30), z_12))
+    z_18 = -rt.maximum(0.0, z_3, z_0, z_1, jnp.where(jnp.logical_and(t28, t27 < 0.0), t30, -1e+30), z_2, jnp.where(jnp.logical_and(t37, t36 < 0.0), t39, -1e+30), jnp.where(jnp.logical_and(t41, t40 < 0.0), t44, -1e+30), jnp.where(jnp.logical_and(t46, t45 < 0.0), t48, -1e+30))
+    return rt.minimum(0.99, -jnp.exp(a17*rt.maximum(z_18 + z_17, 0.0)) + 1.0)  # spec line 84

@@ -189,15 +189,15 @@ def project(raw, camera):
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
     z_0 = c_rotation__2_0*r_means__0
-    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    v_depth = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
     t4 = lax.rsqrt(jnp.maximum(t1 + t2 + t3 + r_quats__0*r_quats__0, 1e-24)) ** 2
     t5 = t1*t4
     t6 = t3*t4
-    t7 = -2.0*(t5 + t6) + 1.0
-    t8 = 0.5773502691896258*t7
+    v_R_0_0 = -2.0*(t5 + t6) + 1.0
+    t8 = 0.5773502691896258*v_R_0_0
     t9 = t4*r_quats__2
     t10 = t9*r_quats__0
     t11 = t4*r_quats__3
@@ -210,27 +210,28 @@ def project(raw, camera):
     t18 = 1.1547005383792517*t17
     t19 = t14 + t18
     t20 = jnp.abs(r_scales__0)
-    t21 = r_means__0 + t20*(t19 + t8)
+    v_verts_0_0 = r_means__0 + t20*(t19 + t8)
     t22 = t15 + t16
     t23 = 1.1547005383792517*t22
     t24 = t2*t4
-    t25 = -2.0*(t24 + t6) + 1.0
-    t26 = 0.5773502691896258*t25
+    v_R_1_1 = -2.0*(t24 + t6) + 1.0
+    t26 = 0.5773502691896258*v_R_1_1
     t27 = t9*r_quats__3
     t28 = t4*r_quats__0*r_quats__1
     t29 = t27 - t28
     t30 = 1.1547005383792517*t29
     t31 = t26 + t30
-    t32 = r_means__1 + t20*(t23 + t31)
+    v_verts_0_1 = r_means__1 + t20*(t23 + t31)
     t33 = t12 - t10
     t34 = 1.1547005383792517*t33
-    t35 = -2.0*(t24 + t5) + 1.0
-    t36 = 0.5773502691896258*t35
+    v_R_2_2 = -2.0*(t24 + t5) + 1.0
+    t36 = 0.5773502691896258*v_R_2_2
     t37 = t27 + t28
     t38 = 1.1547005383792517*t37
     t39 = t36 + t38
-    t40 = r_means__2 + t20*(t34 + t39)
-    t41 = c_translation__2 + t21*c_rotation__2_0 + t32*c_rotation__2_1 + t40*c_rotation__2_2
+    v_verts_0_2 = r_means__2 + t20*(t34 + t39)
+    z_1 = v_verts_0_0*c_rotation__2_0
+    v_pc_0_2 = c_translation__2 + z_1 + v_verts_0_1*c_rotation__2_1 + v_verts_0_2*c_rotation__2_2
     t42 = jnp.abs(r_scales__1)
     t43 = r_means__0 - t42*(t19 - t8)
     t44 = r_means__1 - t42*(t31 - t23)
@@ -329,65 +330,67 @@ def project(raw, camera):
     t137 = t101 + t99
     t138 = t104 + t99
     t139 = t101 + t104
-    z_1 = c_rotation__0_0*r_means__0
-    z_2 = c_rotation__1_0*r_means__0
-    z_3 = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
-    z_4 = c_translation__1 + z_2 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
-    cam_u0, cam_v0 = camera.project(z_3, z_4, t0)
-    z_5 = c_translation__0 + t21*c_rotation__0_0 + t32*c_rotation__0_1 + t40*c_rotation__0_2
-    z_6 = c_translation__1 + t21*c_rotation__1_0 + t32*c_rotation__1_1 + t40*c_rotation__1_2
-    cam_u1, cam_v1 = camera.project(z_5, z_6, t41)
-    z_7 = c_translation__0 + t43*c_rotation__0_0 + t44*c_rotation__0_1 + t45*c_rotation__0_2
-    z_8 = c_translation__1 + t43*c_rotation__1_0 + t44*c_rotation__1_1 + t45*c_rotation__1_2
-    cam_u2, cam_v2 = camera.project(z_7, z_8, t46)
-    z_9 = c_translation__0 + t48*c_rotation__0_0 + t49*c_rotation__0_1 + t50*c_rotation__0_2
-    z_10 = c_translation__1 + t48*c_rotation__1_0 + t49*c_rotation__1_1 + t50*c_rotation__1_2
-    cam_u3, cam_v3 = camera.project(z_9, z_10, t51)
-    z_11 = c_translation__0 + t53*c_rotation__0_0 + t54*c_rotation__0_1 + t55*c_rotation__0_2
-    z_12 = c_translation__1 + t53*c_rotation__1_0 + t54*c_rotation__1_1 + t55*c_rotation__1_2
-    cam_u4, cam_v4 = camera.project(z_11, z_12, t56)
-    z_13 = jnp.minimum(jnp.minimum(jnp.minimum(cam_u1, cam_u2), cam_u3), cam_u4)
-    z_14 = jnp.minimum(jnp.minimum(jnp.minimum(cam_v1, cam_v2), cam_v3), cam_v4)
-    z_15 = jnp.maximum(jnp.maximum(jnp.maximum(cam_u1, cam_u2), cam_u3), cam_u4)
-    z_16 = jnp.maximum(jnp.maximum(jnp.maximum(cam_v1, cam_v2), cam_v3), cam_v4)
-    z_17 = jnp.logical_and(jnp.logical_and(t41 > c_near, t41 < c_far), t46 > c_near)
-    z_18 = jnp.logical_and(jnp.logical_and(z_17, t46 < c_far), t51 > c_near)
-    z_19 = jnp.logical_and(jnp.logical_and(z_18, t51 < c_far), t56 > c_near)
-    z_20 = (t114 + t136) ** 2 + 2.0*(t101 + t114) ** 2
-    z_21 = jnp.maximum((t114 + t135) ** 2 + 2.0*(t114 + t99) ** 2, z_20)
-    z_22 = jnp.maximum(z_21, (t114 - t104) ** 2 + 2.0*(t104 + t114) ** 2)
-    z_23 = jnp.maximum(z_22, (t101 + t135) ** 2 + 2.0*t137*t137)
-    z_24 = jnp.maximum(z_23, (t104 + t135) ** 2 + 2.0*t138*t138)
-    z_25 = jnp.sqrt(jnp.maximum(jnp.maximum(z_24, (t104 + t136) ** 2 + 2.0*t139*t139), 1e-12))
-    z_26 = 0.28209479177387814*r_sh__0_0 + t70*r_sh__8_0 + t73*r_sh__6_0 + t75*r_sh__2_0 + t81*r_sh__12_0
-    z_27 = z_26 + t84*r_sh__4_0 + t85*r_sh__14_0 + t96*r_sh__10_0 - t76*r_sh__1_0 - t77*r_sh__3_0
-    z_28 = z_27 - t87*r_sh__5_0 - t88*r_sh__7_0 - t91*r_sh__11_0 - t93*r_sh__13_0 - t94*r_sh__15_0
-    z_29 = 0.28209479177387814*r_sh__0_1 + t70*r_sh__8_1 + t73*r_sh__6_1 + t75*r_sh__2_1 + t81*r_sh__12_1
-    z_30 = z_29 + t84*r_sh__4_1 + t85*r_sh__14_1 + t96*r_sh__10_1 - t76*r_sh__1_1 - t77*r_sh__3_1
-    z_31 = z_30 - t87*r_sh__5_1 - t88*r_sh__7_1 - t91*r_sh__11_1 - t93*r_sh__13_1 - t94*r_sh__15_1
-    z_32 = 0.28209479177387814*r_sh__0_2 + t70*r_sh__8_2 + t73*r_sh__6_2 + t75*r_sh__2_2 + t81*r_sh__12_2
-    z_33 = z_32 + t84*r_sh__4_2 + t85*r_sh__14_2 + t96*r_sh__10_2 - t76*r_sh__1_2 - t77*r_sh__3_2
-    z_34 = z_33 - t87*r_sh__5_2 - t88*r_sh__7_2 - t91*r_sh__11_2 - t93*r_sh__13_2 - t94*r_sh__15_2
+    z_2 = c_rotation__0_0*r_means__0
+    z_3 = c_rotation__1_0*r_means__0
+    z_4 = c_translation__0 + z_2 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    z_5 = c_translation__1 + z_3 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    cam_u0, cam_v0 = camera.project(z_4, z_5, v_depth)
+    z_6 = v_verts_0_0*c_rotation__0_0
+    z_7 = v_verts_0_0*c_rotation__1_0
+    z_8 = c_translation__0 + z_6 + v_verts_0_1*c_rotation__0_1 + v_verts_0_2*c_rotation__0_2
+    z_9 = c_translation__1 + z_7 + v_verts_0_1*c_rotation__1_1 + v_verts_0_2*c_rotation__1_2
+    cam_u1, cam_v1 = camera.project(z_8, z_9, v_pc_0_2)
+    z_10 = c_translation__0 + t43*c_rotation__0_0 + t44*c_rotation__0_1 + t45*c_rotation__0_2
+    z_11 = c_translation__1 + t43*c_rotation__1_0 + t44*c_rotation__1_1 + t45*c_rotation__1_2
+    cam_u2, cam_v2 = camera.project(z_10, z_11, t46)
+    z_12 = c_translation__0 + t48*c_rotation__0_0 + t49*c_rotation__0_1 + t50*c_rotation__0_2
+    z_13 = c_translation__1 + t48*c_rotation__1_0 + t49*c_rotation__1_1 + t50*c_rotation__1_2
+    cam_u3, cam_v3 = camera.project(z_12, z_13, t51)
+    z_14 = c_translation__0 + t53*c_rotation__0_0 + t54*c_rotation__0_1 + t55*c_rotation__0_2
+    z_15 = c_translation__1 + t53*c_rotation__1_0 + t54*c_rotation__1_1 + t55*c_rotation__1_2
+    cam_u4, cam_v4 = camera.project(z_14, z_15, t56)
+    z_16 = jnp.minimum(jnp.minimum(jnp.minimum(cam_u1, cam_u2), cam_u3), cam_u4)
+    z_17 = jnp.minimum(jnp.minimum(jnp.minimum(cam_v1, cam_v2), cam_v3), cam_v4)
+    z_18 = jnp.maximum(jnp.maximum(jnp.maximum(cam_u1, cam_u2), cam_u3), cam_u4)
+    z_19 = jnp.maximum(jnp.maximum(jnp.maximum(cam_v1, cam_v2), cam_v3), cam_v4)
+    z_20 = jnp.logical_and(jnp.logical_and(v_pc_0_2 > c_near, v_pc_0_2 < c_far), t46 > c_near)
+    z_21 = jnp.logical_and(jnp.logical_and(z_20, t46 < c_far), t51 > c_near)
+    z_22 = jnp.logical_and(jnp.logical_and(z_21, t51 < c_far), t56 > c_near)
+    z_23 = (t114 + t136) ** 2 + 2.0*(t101 + t114) ** 2
+    z_24 = jnp.maximum((t114 + t135) ** 2 + 2.0*(t114 + t99) ** 2, z_23)
+    z_25 = jnp.maximum(z_24, (t114 - t104) ** 2 + 2.0*(t104 + t114) ** 2)
+    z_26 = jnp.maximum(z_25, (t101 + t135) ** 2 + 2.0*t137*t137)
+    z_27 = jnp.maximum(z_26, (t104 + t135) ** 2 + 2.0*t138*t138)
+    z_28 = jnp.sqrt(jnp.maximum(jnp.maximum(z_27, (t104 + t136) ** 2 + 2.0*t139*t139), 1e-12))
+    z_29 = 0.28209479177387814*r_sh__0_0 + t70*r_sh__8_0 + t73*r_sh__6_0 + t75*r_sh__2_0 + t81*r_sh__12_0
+    z_30 = z_29 + t84*r_sh__4_0 + t85*r_sh__14_0 + t96*r_sh__10_0 - t76*r_sh__1_0 - t77*r_sh__3_0
+    z_31 = z_30 - t87*r_sh__5_0 - t88*r_sh__7_0 - t91*r_sh__11_0 - t93*r_sh__13_0 - t94*r_sh__15_0
+    z_32 = 0.28209479177387814*r_sh__0_1 + t70*r_sh__8_1 + t73*r_sh__6_1 + t75*r_sh__2_1 + t81*r_sh__12_1
+    z_33 = z_32 + t84*r_sh__4_1 + t85*r_sh__14_1 + t96*r_sh__10_1 - t76*r_sh__1_1 - t77*r_sh__3_1
+    z_34 = z_33 - t87*r_sh__5_1 - t88*r_sh__7_1 - t91*r_sh__11_1 - t93*r_sh__13_1 - t94*r_sh__15_1
+    z_35 = 0.28209479177387814*r_sh__0_2 + t70*r_sh__8_2 + t73*r_sh__6_2 + t75*r_sh__2_2 + t81*r_sh__12_2
+    z_36 = z_35 + t84*r_sh__4_2 + t85*r_sh__14_2 + t96*r_sh__10_2 - t76*r_sh__1_2 - t77*r_sh__3_2
+    z_37 = z_36 - t87*r_sh__5_2 - t88*r_sh__7_2 - t91*r_sh__11_2 - t93*r_sh__13_2 - t94*r_sh__15_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 47
-    depth = t0  # spec line 48
+    depth = v_depth  # spec line 48
     box = jnp.stack([  # spec line 49
-        jnp.minimum(z_13, cam_u0 - 0.05),
-        jnp.minimum(z_14, cam_v0 - 0.05),
-        jnp.maximum(z_15, cam_u0 + 0.05),
-        jnp.maximum(z_16, cam_v0 + 0.05),
+        jnp.minimum(z_16, cam_u0 - 0.05),
+        jnp.minimum(z_17, cam_v0 - 0.05),
+        jnp.maximum(z_18, cam_u0 + 0.05),
+        jnp.maximum(z_19, cam_v0 + 0.05),
     ], -1)
-    valid = jnp.logical_and(jnp.logical_and(z_19, t56 < c_far), t57 >= 0.00392156862745098)  # spec line 53
+    valid = jnp.logical_and(jnp.logical_and(z_22, t56 < c_far), t57 >= 0.00392156862745098)  # spec line 53
     valid = rt.finite_and(valid, centre, depth, box)
     attrs = jnp.stack([
-        t35,
+        v_R_2_2,
         2.0*t13,
         2.0*t29,
         t110,
-        t25,
+        v_R_1_1,
         2.0*t17,
         2.0*t37,
         t112,
-        t7,
+        v_R_0_0,
         2.0*t22,
         2.0*t33,
         t113,
@@ -411,12 +414,12 @@ def project(raw, camera):
         t134,
         1e-18*(t132*t132 + t133*t133 + t134*t134),
         t97*(t115*t132 + t115*t133 + t115*t134),
-        jnp.log(jnp.maximum(-t57 + 1.0, 1e-06))/z_25,
+        jnp.log(jnp.maximum(-t57 + 1.0, 1e-06))/z_28,
     ], -1)
     features = jnp.stack([  # spec line 89
-        jnp.maximum(z_28 - t95*r_sh__9_0 + 0.5, 0.0),
-        jnp.maximum(z_31 - t95*r_sh__9_1 + 0.5, 0.0),
-        jnp.maximum(z_34 - t95*r_sh__9_2 + 0.5, 0.0),
+        jnp.maximum(z_31 - t95*r_sh__9_0 + 0.5, 0.0),
+        jnp.maximum(z_34 - t95*r_sh__9_1 + 0.5, 0.0),
+        jnp.maximum(z_37 - t95*r_sh__9_2 + 0.5, 0.0),
     ], -1)
     return {
         "centre": centre,
@@ -469,41 +472,42 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     a30 = attrs[..., 30]
     a31 = attrs[..., 31]
     a32 = attrs[..., 32]
-    t0 = a10*rd_z + a8*rd_x + a9*rd_y
-    t1 = a0*rd_z + a1*rd_x + a2*rd_y
-    t2 = a4*rd_y + a5*rd_x + a6*rd_z
-    t3 = a11*t0 + a3*t1 + a7*t2
-    t4 = t3*t3 > a12
+    v_d_x = a10*rd_z + a8*rd_x + a9*rd_y
+    v_d_z = a0*rd_z + a1*rd_x + a2*rd_y
+    v_d_y = a4*rd_y + a5*rd_x + a6*rd_z
+    v_den = a11*v_d_x + a3*v_d_z + a7*v_d_y
+    v_crossing = v_den*v_den > a12
     t5 = ro_z - a13
     t6 = ro_x - a14
     t7 = ro_y - a15
-    t8 = a10*t5 + a8*t6 + a9*t7
-    t9 = a0*t5 + a1*t6 + a2*t7
-    t10 = a4*t7 + a5*t6 + a6*t5
-    t11 = a16 - (a11*t8 + a3*t9 + a7*t10)
-    t12 = jnp.where(t4, t11/jnp.where(t4, t3, 1.0), 0.0)
-    t13 = a17*t0 + a18*t1 + a19*t2
-    t14 = t13*t13 > a20
-    t15 = a21 - (a17*t8 + a18*t9 + a19*t10)
-    t16 = jnp.where(t14, t15/jnp.where(t14, t13, 1.0), 0.0)
-    t17 = a22*t2 + a23*t1 + a24*t0
-    t18 = t17*t17 > a25
-    t19 = a26 - (a22*t10 + a23*t9 + a24*t8)
-    t20 = jnp.where(t18, t19/jnp.where(t18, t17, 1.0), 0.0)
-    t21 = a27*t1 + a28*t2 + a29*t0
-    t22 = t21*t21 > a30
-    t23 = a31 - (a27*t9 + a28*t10 + a29*t8)
-    t24 = jnp.where(t22, t23/jnp.where(t22, t21, 1.0), 0.0)
-    z_0 = jnp.where(jnp.logical_and(t14, t13 < 0.0), t16, -1e+30)
-    z_1 = jnp.where(jnp.logical_and(t18, t17 < 0.0), t20, -1e+30)
-    z_2 = jnp.where(jnp.logical_and(t22, t21 < 0.0), t24, -1e+30)
-    z_3 = jnp.where(jnp.logical_and(t4, t3 < 0.0), t12, -1e+30)
-    z_4 = jnp.where(t15 > 0.0, 1e+30, -1e+30)
-    z_5 = jnp.where(t19 > 0.0, 1e+30, -1e+30)
-    z_6 = jnp.where(t23 > 0.0, 1e+30, -1e+30)
-    z_7 = jnp.where(t4, jnp.where(t3 > 0.0, t12, 1e+30), jnp.where(t11 > 0.0, 1e+30, -1e+30))
-    z_8 = jnp.where(t14, jnp.where(t13 > 0.0, t16, 1e+30), z_4)
-    z_9 = jnp.where(t18, jnp.where(t17 > 0.0, t20, 1e+30), z_5)
-    z_10 = jnp.where(t22, jnp.where(t21 > 0.0, t24, 1e+30), z_6)
-    z_11 = -rt.maximum(0.0, z_3, z_0, z_1, z_2) + rt.minimum(1e+30, z_7, z_8, z_9, z_10)
-    return rt.minimum(0.99, -jnp.exp(a32*rt.maximum(z_11, 0.0)) + 1.0)  # spec line 86
+    v_o_x = a10*t5 + a8*t6 + a9*t7
+    v_o_z = a0*t5 + a1*t6 + a2*t7
+    v_o_y = a4*t7 + a5*t6 + a6*t5
+    v_num = a16 - (a11*v_o_x + a3*v_o_z + a7*v_o_y)
+    v_t = jnp.where(v_crossing, v_num/jnp.where(v_crossing, v_den, 1.0), 0.0)
+    v_den_2 = a17*v_d_x + a18*v_d_z + a19*v_d_y
+    v_crossing_2 = v_den_2*v_den_2 > a20
+    v_num_2 = a21 - (a17*v_o_x + a18*v_o_z + a19*v_o_y)
+    v_t_2 = jnp.where(v_crossing_2, v_num_2/jnp.where(v_crossing_2, v_den_2, 1.0), 0.0)
+    v_den_3 = a22*v_d_y + a23*v_d_z + a24*v_d_x
+    v_crossing_3 = v_den_3*v_den_3 > a25
+    v_num_3 = a26 - (a22*v_o_y + a23*v_o_z + a24*v_o_x)
+    v_t_3 = jnp.where(v_crossing_3, v_num_3/jnp.where(v_crossing_3, v_den_3, 1.0), 0.0)
+    v_den_4 = a27*v_d_z + a28*v_d_y + a29*v_d_x
+    v_crossing_4 = v_den_4*v_den_4 > a30
+    v_num_4 = a31 - (a27*v_o_z + a28*v_o_y + a29*v_o_x)
+    v_t_4 = jnp.where(v_crossing_4, v_num_4/jnp.where(v_crossing_4, v_den_4, 1.0), 0.0)
+    z_0 = jnp.where(jnp.logical_and(v_crossing_2, v_den_2 < 0.0), v_t_2, -1e+30)
+    z_1 = jnp.where(jnp.logical_and(v_crossing_3, v_den_3 < 0.0), v_t_3, -1e+30)
+    z_2 = jnp.where(jnp.logical_and(v_crossing_4, v_den_4 < 0.0), v_t_4, -1e+30)
+    z_3 = jnp.where(jnp.logical_and(v_crossing, v_den < 0.0), v_t, -1e+30)
+    z_4 = jnp.where(v_num > 0.0, 1e+30, -1e+30)
+    z_5 = jnp.where(v_num_2 > 0.0, 1e+30, -1e+30)
+    z_6 = jnp.where(v_num_3 > 0.0, 1e+30, -1e+30)
+    z_7 = jnp.where(v_num_4 > 0.0, 1e+30, -1e+30)
+    z_8 = jnp.where(v_crossing_2, jnp.where(v_den_2 > 0.0, v_t_2, 1e+30), z_5)
+    z_9 = jnp.where(v_crossing_3, jnp.where(v_den_3 > 0.0, v_t_3, 1e+30), z_6)
+    z_10 = jnp.where(v_crossing_4, jnp.where(v_den_4 > 0.0, v_t_4, 1e+30), z_7)
+    z_11 = jnp.where(v_crossing, jnp.where(v_den > 0.0, v_t, 1e+30), z_4)
+    z_12 = -rt.maximum(0.0, z_3, z_0, z_1, z_2) + rt.minimum(1e+30, z_11, z_8, z_9, z_10)
+    return rt.minimum(0.99, -jnp.exp(a32*rt.maximum(z_12, 0.0)) + 1.0)  # spec line 86

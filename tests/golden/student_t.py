@@ -162,7 +162,7 @@ def project(raw, camera):
     r_sh__15_1 = raw['sh'][..., 15, 1]
     r_sh__15_2 = raw['sh'][..., 15, 2]
     z_0 = c_rotation__2_0*r_means__0
-    t0 = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
+    v_p_z = c_translation__2 + z_0 + c_rotation__2_1*r_means__1 + c_rotation__2_2*r_means__2
     t1 = r_quats__2*r_quats__2
     t2 = r_quats__1*r_quats__1
     t3 = r_quats__3*r_quats__3
@@ -180,17 +180,17 @@ def project(raw, camera):
     t15 = 2.0*(t13 - t14)
     t16 = t12*c_rotation__0_1 + t15*c_rotation__0_2 + t7*c_rotation__0_0
     t17 = jnp.exp(r_scales__0)
-    t18 = jnp.maximum(t0, c_near)
-    t19 = 1.0/t18
-    t20 = t19*c_fx
-    t21 = t17*t20
+    v_z = jnp.maximum(v_p_z, c_near)
+    t19 = 1.0/v_z
+    v_J_0_0 = t19*c_fx
+    t21 = t17*v_J_0_0
     t22 = t12*c_rotation__2_1 + t15*c_rotation__2_2 + t7*c_rotation__2_0
     z_1 = c_rotation__0_0*r_means__0
-    t23 = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
+    v_p_x = c_translation__0 + z_1 + c_rotation__0_1*r_means__1 + c_rotation__0_2*r_means__2
     t24 = 1.0/c_fx
     t25 = 0.15*t24*c_width
-    t26 = jnp.minimum(jnp.maximum(t19*t23, -(t25 + t24*c_cx)), t25 + t24*(c_width - c_cx))
-    t27 = t17*(t16*t21 - t21*t22*t26)
+    v_u = jnp.minimum(jnp.maximum(t19*v_p_x, -(t25 + t24*c_cx)), t25 + t24*(c_width - c_cx))
+    t27 = t17*(t16*t21 - t21*t22*v_u)
     t28 = t2*t4
     t29 = -2.0*(t28 + t6) + 1.0
     t30 = 2.0*(t11 - t9)
@@ -199,20 +199,20 @@ def project(raw, camera):
     t33 = 2.0*(t31 + t32)
     t34 = t29*c_rotation__0_1 + t30*c_rotation__0_0 + t33*c_rotation__0_2
     t35 = jnp.exp(r_scales__1)
-    t36 = t20*t35
+    t36 = v_J_0_0*t35
     t37 = t29*c_rotation__2_1 + t30*c_rotation__2_0 + t33*c_rotation__2_2
-    t38 = t35*(t34*t36 - t26*t36*t37)
+    t38 = t35*(t34*t36 - v_u*t36*t37)
     t39 = -2.0*(t28 + t5) + 1.0
     t40 = 2.0*(t13 + t14)
     t41 = 2.0*(t32 - t31)
     t42 = t39*c_rotation__0_2 + t40*c_rotation__0_0 + t41*c_rotation__0_1
     t43 = jnp.exp(r_scales__2)
-    t44 = t20*t43
+    t44 = v_J_0_0*t43
     t45 = t39*c_rotation__2_2 + t40*c_rotation__2_0 + t41*c_rotation__2_1
-    t46 = t43*(t42*t44 - t26*t44*t45)
+    t46 = t43*(t42*t44 - v_u*t44*t45)
     t47 = t22*t27 + t37*t38 + t45*t46
-    t48 = t20*t26
-    t49 = t20*(t16*t27 + t34*t38 + t42*t46) - t47*t48 + 0.3
+    t48 = v_J_0_0*v_u
+    v_cov2_0_0 = v_J_0_0*(t16*t27 + t34*t38 + t42*t46) - t47*t48 + 0.3
     t50 = jnp.exp(r_nus)
     t51 = t50 + 1.0
     t52 = jnp.tanh(r_opacities)
@@ -220,27 +220,27 @@ def project(raw, camera):
     t54 = -0.5*(t50 + 3.0)
     z_2 = jnp.maximum(1.0/(255.0*jnp.maximum(t53, 0.00392156862745098)), 1e-30)
     z_3 = jnp.maximum(t51*(jnp.minimum(z_2, 1.0 ** t54) ** (1.0/t54) - 1.0), 0.0)
-    t55 = lax.stop_gradient(z_3)
-    t56 = jnp.sqrt(t49*t55)
+    v_r2 = lax.stop_gradient(z_3)
+    v_radii_x = jnp.sqrt(v_cov2_0_0*v_r2)
     t57 = t12*c_rotation__1_1 + t15*c_rotation__1_2 + t7*c_rotation__1_0
-    t58 = t19*c_fy
-    t59 = t17*t58
+    v_J_1_1 = t19*c_fy
+    t59 = t17*v_J_1_1
     z_4 = c_rotation__1_0*r_means__0
-    t60 = c_translation__1 + z_4 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
+    v_p_y = c_translation__1 + z_4 + c_rotation__1_1*r_means__1 + c_rotation__1_2*r_means__2
     t61 = 1.0/c_fy
     t62 = 0.15*t61*c_height
-    t63 = jnp.minimum(jnp.maximum(t19*t60, -(t62 + t61*c_cy)), t62 + t61*(c_height - c_cy))
-    t64 = t17*(t57*t59 - t22*t59*t63)
+    v_v = jnp.minimum(jnp.maximum(t19*v_p_y, -(t62 + t61*c_cy)), t62 + t61*(c_height - c_cy))
+    t64 = t17*(t57*t59 - t22*t59*v_v)
     t65 = t29*c_rotation__1_1 + t30*c_rotation__1_0 + t33*c_rotation__1_2
-    t66 = t35*t58
-    t67 = t35*(t65*t66 - t37*t63*t66)
+    t66 = t35*v_J_1_1
+    t67 = t35*(t65*t66 - t37*v_v*t66)
     t68 = t39*c_rotation__1_2 + t40*c_rotation__1_0 + t41*c_rotation__1_1
-    t69 = t43*t58
-    t70 = t43*(t68*t69 - t45*t63*t69)
+    t69 = t43*v_J_1_1
+    t70 = t43*(t68*t69 - t45*v_v*t69)
     t71 = t22*t64 + t37*t67 + t45*t70
-    t72 = t58*t63
-    t73 = t58*(t57*t64 + t65*t67 + t68*t70) - t71*t72 + 0.3
-    t74 = jnp.sqrt(t55*t73)
+    t72 = v_J_1_1*v_v
+    v_cov2_1_1 = v_J_1_1*(t57*t64 + t65*t67 + t68*t70) - t71*t72 + 0.3
+    v_radii_y = jnp.sqrt(v_r2*v_cov2_1_1)
     t75 = r_means__0 - c_position__0
     t76 = t75*t75
     t77 = r_means__1 - c_position__1
@@ -280,34 +280,49 @@ def project(raw, camera):
     t111 = 0.5900435899266435*t109*(t83 - t96)
     t112 = 0.5900435899266435*t106*(t85 + t95)
     t113 = 2.890611442640554*t79*t99*t81*t81*t81
-    t114 = 1.0/t55
-    t115 = t58*(t27*t57 + t38*t65 + t46*t68) - t47*t72
-    t116 = 1.0/jnp.maximum(t49*t73 - t115*(t20*(t16*t64 + t34*t67 + t42*t70) - t48*t71), 1e-10)
-    t117 = t116*t73
-    t118 = t115*t116
-    t119 = t116*t49
-    cam_u0, cam_v0 = camera.project(t23, t60, t18)
-    z_5 = 0.28209479177387814*r_sh__0_0 + t101*r_sh__4_0 + t102*r_sh__14_0 + t113*r_sh__10_0 + t87*r_sh__8_0
-    z_6 = z_5 + t90*r_sh__6_0 + t92*r_sh__2_0 + t98*r_sh__12_0 - t104*r_sh__5_0 - t105*r_sh__7_0
-    z_7 = z_6 - t108*r_sh__11_0 - t110*r_sh__13_0 - t111*r_sh__15_0 - t112*r_sh__9_0 - t93*r_sh__1_0
-    z_8 = 0.28209479177387814*r_sh__0_1 + t101*r_sh__4_1 + t102*r_sh__14_1 + t113*r_sh__10_1 + t87*r_sh__8_1
-    z_9 = z_8 + t90*r_sh__6_1 + t92*r_sh__2_1 + t98*r_sh__12_1 - t104*r_sh__5_1 - t105*r_sh__7_1
-    z_10 = z_9 - t108*r_sh__11_1 - t110*r_sh__13_1 - t111*r_sh__15_1 - t112*r_sh__9_1 - t93*r_sh__1_1
-    z_11 = 0.28209479177387814*r_sh__0_2 + t101*r_sh__4_2 + t102*r_sh__14_2 + t113*r_sh__10_2 + t87*r_sh__8_2
-    z_12 = z_11 + t90*r_sh__6_2 + t92*r_sh__2_2 + t98*r_sh__12_2 - t104*r_sh__5_2 - t105*r_sh__7_2
-    z_13 = z_12 - t108*r_sh__11_2 - t110*r_sh__13_2 - t111*r_sh__15_2 - t112*r_sh__9_2 - t93*r_sh__1_2
+    t114 = 1.0/v_r2
+    v_cov2_0_1 = v_J_1_1*(t27*t57 + t38*t65 + t46*t68) - t47*t72
+    z_5 = v_cov2_0_0*v_cov2_1_1 - v_cov2_0_1*(v_J_0_0*(t16*t64 + t34*t67 + t42*t70) - t48*t71)
+    t116 = 1.0/jnp.maximum(z_5, 1e-10)
+    v_conic_x = t116*v_cov2_1_1
+    t118 = v_cov2_0_1*t116
+    v_conic_z = t116*v_cov2_0_0
+    cam_u0, cam_v0 = camera.project(v_p_x, v_p_y, v_z)
+    z_6 = 0.28209479177387814*r_sh__0_0 + t101*r_sh__4_0 + t102*r_sh__14_0 + t113*r_sh__10_0 + t87*r_sh__8_0
+    z_7 = z_6 + t90*r_sh__6_0 + t92*r_sh__2_0 + t98*r_sh__12_0 - t104*r_sh__5_0 - t105*r_sh__7_0
+    z_8 = z_7 - t108*r_sh__11_0 - t110*r_sh__13_0 - t111*r_sh__15_0 - t112*r_sh__9_0 - t93*r_sh__1_0
+    z_9 = 0.28209479177387814*r_sh__0_1 + t101*r_sh__4_1 + t102*r_sh__14_1 + t113*r_sh__10_1 + t87*r_sh__8_1
+    z_10 = z_9 + t90*r_sh__6_1 + t92*r_sh__2_1 + t98*r_sh__12_1 - t104*r_sh__5_1 - t105*r_sh__7_1
+    z_11 = z_10 - t108*r_sh__11_1 - t110*r_sh__13_1 - t111*r_sh__15_1 - t112*r_sh__9_1 - t93*r_sh__1_1
+    z_12 = 0.28209479177387814*r_sh__0_2 + t101*r_sh__4_2 + t102*r_sh__14_2 + t113*r_sh__10_2 + t87*r_sh__8_2
+    z_13 = z_12 + t90*r_sh__6_2 + t92*r_sh__2_2 + t98*r_sh__12_2 - t104*r_sh__5_2 - t105*r_sh__7_2
+    z_14 = z_13 - t108*r_sh__11_2 - t110*r_sh__13_2 - t111*r_sh__15_2 - t112*r_sh__9_2 - t93*r_sh__1_2
     centre = jnp.stack([cam_u0, cam_v0], -1)  # spec line 24
-    depth = t0  # spec line 24
-    box = jnp.stack([cam_u0 - t56, cam_v0 - t74, cam_u0 + t56, cam_v0 + t74], -1)  # spec line 24
-    valid = jnp.logical_and(t0 > c_near, t53 >= 0.00392156862745098)  # spec line 25
-    valid = rt.finite_and(valid, centre, depth, box)
-    attrs = jnp.stack([cam_u0, t117, cam_v0, t119, -t118, 2.0/t51, t54, t52], -1)
-    features = jnp.stack([  # spec line 50, base spec
-        jnp.maximum(z_7 - t94*r_sh__3_0 + 0.5, 0.0),
-        jnp.maximum(z_10 - t94*r_sh__3_1 + 0.5, 0.0),
-        jnp.maximum(z_13 - t94*r_sh__3_2 + 0.5, 0.0),
+    depth = v_p_z  # spec line 24
+    box = jnp.stack([  # spec line 24
+        cam_u0 - v_radii_x,
+        cam_v0 - v_radii_y,
+        cam_u0 + v_radii_x,
+        cam_v0 + v_radii_y,
     ], -1)
-    ellipse = jnp.stack([t114*t117, -t114*t118, t114*t119], -1)  # spec line 27
+    valid = jnp.logical_and(v_p_z > c_near, t53 >= 0.00392156862745098)  # spec line 25
+    valid = rt.finite_and(valid, centre, depth, box)
+    attrs = jnp.stack([
+        cam_u0,
+        v_conic_x,
+        cam_v0,
+        v_conic_z,
+        -t118,
+        2.0/t51,
+        t54,
+        t52,
+    ], -1)
+    features = jnp.stack([  # spec line 50, base spec
+        jnp.maximum(z_8 - t94*r_sh__3_0 + 0.5, 0.0),
+        jnp.maximum(z_11 - t94*r_sh__3_1 + 0.5, 0.0),
+        jnp.maximum(z_14 - t94*r_sh__3_2 + 0.5, 0.0),
+    ], -1)
+    ellipse = jnp.stack([t114*v_conic_x, -t114*t118, t114*v_conic_z], -1)  # spec line 27
     return {
         "centre": centre,
         "depth": depth,
@@ -331,9 +346,9 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     a5 = attrs[..., 5]
     a6 = attrs[..., 6]
     a7 = attrs[..., 7]
-    t0 = px - a0
-    t1 = py - a2
-    t2 = 0.5*(a1*t0*t0 + a3*t1*t1) + a4*t0*t1
-    t3 = t2 >= 0.0
-    z_0 = rt.minimum(rt.maximum(a7*jnp.where(t3, a5*t2 + 1.0, 1.0) ** a6, -0.99), 0.99)
+    v_d_x = px - a0
+    v_d_y = py - a2
+    v_sigma = 0.5*(a1*v_d_x*v_d_x + a3*v_d_y*v_d_y) + a4*v_d_x*v_d_y
+    t3 = v_sigma >= 0.0
+    z_0 = rt.minimum(rt.maximum(a7*jnp.where(t3, a5*v_sigma + 1.0, 1.0) ** a6, -0.99), 0.99)
     return jnp.where(t3, z_0, 0.0)  # spec line 33

@@ -362,6 +362,8 @@ class Checked:
     locs: dict[str, Loc] = field(default_factory=dict)  # output -> where the spec defines it
     cameras: tuple[str, ...] = ("pinhole",)  # the camera models the spec accepts
     cameras_why: str = ""  # where that comes from: the declaration or the default's reason
+    # The projection's and response's locals and emits, in assignment order: (value, spec name).
+    local_names: list[tuple[Node, str]] = field(default_factory=list)
 
 
 def format_ir(checked: Checked) -> str:

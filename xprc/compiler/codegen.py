@@ -131,7 +131,8 @@ class Printer:
     deeper than HOIST_DEPTH become statements in `hoisted`, which the caller emits (`flush`)
     before the lines that use them; use one Printer per generated function."""
 
-    def __init__(self, chains: bool = False) -> None:
+    def __init__(self, chains: bool = False, names: dict | None = None) -> None:
+        self.names = names or {}  # symbol -> the name it prints as (simplify's Program.names)
         self.memo: dict = {}
         self.hoisted: list[str] = []
         self.count = 0  # z_<n> names made so far (unique in the function)
@@ -205,7 +206,7 @@ class Printer:
         if e is sympy.true or e is sympy.false:
             return ("True" if e is sympy.true else "False"), ATOM
         if isinstance(e, sympy.Symbol):
-            return ident(e.name), ATOM
+            return ident(self.names.get(e, e.name)), ATOM
         if e is sympy.zoo or e is sympy.oo:
             return "jnp.inf", ATOM
         if e is sympy.S.NegativeInfinity:
@@ -382,7 +383,7 @@ def _body(prog: Program, inputs, printer: Printer, indent="    ") -> list[str]:
             sym, e = st
             text = printer(e)
             lines += printer.flush(indent)
-            lines.append(f"{indent}{ident(sym.name)} = {text}")
+            lines.append(f"{indent}{ident(printer.names.get(sym, sym.name))} = {text}")
     return lines
 
 
@@ -518,7 +519,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         '    """raw parameters [N, *shape] -> activated [N, *shape]."""',
     ]
     act = simplified.activate
-    p = Printer()
+    p = Printer(names=act.names)
     out += _body(act, inputs, p)
     varying = _varying(act, inputs, ("raw",))
     items = []
@@ -543,7 +544,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         "    attrs [N,A] (ATTRS order), features [N,C]" + ellipse_doc + '."""',
     ]
     prj = simplified.project
-    p = Printer()
+    p = Printer(names=prj.names)
     out += _body(prj, inputs, p)
     varying = _varying(prj, inputs, ("raw",))
     first = params[0]
@@ -585,7 +586,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         'other."""',
     ]
     rsp = simplified.response
-    p = Printer(chains=True)
+    p = Printer(chains=True, names=rsp.names)
     out += _body(rsp, inputs, p)
     varying = _varying(rsp, inputs, ("pixel", "ray_origin", "ray_dir", "attr"))
     alpha = rsp.outputs["alpha"][0]

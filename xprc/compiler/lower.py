@@ -59,6 +59,8 @@ class Lowered:
     prim_display: dict[sympy.Symbol, str] = field(default_factory=dict)
     alpha: sympy.Expr = sympy.S.Zero
     pixel: dict[str, list[sympy.Expr]] = field(default_factory=dict)  # per-pixel outputs
+    # The spec's locals as SymPy, a scalar component each, in assignment order: (value, `p.x`).
+    local_names: list[tuple[sympy.Expr, str]] = field(default_factory=list)
 
 
 class Lowerer:
@@ -188,6 +190,14 @@ def _component_suffix(typ, index) -> str:
     return out
 
 
+def _local_suffix(typ, index) -> str:
+    """A component of a local as generated code names it: a matrix's `[i][j]` (`cov[0][2]`,
+    not `cov[0].z`), otherwise as the spec reads it."""
+    if isinstance(typ, MatT) and len(index) == 2:
+        return f"[{index[0]}][{index[1]}]"
+    return _component_suffix(typ, index)
+
+
 def matmul(ta, a, tb, b):
     if isinstance(ta, MatT) and isinstance(tb, MatT):
         cols = transpose(b)
@@ -217,6 +227,30 @@ def lower(checked: ast.Checked) -> Lowered:
             for i in info.index:
                 v = v[i]
             prim[s] = v
+        names = _local_names(lw, checked.local_names)
     return Lowered(
-        checked, dict(lw.inputs), activate, project, prim, dict(lw.display), alpha, pixel
+        checked, dict(lw.inputs), activate, project, prim, dict(lw.display), alpha, pixel, names
     )
+
+
+def _local_names(lw: Lowerer, locals_: list) -> list[tuple[sympy.Expr, str]]:
+    """Each scalar component of each local the outputs use, with the name it reads by in the
+    spec (`p.x`, `cov[0][1]`). A local no output reads is lowered too (a pack of lowered parts
+    adds nothing) unless it reads an input nothing else reads: that one is dropped."""
+    out = []
+    for node, name in locals_:
+        n = len(lw.inputs)
+        v = lw.value(node)
+        if len(lw.inputs) != n:  # dead code reading its own inputs: forget it
+            for s in list(lw.inputs)[n:]:
+                del lw.inputs[s]
+                lw.display.pop(s, None)
+            continue
+        stack = [(v, ())]
+        while stack:
+            x, index = stack.pop()
+            if isinstance(x, tuple):
+                stack += [(y, (*index, i)) for i, y in reversed(list(enumerate(x)))]
+            elif isinstance(x, sympy.Basic):
+                out.append((x, name + _local_suffix(node.type, index)))
+    return out

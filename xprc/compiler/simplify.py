@@ -61,6 +61,8 @@ class Program:
     inputs: list[sympy.Symbol]  # input symbols the body reads, in first-use order
     body: list
     outputs: dict[str, list[sympy.Expr]]
+    # Temporaries whose value is a spec local's: the name codegen prints for them (`v_cov2d_0_1`).
+    names: dict[sympy.Symbol, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -311,10 +313,11 @@ class _Calls:
         return out
 
 
-def _program(outputs: dict[str, list], inputs: dict, temp_prefix: str) -> Program:
+def _program(outputs: dict[str, list], inputs: dict, temp_prefix: str, locals_=()) -> Program:
     calls = _Calls("cam_")
     outs = {k: [calls.run(e) for e in v] for k, v in outputs.items()}
     call_list = list(calls.calls.values())
+    locals_ = [(calls.run(e), name) for e, name in locals_]  # after the calls are listed
     flat = [e for v in outs.values() for e in v]
     exprs = flat + [a for c in call_list for a in c.args]
     temps = sympy.numbered_symbols(temp_prefix)
@@ -366,7 +369,82 @@ def _program(outputs: dict[str, list], inputs: dict, temp_prefix: str) -> Progra
             if s in inputs and s not in seen:
                 seen.add(s)
                 used.append(s)
-    return Program(used, body, new_outs)
+    return Program(used, body, new_outs, _temp_names(repl, locals_))
+
+
+def _temp_names(repl: list, locals_: list) -> dict[sympy.Symbol, str]:
+    """The temporaries of `sympy.cse` (in `repl` order) whose whole value is a local's:
+    `v_` and the local's name, sanitised (`cov[0][1]` -> `v_cov_0_1`), made unique. No name
+    the compiler makes starts with `v_`, and no keyword or builtin does either. Where locals
+    share a value, the first assigned names it. Only the names change: symbols stay."""
+    if not locals_:
+        return {}
+    keys = _Keys()
+    want: dict[int, str] = {}
+    for e, name in locals_:
+        want.setdefault(keys.key(e), name)
+    names: dict[sympy.Symbol, str] = {}
+    taken: set[str] = set()
+    for sym, e in repl:
+        keys.temps[sym] = k = keys.key(e)
+        name = want.get(k)
+        if name is None:
+            continue
+        base = local_ident(name)
+        out, n = base, 2
+        while out in taken:
+            out, n = f"{base}_{n}", n + 1
+        taken.add(out)
+        names[sym] = out
+    return names
+
+
+def local_ident(name: str) -> str:
+    """The identifier of a temporary named after the local `name` (`p.x`, `cov[0][1]`): `v_`
+    then its letters and digits, runs of anything else one `_` (`v_p_x`, `v_cov_0_1`)."""
+    return "v_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
+
+
+class _Keys:
+    """A number per expression, equal for equal values: a temporary reads as the value it
+    stands for, and a sum (product) of a temporary that is a sum (product) as the flat one SymPy
+    builds. Numbered once per node (by identity): comparing these DAGs as trees is exponential."""
+
+    def __init__(self) -> None:
+        self.temps: dict[sympy.Symbol, int] = {}  # cse temporary -> the key of its value
+        self.table: dict[tuple, int] = {}
+        self.parts: list[tuple] = []  # key -> (func, child keys) or ("atom", type, atom)
+        self.memo: dict[int, tuple] = {}  # id(expr) -> (expr, key); expr keeps the id alive
+
+    def intern(self, part: tuple) -> int:
+        got = self.table.get(part)
+        if got is None:
+            got = self.table[part] = len(self.parts)
+            self.parts.append(part)
+        return got
+
+    def key(self, e) -> int:
+        if isinstance(e, sympy.Symbol) and e in self.temps:
+            return self.temps[e]
+        got = self.memo.get(id(e))
+        if got is not None:
+            return got[1]
+        if not e.args:
+            k = self.intern(("atom", type(e), e))
+        elif isinstance(e, (sympy.Add, sympy.Mul)):
+            kids: list[int] = []
+            for a in e.args:
+                ka = self.key(a)
+                part = self.parts[ka]
+                if a in self.temps and part[0] is e.func:  # (x + y) + z is x + y + z
+                    kids.extend(part[1])
+                else:
+                    kids.append(ka)
+            k = self.intern((e.func, tuple(sorted(kids))))
+        else:
+            k = self.intern((e.func, tuple(self.key(a) for a in e.args)))
+        self.memo[id(e)] = (e, k)
+        return k
 
 
 def simplify(lowered: Lowered) -> Simplified:
@@ -374,6 +452,7 @@ def simplify(lowered: Lowered) -> Simplified:
         hoister = _Hoister(lowered)
         alpha = hoister.hoist(lowered.alpha)
         pixel = {k: [hoister.hoist(e) for e in v] for k, v in lowered.pixel.items()}
+        locals_ = _hoist_locals(hoister, lowered.local_names)
         attr_syms = [s for s, _, _ in hoister.attr_exprs]
         inputs = dict(lowered.inputs)
         for s in attr_syms:
@@ -389,11 +468,12 @@ def simplify(lowered: Lowered) -> Simplified:
             if all(e.is_Symbol and inputs.get(e) == Input("raw", p.name, idx)
                    for e, idx in zip(lowered.activate[p.name], _indices(p.shape), strict=False))
         }  # fmt: skip
+        locals_ = [(guard.guard(e), name) for e, name in locals_]  # after every output
         activate = _program(
             {k: v for k, v in activate_out.items() if k not in identity}, inputs, "t"
         )
-        project = _program(project_out, inputs, "t")
-        response = _program({"alpha": [alpha], **pixel}, inputs, "t")
+        project = _program(project_out, inputs, "t", locals_)
+        response = _program({"alpha": [alpha], **pixel}, inputs, "t", locals_)
     return Simplified(
         lowered,
         inputs,
@@ -403,6 +483,23 @@ def simplify(lowered: Lowered) -> Simplified:
         response,
         identity,
     )
+
+
+def _hoist_locals(hoister: _Hoister, locals_: list) -> list:
+    """The locals as the response reads them (a projection local is unchanged). One whose
+    hoisting would export a value the outputs do not is dropped, and the export undone."""
+    dropped: set = set()  # attrs made for a local alone (the hoister's memo may still use them)
+    out = []
+    for e, name in locals_:
+        n = len(hoister.attr_exprs)
+        h = hoister.hoist(e)
+        for sym, value, _ in hoister.attr_exprs[n:]:
+            del hoister.attrs[value]
+            dropped.add(sym)
+        del hoister.attr_exprs[n:]
+        if not hoister.symbols(h) & dropped:
+            out.append((h, name))
+    return out
 
 
 def _indices(shape):

@@ -145,6 +145,7 @@ class Checker(OutputChecks, ParamChecks, CallChecks, StatementChecks, ExprChecks
             },
             cameras=cameras,
             cameras_why=cameras_why,
+            local_names=list(self.ctx.local_names),
         )
 
     def declarations(self):

@@ -43,6 +43,7 @@ class StatementChecks:
                 value = self.expr(stmt.value, scope)
                 emits[stmt.name] = (value, stmt.loc)
                 scope.vars[stmt.name] = Binding("emit", value, stmt.loc)
+                self.ctx.local_names.append((value, stmt.name))
             elif isinstance(stmt, ast.For):
                 self.loop(stmt, scope, emits)
 
@@ -74,6 +75,7 @@ class StatementChecks:
                 stmt.value.loc,
             )
         self.ctx.pixel_outputs[stmt.name] = (value, stmt.loc)
+        self.ctx.local_names.append((value, stmt.name))
 
     def _not_global(self, name: str, loc: Loc) -> None:
         if name in self.ctx.params:
@@ -109,6 +111,7 @@ class StatementChecks:
                 stmt.value.loc,
             )
         scope.vars[name] = Binding("local", value, old.loc if old else stmt.loc)
+        self.ctx.local_names.append((value, name))  # generated code names its temps after it
 
     def set_item(self, target: Node, indices, value: Node, scope, loc) -> Node:
         idx_expr = indices[0]
