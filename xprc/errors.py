@@ -11,20 +11,6 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
-SOURCE_WIDTH = 160  # a longer source line is shown as this many characters around the caret
-
-
-def _window(line: str, pad: int) -> tuple[str, int]:
-    """`line` cut to SOURCE_WIDTH characters around column `pad` ("..." where cut), and the
-    caret's new column: a 5000-digit literal gets one readable line, not a screenful."""
-    if len(line) <= SOURCE_WIDTH:
-        return line, pad
-    start = max(0, min(pad - SOURCE_WIDTH // 2, len(line) - SOURCE_WIDTH))
-    end = start + SOURCE_WIDTH
-    head = "..." if start else ""
-    return head + line[start:end] + ("..." if end < len(line) else ""), len(head) + pad - start
-
-
 class XprError(Exception):
     """Base class. Spec errors carry a location and print `FILE:LINE:COL: error: MSG` + caret."""
 
@@ -56,8 +42,8 @@ class XprError(Exception):
         if self.source_line is not None:
             src = self.source_line.rstrip("\n").expandtabs(1)
             # the caret under the same character once the line's escapes are written out
-            shown, pad = _window(printable(src), len(printable(src[: col - 1])))
-            text += f"\n    {shown}\n    {' ' * pad}^"
+            pad = len(printable(src[: col - 1]))
+            text += f"\n    {printable(src)}\n    {' ' * pad}^"
         return text
 
     def __str__(self) -> str:
