@@ -467,8 +467,12 @@ def test_generated_modules_are_readable():
 
     for name in ("3dgs", "3dgut", "linprim_octahedron", "linprim_tetrahedron"):
         source = (ROOT_SPECS.parent / "tests" / "golden" / f"{name}.py").read_text()
-        attrs = next(line for line in source.splitlines() if line.startswith("ATTRS = "))
-        names = pyast.literal_eval(attrs[len("ATTRS = ") :])
+        attrs = next(
+            node.value
+            for node in pyast.parse(source).body
+            if isinstance(node, pyast.Assign) and node.targets[0].id == "ATTRS"
+        )  # one line, or one name per line where one line would pass 100 columns
+        names = pyast.literal_eval(attrs)
         assert len(set(names)) == len(names) and max(map(len, names)) <= 60, name
         for out in ("centre", "depth", "box", "valid", "features"):
             assert any(
