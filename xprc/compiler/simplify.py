@@ -283,11 +283,14 @@ class _Calls:
     def __init__(self, prefix: str) -> None:
         self.calls: dict[tuple, Call] = {}
         self.prefix = prefix
-        self.memo: dict = {}
+        # id(expr) -> (expr, result); the expr keeps its id alive. Not keyed by value: looking
+        # up an equal but distinct DAG compares it as a tree, which takes exponential time.
+        self.memo: dict[int, tuple] = {}
 
     def run(self, e):
-        if e in self.memo:
-            return self.memo[e]
+        got = self.memo.get(id(e))
+        if got is not None:
+            return got[1]
         if not e.args:
             out = e
         elif isinstance(e, CameraCall):
@@ -309,7 +312,7 @@ class _Calls:
             out = call.outs[int(k)]
         else:
             out = rebuild(e, [self.run(a) for a in e.args])
-        self.memo[e] = out
+        self.memo[id(e)] = (e, out)
         return out
 
 
