@@ -42,12 +42,15 @@ def pytest_xdist_auto_num_workers(config):
     return 0 if TPU else None
 
 
+SLOW_TIMEOUT_S = 7200  # the hang guard of a test marked slow (pyproject.toml: 1200 s for others)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under xdist (`--dist loadgroup`, pyproject.toml) each test file runs on one worker, so
     its module fixtures and compiled programs are shared; a file that names a parameter in
     `XDIST_SPLIT_BY` is split by that parameter's value (test_conformance.py: one group per
-    spec, so its specs run on different workers)."""
+    spec, so its specs run on different workers). Slow tests get a longer hang guard."""
     for item in items:
         group = item.nodeid.split("::")[0]
         key = getattr(item.module, "XDIST_SPLIT_BY", None)
@@ -55,6 +58,8 @@ def pytest_collection_modifyitems(config, items):
         if key in params:
             group += f":{params[key]}"  # no ']' after the '@': xdist reads the group after it
         item.add_marker(pytest.mark.xdist_group(group))
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
 
 
 jax.config.update("jax_enable_x64", True)

@@ -209,3 +209,23 @@ def test_work_counts_scalar_operations():
     assert work("pack", VecT(3), ()) == 1
     small = driver.check_source(MATRIX.format(n=8), "m.xpr")  # 2 products of 1024: compiles
     assert small.outputs["centre"] is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# A compile that runs long says so, naming the spec and the stage it is in.
+
+
+def test_a_long_compile_says_which_stage_it_is_in(monkeypatch, capsys):
+    monkeypatch.setattr(driver, "SLOW_NOTICE_S", 0.0)  # every compile counts as long here
+    source = driver.compile_source(SPEC.format(value="2.0"), "dir/blob\u00e9.xpr")
+    assert "def response" in source
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err  # one line, not one per stage
+    assert err[0].startswith("xprc: still compiling 'dir/blob\\xe9.xpr' (stage: ")
+    stage = err[0].split("(stage: ")[1].split(")")[0]
+    assert stage in driver.STAGE_NAMES
+
+
+def test_a_quick_compile_prints_nothing(capsys):
+    driver.check_source(SPEC.format(value="2.0"), "blob.xpr")
+    assert capsys.readouterr().err == ""

@@ -132,13 +132,16 @@ def run_stages(text: str, filename: str = "<input>", defines=None, spec_dir=None
         pathlib.Path(filename).parent if spec_dir is None else pathlib.Path(spec_dir),
     )
 
+    current = {"stage": STAGES[0].name}
+
     def run() -> dict:
         outputs, value = {}, None
         for stage in STAGES[: stop + 1]:
+            current["stage"] = stage.name
             value = outputs[stage.name] = stage.run(value, job)
         return outputs
 
-    return _deep(run, filename=filename)
+    return _deep(run, filename=filename, stage=lambda: current["stage"])
 
 
 def _require_params(spec: ast.Spec, checked: ast.Checked) -> None:
@@ -281,11 +284,26 @@ _STACK_BYTES = 1 << 30  # address space: only the pages a compile touches are co
 _RECURSION_LIMIT = 100_000
 _deep_lock = threading.Lock()
 _deep_state = threading.local()
+SLOW_NOTICE_S = 60.0  # shipped specs compile in seconds
 
 
-def _deep(fn, *args, filename: str | None = None):
+def _slow_notice(filename: str | None, stage: Callable[[], str] | None) -> None:
+    """One line on stderr: a compile that takes minutes is not mistaken for a hang (or is
+    reported as one, with the stage it is in)."""
+    where = ascii(str(filename)) if filename is not None else "the spec"
+    doing = f" (stage: {stage()})" if stage is not None else ""
+    print(
+        f"xprc: still compiling {where}{doing} after {SLOW_NOTICE_S:.0f} s; large matrix "
+        "products or long chains of selects take longest",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _deep(fn, *args, filename: str | None = None, stage: Callable[[], str] | None = None):
     """fn(*args) in a worker thread with a deep stack; its result, or its exception re-raised
-    here. A RecursionError that still happens becomes a SpecError, never a traceback."""
+    here. A RecursionError that still happens becomes a SpecError, never a traceback. A compile
+    still running after SLOW_NOTICE_S says so on stderr, naming the spec and `stage()`."""
     if getattr(_deep_state, "inside", False):
         return fn(*args)
     box: dict = {}
@@ -307,7 +325,10 @@ def _deep(fn, *args, filename: str | None = None):
                 worker.start()
             finally:
                 threading.stack_size(old_size)
-            worker.join()
+            worker.join(SLOW_NOTICE_S)
+            if worker.is_alive():
+                _slow_notice(filename, stage)
+                worker.join()
         finally:
             sys.setrecursionlimit(old_limit)
     if "error" in box:
