@@ -84,7 +84,31 @@ def rebuild(e, args):
     return e.func(*args)
 
 
-def free_symbols(e, memo: dict) -> frozenset:
+class NodeMemo:
+    """A memo keyed by node identity (each node is kept alive by its entry, so ids stay unique).
+    Not keyed by value: looking up an equal but distinct DAG compares it as a tree, which for
+    our heavily shared expressions takes exponential time (a 3DGUT variant's locals did)."""
+
+    _MISSING = object()
+
+    def __init__(self) -> None:
+        self.table: dict[int, tuple] = {}
+
+    def get(self, e, default=None):
+        got = self.table.get(id(e), self._MISSING)
+        return default if got is self._MISSING else got[1]
+
+    def __contains__(self, e) -> bool:
+        return id(e) in self.table
+
+    def __getitem__(self, e):
+        return self.table[id(e)][1]
+
+    def __setitem__(self, e, value) -> None:
+        self.table[id(e)] = (e, value)
+
+
+def free_symbols(e, memo: NodeMemo) -> frozenset:
     """`e.free_symbols`, memoised: SymPy recomputes it by walking the tree, which for our
     heavily shared DAGs can take exponential time."""
     got = memo.get(e)
@@ -108,8 +132,8 @@ class _Hoister:
         self.prim = set(lowered.prim)
         self.attrs: dict[sympy.Expr, sympy.Symbol] = {}  # project-side expr -> attr symbol
         self.attr_exprs: list[tuple[sympy.Symbol, sympy.Expr, str]] = []
-        self.memo: dict[sympy.Expr, sympy.Expr] = {}
-        self.fs: dict = {}
+        self.memo = NodeMemo()
+        self.fs = NodeMemo()
 
     def symbols(self, e) -> frozenset:
         return free_symbols(e, self.fs)
@@ -215,9 +239,9 @@ def _safe_value(e):
 
 class _Guard:
     def __init__(self) -> None:
-        self.memo: dict = {}
+        self.memo = NodeMemo()
         self.made: set = set()  # the guard selects we created (already safe: never rewrapped)
-        self.fs: dict = {}  # free_symbols memo
+        self.fs = NodeMemo()  # free_symbols memo
 
     def guard(self, e):
         if e in self.memo:
@@ -239,9 +263,9 @@ class _Guard:
 class _Protect:
     """Make every dangerous op in one branch of a select safe when the branch is not taken."""
 
-    def __init__(self, cond, taken: bool, made: set, fs: dict) -> None:
+    def __init__(self, cond, taken: bool, made: set, fs: NodeMemo) -> None:
         self.cond, self.taken, self.made, self.fs = cond, taken, made, fs
-        self.memo: dict = {}
+        self.memo = NodeMemo()
 
     def wrap(self, arg, safe):
         if isinstance(arg, sympy.Number) or not free_symbols(arg, self.fs) or arg in self.made:
@@ -283,14 +307,11 @@ class _Calls:
     def __init__(self, prefix: str) -> None:
         self.calls: dict[tuple, Call] = {}
         self.prefix = prefix
-        # id(expr) -> (expr, result); the expr keeps its id alive. Not keyed by value: looking
-        # up an equal but distinct DAG compares it as a tree, which takes exponential time.
-        self.memo: dict[int, tuple] = {}
+        self.memo = NodeMemo()
 
     def run(self, e):
-        got = self.memo.get(id(e))
-        if got is not None:
-            return got[1]
+        if e in self.memo:
+            return self.memo[e]
         if not e.args:
             out = e
         elif isinstance(e, CameraCall):
@@ -312,7 +333,7 @@ class _Calls:
             out = call.outs[int(k)]
         else:
             out = rebuild(e, [self.run(a) for a in e.args])
-        self.memo[id(e)] = (e, out)
+        self.memo[e] = out
         return out
 
 
