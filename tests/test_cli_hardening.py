@@ -5,10 +5,12 @@ surprise or a long wait; each is now a message (or works)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import ROOT
 
@@ -540,3 +542,107 @@ def test_warnings_are_one_line_messages(capsys, monkeypatch):
         warnings.simplefilter("default")  # as outside pytest, which makes warnings errors
         assert cli.main(["check", "x"]) == 0
     assert capsys.readouterr().err == ("warning: render dropped 3 entries\\nfor lack of capacity\n")
+
+
+# ------------------------------------------------- earlier runs, datasets and paths the OS refuses
+
+
+@pytest.mark.parametrize("command", ["train", "demo"])
+@pytest.mark.parametrize("held", ["checkpoint.npz", "metrics.json"])
+def test_a_new_run_never_replaces_an_earlier_one(command, held, tiny_scene, tmp_path, capsys):
+    """Without --resume, training into an earlier run's folder replaced its checkpoint, PLY
+    and metrics silently."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / held).write_bytes(b"the earlier run")
+    argv = [command, "--out", str(run), "--steps", "1"]
+    argv += ["--data", str(tiny_scene)] if command == "train" else []
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: --out '{run}' already holds a run ({held}): continue it with --resume, or "
+        "give another folder (or remove this one) to start a new run"
+    )
+    assert [p.name for p in run.iterdir()] == [held]
+    assert (run / held).read_bytes() == b"the earlier run"
+
+
+def test_demo_never_writes_into_a_dataset(tiny_scene, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "transforms_train.json").write_text("{}")
+    assert cli.main(["demo", "--out", str(data), "--steps", "1"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: --out '{data}' holds a dataset (transforms_train.json): the run's files would "
+        "go among its own; give a run folder"
+    )
+    assert [p.name for p in data.iterdir()] == ["transforms_train.json"]
+
+
+LONG = "n" * 300  # longer than a file name may be (255 bytes): ENAMETOOLONG
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", f"{LONG}.xpr"],
+        ["render", f"{LONG}.ply", "--data", "{data}"],
+        ["render", "{scene}", "--data", LONG],
+        ["train", "--data", LONG, "--out", "{tmp}/run"],
+        ["train", "--data", "{data}", "--out", LONG],
+    ],
+    ids=["check", "render scene", "render data", "train data", "train out"],
+)
+def test_names_the_system_refuses_are_one_line_errors(argv, tiny_scene, tmp_path, capsys):
+    from xprc.data.ply import save_ply
+
+    scene = tmp_path / "scene.ply"
+    save_ply(scene, _scene_params())
+    fill = {"data": tiny_scene, "scene": scene, "tmp": tmp_path}
+    assert cli.main([a.format(**fill) for a in argv]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    assert "File name too long" in err[0] and LONG in err[0], err
+
+
+def test_an_extends_symlink_loop_is_a_located_error(tmp_path, capsys):
+    (tmp_path / "loop.xpr").symlink_to("loop.xpr")
+    spec = tmp_path / "x.xpr"
+    spec.write_text('primitive P extends "loop.xpr"\n')
+    assert cli.main(["check", str(spec)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{spec}:1:"), err
+    assert "cannot resolve the 'extends' path" in err, err
+
+
+def _meta_checkpoint(path, meta, **params):
+    from xprc.data.npz import save_checkpoint
+
+    save_checkpoint(path, {"params": {**_scene_params(), **params}}, {})
+    if meta:  # the metadata entry rewritten as the given JSON (save_checkpoint takes an object)
+        with np.load(path) as f:
+            arrays = dict(f)
+        arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+        np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize(
+    "meta,params,message",
+    [
+        ([1, 2], {}, "corrupt checkpoint: its metadata is an array, not a JSON object"),
+        ({"background": "abc"}, {}, "recorded background must be [R, G, B] in [0, 1], got "
+         "'abc'"),
+        ({"background": [5, 5, 5]}, {}, "recorded background must be [R, G, B] in [0, 1], got "
+         "[5, 5, 5]"),
+        ({}, {"means": np.array(["a"] * 3)}, "parameter 'means' holds <U1, not real numbers"),
+    ],
+    ids=["meta list", "background text", "background 5", "means text"],
+)  # fmt: skip
+def test_malformed_checkpoint_renders_nothing_and_names_it(meta, params, message, tiny_scene,
+                                                           tmp_path, capsys):  # fmt: skip
+    """These were tracebacks (AttributeError, ValueError, TypeError), or for a background of 5
+    an image rendered without a word."""
+    ckpt = _meta_checkpoint(tmp_path / "run.npz", meta, **params)
+    assert _render(ckpt, tiny_scene, tmp_path / "v.png") == 1
+    assert capsys.readouterr().err == f"{ckpt}: error: {message}\n"
+    assert not (tmp_path / "v.png").exists()

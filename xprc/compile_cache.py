@@ -37,6 +37,10 @@ def private_dir(path: pathlib.Path) -> str | None:
     """Create `path` (mode 0700) if needed; None when it is a private folder of this user,
     else why it is not."""
     try:
+        str(path).encode("utf-8")  # JAX takes the folder as UTF-8 text
+    except UnicodeEncodeError:
+        return "its name is not valid UTF-8"
+    try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = path.lstat()
     except OSError as err:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import DataError, printable
 from .method_info import MethodInfo
+from .train.checkpoint import check_meta
 from .train.folder import CHECKPOINT, METRICS, PLY, read_report, scene_file
 
 
@@ -68,16 +69,33 @@ def load_trained(path, train_views=None) -> Trained:
         params = load_ply(path)
     else:
         tree, meta = load_checkpoint(path)
+        if not isinstance(meta, dict):
+            check_meta(meta, path)  # the trainer's message for metadata that is not an object
         # The trainer's checkpoint nests {params, opt, state}; a plain one is flat.
         params = tree["params"] if isinstance(tree.get("params"), dict) else tree
+        for name, value in params.items():
+            kind = getattr(value, "dtype", None)
+            if kind is None or kind.kind not in "biuf":  # text, bytes, a group: not numbers
+                shown = kind if kind is not None else "a group of arrays"
+                raise DataError(path, f"parameter '{name}' holds {shown}, not real numbers")
     run_dir = path.parent if (path.parent / METRICS).is_file() else None
     report = read_report(run_dir) if run_dir is not None else {}
-    background = meta.get("background")
+    background, where = meta.get("background"), path
     if background is None and run_dir is not None:
-        background = _run_background(report, train_views)
+        background, where = _run_background(report, train_views), run_dir / METRICS
     spec = _spec_record(meta, path) or (_spec_record(report, run_dir / METRICS) if report else None)
-    background = None if background is None else tuple(background)
+    background = None if background is None else _checked_background(background, where)
     return Trained(params, background, path, run_dir, spec)
+
+
+def _checked_background(value, where: Path) -> tuple[float, float, float]:
+    """A recorded background: three finite numbers in [0, 1] (as `--background` must be)."""
+    ok = isinstance(value, (list, tuple)) and len(value) == 3
+    ok = ok and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in value)
+    if not ok or not all(0.0 <= float(c) <= 1.0 for c in value):  # NaN fails the range too
+        shown = ascii(value)[:80]
+        raise DataError(where, f"recorded background must be [R, G, B] in [0, 1], got {shown}")
+    return tuple(float(c) for c in value)
 
 
 def _run_background(report: dict, train_views):

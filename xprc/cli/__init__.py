@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -162,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"xprc {args.command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:  # a path the system refuses (name too long, loops, ...): one line
+        where = f"{os.fsdecode(e.filename)}: " if e.filename is not None else ""
+        print(printable(f"error: xprc {args.command}: {where}{e.strerror or e}"), file=sys.stderr)
+        return 1
     except (MemoryError, RuntimeError) as e:
         what = _out_of_memory(e)
         if what is None:

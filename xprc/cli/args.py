@@ -15,6 +15,9 @@ from ..distributed import ENV_HELP
 from ..errors import XprError, printable
 from ..train.folder import CHECKPOINT, METRICS, PLY, RENDERS
 
+# What makes a folder a dataset (Blender, COLMAP): never a run folder.
+DATASET_MARKS = ("transforms_train.json", "sparse")
+
 SCENE_HELP = f"a run folder (its {CHECKPOINT}, else {PLY}), a checkpoint (.npz) or a 3DGS PLY"
 
 
@@ -162,15 +165,29 @@ def no_file_above(option: str, output: str) -> None:
         raise XprError(f"{option} '{output}': {above} is a file, not a folder")
 
 
-def check_run_folder(out: str, data: str | None = None) -> None:
+def check_run_folder(out: str, data: str | None = None, resume: bool = False) -> None:
     """--out of train / demo: a folder, or where one can be made; not a file (it was a
-    traceback at the first checkpoint, 1000 steps in) nor the dataset folder itself."""
+    traceback at the first checkpoint, 1000 steps in), nor a dataset folder, nor (without
+    --resume) the folder of an earlier run, whose checkpoint and results would be replaced."""
     no_file_above("--out", out)
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise XprError(f"--out '{out}' is a file, not a folder")
+    if path.is_dir() and not resume:
+        held = [name for name in (CHECKPOINT, METRICS) if (path / name).is_file()]
+        if held:
+            raise XprError(
+                f"--out '{out}' already holds a run ({held[0]}): continue it with --resume, "
+                "or give another folder (or remove this one) to start a new run"
+            )
     if data is not None and path.is_dir() and Path(data).is_dir() and os.path.samefile(path, data):
         raise XprError(
             f"--out '{out}' is the dataset folder --data: the run's files ({METRICS}, "
             f"{RENDERS}/, {CHECKPOINT}, ...) would go among its own; give a run folder"
+        )
+    marks = [m for m in DATASET_MARKS if (path / m).exists()] if path.is_dir() else []
+    if marks:
+        raise XprError(
+            f"--out '{out}' holds a dataset ({marks[0]}): the run's files would go among its "
+            "own; give a run folder"
         )

@@ -23,7 +23,7 @@ def run(args) -> int:
     from ..compiler.driver import load
     from ..train import demo
 
-    check_run_folder(args.out)
+    check_run_folder(args.out, resume=args.resume)
     result = demo(args.out, method=load(args.spec), steps=args.steps, resume=args.resume)
     report(result)
     return 0

@@ -89,7 +89,7 @@ def run(args) -> int:
     from ..distributed import setup_devices
     from ..train import TrainConfig, train
 
-    check_run_folder(args.out, args.data)
+    check_run_folder(args.out, args.data, resume=args.resume)
     devices = setup_devices(args.devices)
     method = load_method(args)
     train_set, test_set = load_scene(args.data, downscale=args.downscale)

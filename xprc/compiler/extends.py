@@ -90,7 +90,11 @@ def resolve(spec: ast.Spec, spec_dir, _chain: tuple = ()) -> ast.Spec:
         return spec
     spec_dir = pathlib.Path(spec_dir)
     path = _base_path(spec, prim, spec_dir)
-    key = str(path.resolve())
+    try:
+        key = str(path.resolve())
+    except (OSError, RuntimeError) as e:  # a symlink loop (RuntimeError before Python 3.13)
+        reason = getattr(e, "strerror", None) or "symlink loop"
+        raise _err(spec, f"cannot resolve the 'extends' path: {reason}", prim.base_loc) from None
     chain = _chain or (str(pathlib.Path(spec_dir, pathlib.Path(spec.filename).name).resolve()),)
     if key in chain:
         names = [pathlib.Path(c).name for c in chain] + [path.name]

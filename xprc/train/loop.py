@@ -256,6 +256,7 @@ class Run:
         if stale is not None:
             self.log(f"removed {stale} left by an interrupted checkpoint write")
         if not path.is_file():
+            self.log(f"no checkpoint to resume in {path.parent}: a new run", always=True)
             return
         state, meta = ckpt.load(path, self.state)
         mine = (self.info.name, self.config.seed, self.config.strategy)
