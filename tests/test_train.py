@@ -260,6 +260,19 @@ def test_interrupt_and_resume_equal_uninterrupted_run(scene, full_run, tmp_path)
     assert resumed.metrics["psnr"] == pytest.approx(full_run.metrics["psnr"], abs=1e-6)
 
 
+def test_resume_without_a_checkpoint_says_it_starts_a_new_run(scene, full_run, tmp_path):
+    """--resume into a folder with no checkpoint started from step 0 without a word (the log's
+    first line even said "(resume)"); now a line says so, and the run is the uninterrupted one."""
+    train_set, test_set = scene
+    out = tmp_path / "fresh"
+    fresh = tr.train(METHOD, train_set, test_set, out, interrupt_config(), resume=True)
+    assert fresh.step == 60
+    for name, value in full_run.params.items():
+        np.testing.assert_array_equal(fresh.params[name], value, err_msg=name)
+    log = (out / "train.log").read_text()
+    assert f"no checkpoint to resume in {out}: a new run" in log
+
+
 def test_sigterm_in_process_saves_and_resumes(scene, full_run, tmp_path):
     """SIGTERM (here sent by the run to itself at step 25) stops after that step with a
     checkpoint; the resumed run equals the uninterrupted one bit for bit."""
