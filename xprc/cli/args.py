@@ -15,9 +15,6 @@ from ..distributed import ENV_HELP
 from ..errors import XprError, printable
 from ..train.folder import CHECKPOINT, METRICS, PLY, RENDERS
 
-# What makes a folder a dataset (Blender, COLMAP): never a run folder.
-DATASET_MARKS = ("transforms_train.json", "sparse")
-
 SCENE_HELP = f"a run folder (its {CHECKPOINT}, else {PLY}), a checkpoint (.npz) or a 3DGS PLY"
 
 
@@ -185,9 +182,11 @@ def check_run_folder(out: str, data: str | None = None, resume: bool = False) ->
             f"--out '{out}' is the dataset folder --data: the run's files ({METRICS}, "
             f"{RENDERS}/, {CHECKPOINT}, ...) would go among its own; give a run folder"
         )
-    marks = [m for m in DATASET_MARKS if (path / m).exists()] if path.is_dir() else []
-    if marks:
+    from ..data.scene_folder import dataset_mark  # (its loaders are not needed for --help)
+
+    mark = dataset_mark(path)
+    if mark is not None:
         raise XprError(
-            f"--out '{out}' holds a dataset ({marks[0]}): the run's files would go among its "
+            f"--out '{out}' holds a dataset ({mark}): the run's files would go among its "
             "own; give a run folder"
         )

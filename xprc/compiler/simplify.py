@@ -438,7 +438,7 @@ class _Keys:
         self.temps: dict[sympy.Symbol, int] = {}  # cse temporary -> the key of its value
         self.table: dict[tuple, int] = {}
         self.parts: list[tuple] = []  # key -> (func, child keys) or ("atom", type, atom)
-        self.memo: dict[int, tuple] = {}  # id(expr) -> (expr, key); expr keeps the id alive
+        self.memo = NodeMemo()  # expr -> its key
 
     def intern(self, part: tuple) -> int:
         got = self.table.get(part)
@@ -450,9 +450,8 @@ class _Keys:
     def key(self, e) -> int:
         if isinstance(e, sympy.Symbol) and e in self.temps:
             return self.temps[e]
-        got = self.memo.get(id(e))
-        if got is not None:
-            return got[1]
+        if e in self.memo:
+            return self.memo[e]
         if not e.args:
             k = self.intern(("atom", type(e), e))
         elif isinstance(e, (sympy.Add, sympy.Mul)):
@@ -467,7 +466,7 @@ class _Keys:
             k = self.intern((e.func, tuple(sorted(kids))))
         else:
             k = self.intern((e.func, tuple(self.key(a) for a in e.args)))
-        self.memo[id(e)] = (e, k)
+        self.memo[e] = k
         return k
 
 

@@ -9,7 +9,20 @@ from .blender import load_blender_splits
 from .colmap import load_colmap
 from .datasets import TEST_EVERY, Dataset, split_every
 
-__all__ = ["load_scene"]
+__all__ = ["dataset_mark", "load_scene"]
+
+BLENDER_MARK = "transforms_train.json"  # a file
+COLMAP_MARK = "sparse"  # a folder
+
+
+def dataset_mark(root) -> str | None:
+    """What makes `root` a dataset folder (`transforms_train.json`, `sparse`), or None."""
+    root = Path(root)
+    if (root / BLENDER_MARK).is_file():
+        return BLENDER_MARK
+    if (root / COLMAP_MARK).is_dir():
+        return COLMAP_MARK
+    return None
 
 
 def load_scene(
@@ -18,13 +31,14 @@ def load_scene(
     """(train, test) from a Blender scene (transforms_train.json, then _test or _val) or a
     COLMAP scene (sparse/, every `test_every`-th view held out)."""
     root = Path(root)
-    if (root / "transforms_train.json").is_file():
+    mark = dataset_mark(root)
+    if mark == BLENDER_MARK:
         test = next((s for s in ("test", "val") if (root / f"transforms_{s}.json").is_file()), None)
         if test is None:
             missing = "file not found (nor transforms_val.json)"
             raise DataError(root / "transforms_test.json", missing)
         return load_blender_splits(root, test, background, downscale)
-    if (root / "sparse").is_dir():
+    if mark == COLMAP_MARK:
         return split_every(load_colmap(root, downscale, background=background), test_every)
     if not root.is_dir():
         problem = "not a folder" if root.exists() else "folder not found"
