@@ -129,8 +129,9 @@ def numpy_rectangle_entries(box, valid, depth, grid, capacity):
     return out[:capacity], len(out)
 
 
+@pytest.mark.parametrize("carry_prim", [False, True])
 @pytest.mark.parametrize("capacity", [4096, 300])
-def test_bin_and_sort_with_ellipses(capacity):
+def test_bin_and_sort_with_ellipses(capacity, carry_prim):
     rng = np.random.default_rng(2)
     grid = TileGrid(70, 50, 8)
     n = 60
@@ -143,9 +144,9 @@ def test_bin_and_sort_with_ellipses(capacity):
     depth = rng.uniform(1, 5, n)
     ellipse[:3] = [[np.nan, 0, 1], [1, 2, 1], [0, 0, 0]]  # unusable: keep the rectangle
     valid[:3] = True
-    bins = jax.jit(bin_and_sort, static_argnums=(3, 4))(
+    bins = jax.jit(bin_and_sort, static_argnums=(3, 4, 7))(
         jnp.asarray(box), jnp.asarray(valid), jnp.asarray(depth), grid, capacity,
-        jnp.asarray(ellipse), jnp.asarray(centre),
+        jnp.asarray(ellipse), jnp.asarray(centre), carry_prim,
     )  # fmt: skip
     rect, total = numpy_rectangle_entries(box, valid, depth, grid, capacity)
     assert int(bins.needed) == total
