@@ -27,6 +27,17 @@ def test_compile_to_stdout_with_define(capsys):
     assert "# defines: -D eps2d=0.1 -D antialiased=1.0" in out
 
 
+def test_compile_output_dash_is_stdout(capsys, monkeypatch, tmp_path):
+    """`-o -` writes to stdout, as in most tools (it wrote a file named '-'); `-o ./-` names
+    that file."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["compile", SPEC, "-o", "-"]) == 0
+    assert capsys.readouterr().out == (ROOT / "tests" / "golden" / "3dgs.py").read_text()
+    assert list(tmp_path.iterdir()) == []
+    assert cli.main(["compile", SPEC, "-o", "./-"]) == 0
+    assert (tmp_path / "-").read_text() == (ROOT / "tests" / "golden" / "3dgs.py").read_text()
+
+
 @pytest.mark.parametrize("stage,needle", [
     ("ast", "Primitive @3:11 name='Gaussian3D'"),
     ("sympy", "attrs: centre.x, conic.x, centre.y, conic.z, conic.y, opacity"),

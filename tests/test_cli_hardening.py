@@ -291,6 +291,26 @@ def test_render_uses_the_spec_the_scene_was_trained_with(tiny_scene, tmp_path, c
     assert np.abs(got - np.asarray(want)).max() < 1e-5
 
 
+def test_render_that_shows_nothing_says_so(tiny_scene, tmp_path, capsys):
+    """`-D eps2d=-1e6` makes every Gaussian's footprint invalid: the image is the background
+    alone, which used to be written without a word."""
+    import warnings
+
+    import numpy as np
+
+    ckpt = _checkpoint(tmp_path / "run.npz", "3dgs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # as outside pytest, which makes warnings errors
+        assert _render(ckpt, tiny_scene, tmp_path / "v.npy", "-D", "eps2d=-1e6") == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: view 0 (") and err.count("\n") == 1
+    assert "nothing is visible: no primitive of the scene reaches the image" in err
+    assert np.all(np.load(tmp_path / "v.npy") == 0)
+    assert _render(ckpt, tiny_scene, tmp_path / "w.npy") == 0
+    assert capsys.readouterr().err == ""
+    assert np.any(np.load(tmp_path / "w.npy") > 0)
+
+
 def test_render_with_another_spec_than_recorded_names_both(tiny_scene, tmp_path, capsys):
     import xprc
 
@@ -612,6 +632,32 @@ def test_an_extends_symlink_loop_is_a_located_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"{spec}:1:"), err
     assert "cannot resolve the 'extends' path" in err, err
+
+
+def test_an_extends_symlink_out_of_the_spec_folder_is_refused(tmp_path, capsys):
+    """A spec folder from elsewhere with `base.xpr -> a file outside it` was followed, and the
+    parse error echoed the file's first line. A link inside the folder, and a plain '../'
+    path the spec's text shows, still work."""
+    outside = tmp_path / "secret.txt"
+    outside.write_text("TOKEN=abc123\n")
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "base.xpr").symlink_to(outside)
+    spec = folder / "x.xpr"
+    spec.write_text('primitive P extends "base.xpr"\n')
+    assert cli.main(["check", str(spec)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{spec}:1:21: error: base spec 'base.xpr' is a symbolic link leading "
+                          "out of the spec's folder"), err  # fmt: skip
+    assert "TOKEN" not in err
+    real = (ROOT / "specs" / "3dgs.xpr").read_text()
+    (folder / "real.xpr").write_text(real)
+    (folder / "inside.xpr").symlink_to("real.xpr")
+    (tmp_path / "up.xpr").write_text(real)
+    for base in ("inside.xpr", "../up.xpr"):
+        spec.write_text(f'primitive P extends "{base}"\n')
+        assert cli.main(["check", str(spec)]) == 0, capsys.readouterr().err
+        capsys.readouterr()
 
 
 def _meta_checkpoint(path, meta, **params):

@@ -761,6 +761,11 @@ DEFINE_CASES = [
     ({"k": "nan"}, "<command line>: error: -D k: value must be a finite number, got nan"),
     (["k"], "<command line>: error: -D expects NAME=VALUE, got 'k'"),
     ({"k": [1]}, "<command line>: error: -D k: value must be a number, got [1]"),
+    # Python's int() reads these as 10 and 3; a spec's numbers are ASCII decimals only
+    ({"k": "1_0"}, "<command line>: error: -D k: value must be a decimal number such as 2, "
+                   "0.5 or 1e-3, got '1_0'"),
+    ({"k": "\u0663"}, "<command line>: error: -D k: value must be a decimal number such as 2, "
+                       "0.5 or 1e-3, got '\\u0663'"),
 ]
 
 

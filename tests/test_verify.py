@@ -175,3 +175,5 @@ def test_verify_cli_rejects_bad_options(capsys):
     assert capsys.readouterr().err == (
         "error: --models: unknown camera model 'fishy' (expected pinhole, opencv, fisheye, ortho)\n"
     )
+    assert cli.main(["verify", "3dgs", "--models", "pinhole, pinhole"]) == 1
+    assert capsys.readouterr().err == "error: --models: camera model 'pinhole' is listed twice\n"

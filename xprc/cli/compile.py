@@ -12,7 +12,7 @@ from .args import read_spec, spec_args
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     spec_args(p)
-    p.add_argument("-o", "--output", help="write the result here (default: stdout)")
+    p.add_argument("-o", "--output", help="write the result here, '-' for stdout (default: stdout)")
     p.add_argument(
         "--emit",
         choices=("ast", "checked", "sympy", "jax"),
@@ -29,7 +29,7 @@ def run(args) -> int:
     if args.output == "":  # an unset shell variable (`-o "$OUT"`) must not mean stdout
         raise XprError("-o '': empty file name; leave out -o to write to stdout")
     out = driver.emit(text, name, args.emit, args.defines)
-    if args.output is not None:
+    if args.output not in (None, "-"):  # '-' is stdout, as in most tools ('./-' a file)
         # keep: `-o` may not overwrite the spec being compiled (XprError)
         driver.write_atomic(pathlib.Path(args.output), out, keep=(pathlib.Path(name),))
     else:

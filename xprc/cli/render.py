@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from pathlib import Path
 
 from ..errors import DataError, XprError, printable
@@ -147,6 +148,14 @@ def run(args) -> int:
     for (i, view), target in zip(chosen, targets, strict=True):
         # Lossless unless --max-entries is given; then a drop warns with the count (render).
         out = render(method, trained.params, view.camera(), background=bg, mode=mode, config=config)
+        if int(out.stats["entries_needed"]) == 0:
+            warnings.warn(
+                f"view {i} ({view.name}): nothing is visible: no primitive of the scene reaches "
+                "the image (all behind the camera, outside the view, or rejected by the spec's "
+                "projection; check the -D values and --spec)",
+                RuntimeWarning,
+                stacklevel=1,
+            )
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.suffix.lower() == ".npy":

@@ -39,6 +39,9 @@ def run(args) -> int:
     if bad or models == ():
         raise XprError(f"--models: unknown camera model '{bad[0] if bad else ''}' "
                        f"(expected {', '.join(MODELS)})")  # fmt: skip
+    twice = [m for i, m in enumerate(models or ()) if m in models[:i]]
+    if twice:  # each model's checks would run (and be reported) twice
+        raise XprError(f"--models: camera model '{twice[0]}' is listed twice")
     if args.seeds < 1 or not math.isfinite(args.tol) or args.tol < 0:
         raise XprError("--seeds must be >= 1 and --tol a finite number >= 0")
     report = verify_file(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import pathlib
+import re
 import sys
 import threading
 import types
@@ -229,6 +230,9 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_DEFINE_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
+
+
 def parse_defines(defines) -> dict[str, float | int]:
     """`{"eps2d": "0.1"}` or `["eps2d=0.1"]` -> `{"eps2d": 0.1}`; bad values raise DefineError."""
     if defines is None:
@@ -248,10 +252,12 @@ def parse_defines(defines) -> dict[str, float | int]:
             raise DefineError(
                 f"-D {name}: value must be a number, got {value!r}", filename="<command line>"
             )
+        text = None  # the value as typed, when it is text
         too_large = DefineError(
             f"-D {name}: value too large (beyond the float64 range)", filename="<command line>"
         )
         if isinstance(value, str):
+            text = value
             digits = value.lstrip("+-")
             if digits.isdigit() and len(digits.lstrip("0")) > parse.MAX_INT_DIGITS:
                 raise too_large  # int() refuses past 4300 digits, float() overflows sooner
@@ -269,6 +275,12 @@ def parse_defines(defines) -> dict[str, float | int]:
         if isinstance(value, float) and not math.isfinite(value):
             raise DefineError(
                 f"-D {name}: value must be a finite number, got {value}", filename="<command line>"
+            )
+        if text is not None and not _DEFINE_NUMBER.fullmatch(text):  # Python's int() and
+            raise DefineError(  # float() also read 1_0 as 10, and non-ASCII digits
+                f"-D {name}: value must be a decimal number such as 2, 0.5 or 1e-3, got "
+                f"{ascii(text)}",
+                filename="<command line>",
             )
         out[name] = value
     return out

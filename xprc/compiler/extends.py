@@ -83,6 +83,22 @@ def _display(filename: str, rel: str) -> str:
     return os.path.normpath(os.path.join(os.path.dirname(filename), rel))
 
 
+def _refuse_link_out(spec: ast.Spec, prim: ast.Primitive, spec_dir: pathlib.Path, path) -> None:
+    """A base path is what the spec's text says: a symbolic link on it may not lead out of the
+    naming spec's folder (a spec folder from elsewhere could otherwise read, and echo in an
+    error, any file of this machine under a harmless name)."""
+    home = spec_dir.resolve()
+    target = path.resolve()
+    if pathlib.Path(os.path.normpath(home / prim.base)) == target or target.is_relative_to(home):
+        return
+    raise _err(
+        spec,
+        f"base spec '{prim.base}' is a symbolic link leading out of the spec's folder; copy "
+        "the base spec there, or name its real path",
+        prim.base_loc,
+    )
+
+
 def resolve(spec: ast.Spec, spec_dir, _chain: tuple = ()) -> ast.Spec:
     """The spec with its `extends` chain merged in (the spec itself when it extends nothing)."""
     prim = _primitive(spec)
@@ -95,6 +111,8 @@ def resolve(spec: ast.Spec, spec_dir, _chain: tuple = ()) -> ast.Spec:
     except (OSError, RuntimeError) as e:  # a symlink loop (RuntimeError before Python 3.13)
         reason = getattr(e, "strerror", None) or "symlink loop"
         raise _err(spec, f"cannot resolve the 'extends' path: {reason}", prim.base_loc) from None
+    if path == spec_dir / prim.base:
+        _refuse_link_out(spec, prim, spec_dir, path)
     chain = _chain or (str(pathlib.Path(spec_dir, pathlib.Path(spec.filename).name).resolve()),)
     if key in chain:
         names = [pathlib.Path(c).name for c in chain] + [path.name]

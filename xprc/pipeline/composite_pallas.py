@@ -347,6 +347,23 @@ def _grid_spec(st: _Static, num_lanes: int, in_rows: int, out_specs, scratch):
     )
 
 
+def _compiler_params(st: _Static, semantics: str):
+    """Mosaic's options: the tile axis's semantics, and a scoped VMEM limit of 3/4 of the chip's
+    VMEM (Mosaic's default, 16 MiB, is too small for the backward of responses with many
+    inputs or per-pixel outputs, such as 2DGS: a compile error on a TPU)."""
+    limit = None if st.interpret else _vmem_limit()
+    return pltpu.CompilerParams(dimension_semantics=(semantics,), vmem_limit_bytes=limit)
+
+
+@functools.cache
+def _vmem_limit() -> int | None:
+    try:
+        capacity = int(pltpu.get_tpu_info().vmem_capacity_bytes)
+    except Exception:  # not a TPU, or a chip this JAX does not know: Mosaic's default
+        return None
+    return capacity * 3 // 4
+
+
 def _interpret(st: _Static):
     return True if st.interpret else False
 
@@ -362,7 +379,7 @@ def _forward(st: _Static, lanes, rows, starts, counts):
         functools.partial(_forward_kernel, st),
         out_shape=jax.ShapeDtypeStruct((num_tiles, st.out_channels, st.pix), jnp.float32),
         grid_spec=spec,
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        compiler_params=_compiler_params(st, "parallel"),
         interpret=_interpret(st),
     )(starts, counts, rows, lanes)
 
@@ -476,7 +493,7 @@ def _core_bwd(st, residuals, g_out):
         grid_spec=spec,
         # inputs count the two scalar-prefetch operands: zeros (operand 5) -> d_lanes
         input_output_aliases={5: 0},
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("arbitrary",)),
+        compiler_params=_compiler_params(st, "arbitrary"),
         interpret=_interpret(st),
     )(starts, counts, rows, lanes, g, jnp.zeros_like(lanes))
     return d_lanes, d_rows, None, None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from typing import Any
 
 import jax
@@ -175,6 +176,39 @@ def _compiled(method, mode: str, config: RenderConfig, batched: bool, check: boo
     return _jitted(method, mode, key, batched, check)
 
 
+# (method, mode, config, batched) whose Pallas kernels failed to compile: XLA from then on
+_PALLAS_FAILED: set = set()
+
+
+def _call_compiled(info, method, mode: str, config: RenderConfig, batched: bool, args):
+    """The compiled render called on `args`. With `compositor="auto"`, kernels that Mosaic
+    cannot compile for this chip (a response too large for its VMEM, say) fall back to the XLA
+    path with a warning naming the reason, once per configuration."""
+    key = (method, mode, config, batched)
+    if key not in _PALLAS_FAILED:
+        try:
+            return _compiled(method, mode, config, batched)(*args)
+        except jax.errors.JaxRuntimeError as err:
+            if config.compositor != "auto" or not _kernel_compile_failure(err):
+                raise
+            _PALLAS_FAILED.add(key)
+            reason = next((ln for ln in str(err).splitlines() if ln.strip()), "")[:300]
+            warnings.warn(
+                f"{info.name}: the Pallas kernels did not compile on this "
+                f"{jax.default_backend().upper()} ({reason}); composited by the XLA path "
+                "instead (RenderConfig(compositor='xla') skips the attempt)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+    xla = dataclasses.replace(config, compositor="xla")
+    return _compiled(method, mode, xla, batched)(*args)
+
+
+def _kernel_compile_failure(err: Exception) -> bool:
+    text = str(err)
+    return "tpu_custom_call" in text or "Mosaic" in text or "vmem" in text.lower()
+
+
 @functools.cache
 def _jitted(method, mode: str, config: RenderConfig, batched: bool, check: bool):
     fn = functools.partial(_render_one, method, mode, config, check)
@@ -257,7 +291,7 @@ def render(
     if not traced:
         if config.max_entries is None:
             config = sized_config(method, params, camera, config)
-        out = _compiled(method, mode, config, batched)(params, camera, background)
+        out = _call_compiled(info, method, mode, config, batched, (params, camera, background))
         cap.report_overflow(out.stats, config.on_overflow)
         return out
     return _compiled(method, mode, config, batched, True)(params, camera, background)
