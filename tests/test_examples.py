@@ -47,3 +47,12 @@ def test_benchmark_runner_quick(tmp_path):
     r = data["methods"]["3dgs"]
     assert r["entry_capacity"] >= r["entries_needed"] > 0 and r["count_s"] > 0
     assert data["methods"]["3dgs"]["forward_s"] > 0
+
+
+def test_binning_benchmark_quick(tmp_path):
+    bench = _load(ROOT / "benchmarks" / "binning.py")
+    out = tmp_path / "binning.json"
+    data = bench.main(["--quick", "--repeat", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == data
+    assert data["workload"] == "random" and data["entry_capacity"] >= 1024
+    assert len(data["rows"]) == 9 and all(r["ms"] > 0 for r in data["rows"])
