@@ -15,8 +15,6 @@ machine in question. Prints a markdown table and writes benchmarks/results/binni
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 from pathlib import Path
 
@@ -26,7 +24,7 @@ import jax.numpy as jnp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.run import SPECS, fmt_table, workload  # noqa: E402
+from benchmarks.run import SPECS, fmt_table, machine, workload, write_json  # noqa: E402
 from benchmarks.stages import timed  # noqa: E402
 from xprc.camera import Camera  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
@@ -51,7 +49,7 @@ def pieces(proj, valid, grid: TileGrid, config: RenderConfig):
     bins = jax.jit(binned)(box, valid, depth, ell, cen)
     lay = jax.jit(lambda b: layout(b, grid, config))(bins)
     slots = jnp.minimum(jnp.arange(capacity, dtype=jnp.int32) * 7 % n, n - 1)
-    table = jnp.zeros((n, 11), jnp.int32) + jnp.arange(11, dtype=jnp.int32)
+    table = jnp.zeros((n, 11), jnp.int32) + jnp.arange(11, dtype=jnp.int32)[None, :]
     key = (jnp.arange(capacity, dtype=jnp.uint32) * 7919) % jnp.uint32(capacity * 2)
     lanes = jnp.concatenate([proj["attrs"], jnp.ones((n, 4), proj["attrs"].dtype)], axis=-1)
     return [
@@ -89,8 +87,7 @@ def main(argv=None):
     for name, fn, fargs in pieces(proj, valid, grid, config):
         rows.append({"piece": name, "ms": timed(fn, *fargs, repeat=args.repeat) * 1e3})
         print(f"[done] {name}: {rows[-1]['ms']:.2f} ms", file=sys.stderr, flush=True)
-    results = {"machine": {"platform": platform.platform(), "jax": jax.__version__,
-                           "backend": jax.default_backend(), "device": str(jax.devices()[0])},
+    results = {"machine": machine(),
                "workload": source, "primitives": int(proj["box"].shape[0]),
                "entry_capacity": config.max_entries, "tiles": grid.num_tiles,
                "rows": rows}  # fmt: skip
@@ -98,11 +95,7 @@ def main(argv=None):
           f"capacity {config.max_entries:,}, {grid.num_tiles:,} tiles, "
           f"{jax.default_backend()})\n")  # fmt: skip
     print(fmt_table(rows, [("piece", lambda r: r["piece"]), ("ms", lambda r: f"{r['ms']:.2f}")]))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"\nwrote {out}")
-    return results
+    return write_json(args.out, results)
 
 
 if __name__ == "__main__":

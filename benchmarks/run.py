@@ -210,6 +210,21 @@ def train_benchmark(methods, quick):
     return rows
 
 
+def machine() -> dict:
+    """Where a benchmark ran, for its JSON."""
+    return {"platform": platform.platform(), "jax": jax.__version__,
+            "backend": jax.default_backend(), "device": str(jax.devices()[0])}  # fmt: skip
+
+
+def write_json(path, results: dict, note: str = "") -> dict:
+    """Write `results` to `path` (folders made) and say so on stdout."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"\n{note}wrote {out}")
+    return results
+
+
 def fmt_table(rows, columns):
     head = "| " + " | ".join(c for c, _ in columns) + " |"
     sep = "|" + "|".join("---" for _ in columns) + "|"
@@ -369,11 +384,8 @@ def main(argv=None):
             )
         )
     results["process_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"\nprocess peak RSS {results['process_peak_rss_mib']:.0f} MiB; wrote {out}")
-    return results
+    rss = results["process_peak_rss_mib"]
+    return write_json(args.out, results, f"process peak RSS {rss:.0f} MiB; ")
 
 
 if __name__ == "__main__":

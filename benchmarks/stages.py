@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import platform
 import statistics
 import sys
 import time
@@ -30,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.dense import dense_fn  # noqa: E402
-from benchmarks.run import SPECS, fmt_table, workload  # noqa: E402
+from benchmarks.run import SPECS, fmt_table, machine, workload, write_json  # noqa: E402
 from xprc.camera import Camera  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
 from xprc.data.workloads import adapt_params  # noqa: E402
@@ -127,9 +125,7 @@ def main(argv=None):
     compositors = (args.compositors or ("xla,pallas" if on_tpu else "xla")).split(",")
     num, scale = (800, 0.2) if args.quick else (None, 1.0)
     params, cams, source = workload(num, scale, args.quick)
-    results = {"machine": {"platform": platform.platform(), "jax": jax.__version__,
-                           "backend": jax.default_backend(), "device": str(jax.devices()[0])},
-               "workload": source, "rows": []}  # fmt: skip
+    results = {"machine": machine(), "workload": source, "rows": []}
     dense = (args.dense or args.methods).split(",")
     for name in args.methods.split(","):
         method = load(ROOT / SPECS[name])
@@ -158,11 +154,7 @@ def main(argv=None):
         ("dense fwd", ms("dense_s")),
         ("compile fwd/grad s", lambda r: f"{r['compile_fwd_s']:.1f}/{r['compile_grad_s']:.1f}"),
     ]))  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(f"\nwrote {out}")
-    return results
+    return write_json(args.out, results)
 
 
 if __name__ == "__main__":
