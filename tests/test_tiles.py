@@ -287,3 +287,22 @@ color = [1, 1, 1]
     with pytest.raises(XprTypeError, match="'ellipse' must be vec3") as e:
         check.check(parse.parse(text, "t.xpr"))
     assert "t.xpr:4:" in str(e.value)
+
+
+def test_bin_and_sort_of_half_precision_equals_float32():
+    """float16 footprints: the ellipse test's inputs are widened to float32 bits for the row
+    gather and read back as float32 (they came back with an extra axis of 2)."""
+    rng = np.random.default_rng(4)
+    n, grid = 64, TileGrid(64, 48, 8)
+    centre = rng.uniform(0, 60, (n, 2)).round()
+    box = np.concatenate([centre - 5, centre + 5], axis=1)
+    ellipse = np.tile([[0.0625, 0.0, 0.0625]], (n, 1))
+    depth = rng.permutation(n) + 1.0
+    got = {}
+    for dtype in (jnp.float16, jnp.float32):
+        args = [jnp.asarray(a, dtype) for a in (box, depth, ellipse, centre)]
+        got[dtype] = bin_and_sort(args[0], jnp.ones(n, bool), args[1], grid, 2048, *args[2:])
+    half, single = got[jnp.float16], got[jnp.float32]
+    assert int(single.culled.sum()) > 0
+    for field in ("tile_start", "kept", "culled", "demand", "prim"):
+        np.testing.assert_array_equal(getattr(half, field), getattr(single, field), field)

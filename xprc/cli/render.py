@@ -148,7 +148,7 @@ def run(args) -> int:
     for (i, view), target in zip(chosen, targets, strict=True):
         # Lossless unless --max-entries is given; then a drop warns with the count (render).
         out = render(method, trained.params, view.camera(), background=bg, mode=mode, config=config)
-        if int(out.stats["entries_needed"]) == 0:
+        if int(np.sum(out.stats["entries_per_tile"])) == 0:  # none kept, culled ones too
             warnings.warn(
                 f"view {i} ({view.name}): nothing is visible: no primitive of the scene reaches "
                 "the image (all behind the camera, outside the view, or rejected by the spec's "

@@ -230,7 +230,8 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-_DEFINE_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
+# unambiguous (no two ways to match a digit), so matching takes linear time on any input
+_DEFINE_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
 
 
 def parse_defines(defines) -> dict[str, float | int]:
@@ -276,7 +277,7 @@ def parse_defines(defines) -> dict[str, float | int]:
             raise DefineError(
                 f"-D {name}: value must be a finite number, got {value}", filename="<command line>"
             )
-        if text is not None and not _DEFINE_NUMBER.fullmatch(text):  # Python's int() and
+        if text is not None and not _DEFINE_NUMBER.fullmatch(text.strip()):  # Python's int() and
             raise DefineError(  # float() also read 1_0 as 10, and non-ASCII digits
                 f"-D {name}: value must be a decimal number such as 2, 0.5 or 1e-3, got "
                 f"{ascii(text)}",

@@ -47,7 +47,8 @@ ELLIPSE_SLACK = 256
 
 
 class Bins(NamedTuple):
-    """Entries sorted by (tile, depth). Invalid slots carry tile id `num_tiles` and sort last."""
+    """Entries sorted by (tile, depth). Slots past the kept entries carry ids >= `num_tiles`:
+    `num_tiles` an empty slot, `num_tiles + 1 + t` an entry of tile t the ellipse test culled."""
 
     tile: jax.Array  # [E] int32, tile id of each sorted entry
     prim: jax.Array  # [E] int32, primitive index of each sorted entry
@@ -226,7 +227,8 @@ def bin_and_sort(
     # Sort ids: kept entries their tile (0..T-1), culled ones T + 1 + tile, empty slots T.
     tile = jnp.where(live, tile_id, num_tiles)
     if ellipse is not None:
-        cull_row = jax.lax.bitcast_convert_type(row[:, 5:], ellipse.dtype)
+        floats = jnp.float32 if itype == jnp.int32 else jnp.float64  # (float16: widened)
+        cull_row = jax.lax.bitcast_convert_type(row[:, 5:], floats)
         hit = ellipse_hits(cull_row[:, :2], cull_row[:, 2:5], tile_x, tile_y, grid)
         hit = hit | (cull_row[:, 5] < 0.5)
         tile = jnp.where(live & ~hit, num_tiles + 1 + tile_id, tile)
