@@ -222,6 +222,9 @@ def test_bad_inputs_raise_xpr_errors(spec_method):
     bad = dict(params, means=params["means"][:, :2])
     with pytest.raises(XprError, match="parameter 'means' has shape"):
         render(spec_method, bad, cam)
+    text = dict(params, opacities=np.asarray(params["opacities"]).astype(str))
+    with pytest.raises(XprError, match=r"parameter 'opacities' holds <U\d+, not real numbers"):
+        render(spec_method, text, cam)  # (was a TypeError traceback from jnp.asarray)
 
 
 def test_antialiased_mode_matches_reference():

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import DataError, printable
 from .method_info import MethodInfo
+from .pipeline.params import not_numbers
 from .train.checkpoint import check_meta
 from .train.folder import CHECKPOINT, METRICS, PLY, read_report, scene_file
 
@@ -74,10 +75,9 @@ def load_trained(path, train_views=None) -> Trained:
         # The trainer's checkpoint nests {params, opt, state}; a plain one is flat.
         params = tree["params"] if isinstance(tree.get("params"), dict) else tree
         for name, value in params.items():
-            kind = getattr(value, "dtype", None)
-            if kind is None or kind.kind not in "biuf":  # text, bytes, a group: not numbers
-                shown = kind if kind is not None else "a group of arrays"
-                raise DataError(path, f"parameter '{name}' holds {shown}, not real numbers")
+            problem = not_numbers(name, value)
+            if problem:
+                raise DataError(path, problem)
     run_dir = path.parent if (path.parent / METRICS).is_file() else None
     report = read_report(run_dir) if run_dir is not None else {}
     background, where = meta.get("background"), path

@@ -200,7 +200,7 @@ def bin_and_sort(
     columns = [rx0, ry0, jnp.maximum(rw, 1), rcount, jnp.arange(n, dtype=jnp.int32)]
     itype = jnp.int32
     if ellipse is not None:
-        bits = _cull_bits(ellipse, centre)
+        bits, usable = _cull_bits(ellipse, centre)
         itype = bits.dtype  # int64 for a float64 scene
         columns = [c.astype(itype) for c in columns] + list(bits.T)
     table = jnp.stack(columns, axis=-1)[order]
@@ -232,7 +232,7 @@ def bin_and_sort(
         hit = ellipse_hits(cull_row[:, :2], cull_row[:, 2:5], tile_x, tile_y, grid)
         hit = hit | (cull_row[:, 5] < 0.5)
         tile = jnp.where(live & ~hit, num_tiles + 1 + tile_id, tile)
-        fallback = jnp.sum(valid & ~ellipse_usable(ellipse)).astype(jnp.int32)
+        fallback = jnp.sum(valid & ~usable).astype(jnp.int32)
     ids = 2 * num_tiles + 2 if ellipse is not None else num_tiles + 1
     tile, prim = _sort_entries(tile, prim, ids, carry_prim)
     bounds = jnp.searchsorted(tile, jnp.arange(ids, dtype=jnp.int32), side="left")
@@ -264,10 +264,10 @@ def _sort_entries(tile, prim, ids: int, carry_prim: bool | None):
     return (key // jnp.uint32(capacity)).astype(jnp.int32), prim
 
 
-def _cull_bits(ellipse, centre) -> jax.Array:
-    """[N, 6] the bits, as integers of the float's width, of each primitive's centre, ellipse (a
-    harmless circle where it is unusable) and usability flag (1.0 / 0.0): they travel in the
-    slots' one integer row gather, and come back bit for bit."""
+def _cull_bits(ellipse, centre):
+    """([N, 6] the bits, as integers of the float's width, of each primitive's centre, ellipse
+    (a harmless circle where it is unusable) and usability flag (1.0 / 0.0), [N] usable): the
+    bits travel in the slots' one integer row gather, and come back bit for bit."""
     if centre is None:
         raise ValueError("bin_and_sort: an ellipse needs the primitives' centre")
     ok = ellipse_usable(ellipse)
@@ -277,4 +277,4 @@ def _cull_bits(ellipse, centre) -> jax.Array:
     if floats.dtype.itemsize < 4:
         floats = floats.astype(jnp.float32)
     itype = jnp.int32 if floats.dtype.itemsize == 4 else jnp.int64
-    return jax.lax.bitcast_convert_type(floats, itype)
+    return jax.lax.bitcast_convert_type(floats, itype), ok

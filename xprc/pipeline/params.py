@@ -9,6 +9,18 @@ from ..errors import XprError
 from ..method_info import MethodInfo
 
 
+def not_numbers(name: str, value) -> str | None:
+    """Why parameter `value` is not an array of real numbers (text, bytes, objects, a group of
+    arrays), or None when it is."""
+    kind = getattr(value, "dtype", None)
+    if kind is not None and kind.kind in "biuf":
+        return None
+    if kind is None and not isinstance(value, dict):  # a list or a number: jnp.asarray says
+        return None
+    shown = kind if kind is not None else "a group of arrays"
+    return f"parameter '{name}' holds {shown}, not real numbers"
+
+
 def prepare_params(method, params: dict) -> dict:
     """Check a raw parameter dict against the method's table; pad short SH with zeros.
     `method`: a method module or its MethodInfo."""
@@ -26,6 +38,9 @@ def prepare_params(method, params: dict) -> dict:
     out = {}
     n = None
     for name, spec in table.items():
+        problem = not_numbers(name, params[name])
+        if problem:  # (jnp.asarray of text is a TypeError traceback)
+            raise XprError(problem)
         arr = jnp.asarray(params[name])
         want = tuple(spec.shape)
         expected = "[" + ", ".join(["N", *map(str, want)]) + "]"  # [N] for a scalar
