@@ -4,10 +4,12 @@
     python benchmarks/binning.py --quick    # a small random scene (smoke run)
 
 On the garden frame (a random scene of its size without it): `bin_and_sort` with and without
-the ellipse test, and the operations it and the compositor's layout are made of, each at the
+the ellipse test, and the operations it and the compositors' inputs are made of, each at the
 sizes the render uses: the depth argsort of N primitives, row and one-column gathers of the
-entry capacity, the key sort with and without the primitive carried, `layout` and the lane
-gather. Which of them is cheap differs by backend (on a TPU a 1D gather of the capacity costs
+entry capacity, the key sort with and without the primitive carried, the per-tile demand's
+scatters (run only when a render overflows), the first slots, the slot owners, the tile
+bounds; the Pallas kernels' row gather of the sorted entries, and the XLA path's `layout` and
+lane gather. Which of them is cheap differs by backend (on a TPU a 1D gather of the capacity costs
 more than a row gather, on a CPU a two-operand sort costs ~7x a one-key sort), so measure on the
 machine in question. Prints a markdown table and writes benchmarks/results/binning.json.
 """
@@ -31,7 +33,13 @@ from xprc.compiler.driver import load  # noqa: E402
 from xprc.data.workloads import adapt_params  # noqa: E402
 from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
 from xprc.pipeline import capacity as cap  # noqa: E402
-from xprc.pipeline.binning import TileGrid, bin_and_sort  # noqa: E402
+from xprc.pipeline.binning import (  # noqa: E402
+    TileGrid,
+    _saturating_cumsum,
+    bin_and_sort,
+    tile_demand,
+    tile_rects,
+)
 from xprc.pipeline.composite_scan import gather, layout  # noqa: E402
 from xprc.pipeline.params import prepare_params  # noqa: E402
 
@@ -52,6 +60,20 @@ def pieces(proj, valid, grid: TileGrid, config: RenderConfig):
     table = jnp.zeros((n, 11), jnp.int32) + jnp.arange(11, dtype=jnp.int32)[None, :]
     key = (jnp.arange(capacity, dtype=jnp.uint32) * 7919) % jnp.uint32(capacity * 2)
     lanes = jnp.concatenate([proj["attrs"], jnp.ones((n, 4), proj["attrs"].dtype)], axis=-1)
+    rects = jax.jit(lambda b, v: tile_rects(b, v, grid))(box, valid)
+
+    def demand(x0, y0, w, h, count):
+        return tile_demand(x0, y0, w, h, grid)
+
+    def owners(count):
+        first = jnp.minimum(jnp.cumsum(count) - count, capacity)
+        marks = jnp.zeros((capacity + 1,), jnp.int32).at[first].max(jnp.arange(n, dtype=jnp.int32))
+        return jax.lax.cummax(marks[:capacity])
+
+    def bounds(tile):
+        ids = jnp.arange(2 * grid.num_tiles + 2, dtype=jnp.int32)
+        return jnp.searchsorted(tile, ids, side="left")
+
     return [
         ("bin_and_sort, ellipse test", jax.jit(binned), (box, valid, depth, ell, cen)),
         ("bin_and_sort, rectangles", jax.jit(binned), (box, valid, depth, None, None)),
@@ -61,8 +83,15 @@ def pieces(proj, valid, grid: TileGrid, config: RenderConfig):
         ("  key sort [capacity]", jax.jit(jax.lax.sort), (key,)),
         ("  key sort carrying the primitive", jax.jit(
             lambda k, p: jax.lax.sort((k, p), num_keys=1)), (key, slots)),  # fmt: skip
-        ("layout (chunks padded per tile)", jax.jit(lambda b: layout(b, grid, config)), (bins,)),
-        ("lane gather (attributes per lane)", jax.jit(gather), (lanes, lay)),
+        ("  tile demand by scatter-adds (overflow only)", jax.jit(demand), rects),
+        ("  first slots: saturating cumsum [N]", jax.jit(_saturating_cumsum), (rects[4],)),
+        ("  slot owners: scatter-max + cummax", jax.jit(owners), (rects[4],)),
+        ("  tile bounds: searchsorted [2T + 2]", jax.jit(bounds), (bins.tile,)),
+        ("Pallas lanes: row gather of the sorted entries", jax.jit(lambda t, p: t[p]),
+         (lanes, bins.prim)),  # fmt: skip
+        ("XLA path: layout (chunks padded per tile)", jax.jit(lambda b: layout(b, grid, config)),
+         (bins,)),  # fmt: skip
+        ("XLA path: lane gather (attributes per lane)", jax.jit(gather), (lanes, lay)),
     ]
 
 

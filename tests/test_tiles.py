@@ -168,6 +168,9 @@ def test_bin_and_sort_with_ellipses(capacity, carry_prim):
         assert int(bins.culled[t]) == len(listed) - len(got)
         kept_all += len(got)
     demand = np.asarray(bins.demand)
+    every, _ = numpy_rectangle_entries(box, valid, depth, grid, total)
+    tiles = np.bincount([t for _, t in every], minlength=grid.num_tiles)
+    np.testing.assert_array_equal(demand, tiles)  # counted by the sort, or by scatters
     dropped = demand - np.asarray(bins.kept) - np.asarray(bins.culled)
     assert np.sum(dropped) == max(total - capacity, 0)  # the overflow, exact
     assert kept_all + int(np.sum(bins.culled)) == min(total, capacity)

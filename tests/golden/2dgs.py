@@ -496,8 +496,10 @@ def project(raw, camera):
     }
 
 
-def response(pixel, ray_origin, ray_dir, attrs, camera):
-    """alpha [...] of each (pixel, primitive) pair; inputs broadcast against each other."""
+def response(pixel, ray_origin, ray_dir, attrs, camera, stack=True):
+    """(alpha [...], per-pixel outputs [..., K]) of each (pixel, primitive) pair; inputs broadcast
+    against each other. stack=False: the outputs as a list of K arrays [...], as the Pallas
+    kernels take them (a trailing axis of K would be laid out on the vector lanes)."""
     px = pixel[..., 0]
     py = pixel[..., 1]
     ro_x = ray_origin[..., 0]
@@ -537,10 +539,11 @@ def response(pixel, ray_origin, ray_dir, attrs, camera):
     t12 = v_dn > 0.0
     shape = jnp.broadcast_shapes(pixel.shape[:-1], ray_origin.shape[:-1], attrs.shape[:-1])
     alpha = jnp.broadcast_to(rt.minimum(0.99, a14*jnp.exp(-0.5*rt.minimum(v_g3, v_g2))), shape)  # spec line 49
-    return alpha, jnp.stack([
+    extra = [  # depth: line 47, depth_sq: line 47, normal: line 48
         jnp.broadcast_to(v_z, shape),
         jnp.broadcast_to(v_z*v_z, shape),
         jnp.broadcast_to(jnp.where(t12, -a0, a0), shape),
         jnp.broadcast_to(jnp.where(t12, -a1, a1), shape),
         jnp.broadcast_to(jnp.where(t12, -a2, a2), shape),
-    ], -1)  # depth: line 47, depth_sq: line 47, normal: line 48
+    ]
+    return alpha, (jnp.stack(extra, -1) if stack else extra)

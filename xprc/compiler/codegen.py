@@ -414,6 +414,15 @@ def _stack(items: list[str], axis: int = -1, indent: str = "    ") -> str:
     return "jnp.stack([\n" + "".join(f"{inner}{it},\n" for it in items) + f"{indent}], {axis})"
 
 
+def _list(items: list[str], indent: str = "    ") -> str:
+    """`[a, b]`, one item a line when that is too long for one line."""
+    one = "[" + ", ".join(items) + "]"
+    if len(indent) + len(one) + 24 <= MAX_LINE and "\n" not in one:
+        return one
+    inner = indent + "    "
+    return "[\n" + "".join(f"{inner}{it},\n" for it in items) + f"{indent}]"
+
+
 def _interface(simplified: Simplified, *, spec_name: str, spec_sha256: str, version: str):
     """The module's constants, one per MethodInfo field (xprc/method_info.py says what each
     holds and the default a module without it gets), in GENERATED order."""
@@ -579,13 +588,25 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     out.append("")
 
     # response
-    out += [
-        "",
-        "def response(pixel, ray_origin, ray_dir, attrs, camera):",
-        '    """alpha [...] of each (pixel, primitive) pair; inputs broadcast against each '
-        'other."""',
-    ]
     rsp = simplified.response
+    if any(rsp.outputs[f"pixel_{k}"] for k in ch.pixel):
+        out += [
+            "",
+            "def response(pixel, ray_origin, ray_dir, attrs, camera, stack=True):",
+            '    """(alpha [...], per-pixel outputs [..., K]) of each (pixel, primitive) pair; '
+            "inputs broadcast",
+            "    against each other. stack=False: the outputs as a list of K arrays [...], as "
+            "the Pallas",
+            "    kernels take them (a trailing axis of K would be laid out on the vector "
+            'lanes)."""',
+        ]
+    else:
+        out += [
+            "",
+            "def response(pixel, ray_origin, ray_dir, attrs, camera):",
+            '    """alpha [...] of each (pixel, primitive) pair; inputs broadcast against each '
+            'other."""',
+        ]
     p = Printer(chains=True, names=rsp.names)
     out += _body(rsp, inputs, p)
     varying = _varying(rsp, inputs, ("pixel", "ray_origin", "ray_dir", "attr"))
@@ -603,7 +624,8 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
             f"{ident(k)}:{_line(ch, f'pixel_{k}').removeprefix('  # spec')}" for k in ch.pixel
         )
         out.append(f"    alpha = jnp.broadcast_to({text}, shape)" + _line(ch, "alpha"))
-        out.append(f"    return alpha, {_stack(comps)}  # {where}")
+        out.append(_commented(f"    extra = {_list(comps)}", f"  # {where}"))
+        out.append("    return alpha, (jnp.stack(extra, -1) if stack else extra)")
     elif alpha.free_symbols & varying:
         out.append(f"    return {text}" + _line(ch, "alpha"))
     else:

@@ -192,7 +192,6 @@ def bin_and_sort(
     num_tiles = grid.num_tiles
     order = jnp.argsort(jnp.where(valid, depth, jnp.inf), stable=True).astype(jnp.int32)
     rx0, ry0, rw, rh, rcount = tile_rects(box, valid, grid)
-    demand = tile_demand(rx0, ry0, rw, rh, grid)
     exact = exact_total(rcount)
     needed = saturate_total(exact)
     # Per primitive in depth order: first slot, tile rectangle and index (and the bits of the
@@ -243,6 +242,14 @@ def bin_and_sort(
         culled = bounds[num_tiles + 2 :] - bounds[num_tiles + 1 : -1]  # ids T+1 .. 2T
     else:
         culled = jnp.zeros((num_tiles,), jnp.int32)
+    # Per-tile demand: when nothing overflowed, every rectangle entry is in the buffer, kept or
+    # culled, so the sort has counted it; only an overflowing render pays for the scatters
+    # (4.6 ms of a garden frame on a TPU v5e). Under vmap both branches run: the same values.
+    demand = jax.lax.cond(
+        needed > capacity,
+        lambda: tile_demand(rx0, ry0, rw, rh, grid),
+        lambda: kept + culled,
+    )
     return Bins(tile, prim, tile_start, needed, exact, demand, kept, culled, fallback)
 
 

@@ -46,14 +46,11 @@ def composite(
 
     `method`: the generated module, for `RenderConfig.compositor` to pick the Pallas kernels
     (None: the XLA path)."""
+    if method is not None and cp.use_pallas(method, attrs.dtype, config):
+        return cp.composite_pallas(
+            response, attrs, values, bins, rays, grid, config, signed, pixel_channels
+        )
     lay = layout(bins, grid, config)
-    if method is not None:
-        if cp.use_pallas(method, attrs.dtype, config):
-            starts, counts = cp.tile_items(bins, grid, config)
-            return cp.composite_pallas(
-                response, attrs, values, lay, starts, counts, rays, grid, config, signed,
-                pixel_channels,
-            )  # fmt: skip
     if distortion is None and config.backward == "custom":
         return composite_custom(
             response, camera, gather(attrs, lay), gather(values, lay), lay, grid, config,

@@ -2,15 +2,20 @@
 
 The same maths as `composite.py` (its `group_weights` written out per chunk), generated from the
 same spec response: the kernel calls the module's `response` on per-component arrays, so there is
-no second copy of any method's formula. Per tile, one program walks the tile's chunks (items of
-`layout`) front to back with a `while_loop`, double-buffering each chunk's lanes from HBM by DMA,
-and stops as soon as every pixel of the tile is saturated (T < t_min; unsigned responses only).
+no second copy of any method's formula. Per tile, one program walks the tile's chunks front to
+back with a `while_loop`, double-buffering each chunk's lanes from HBM by DMA, and stops as soon
+as every pixel of the tile is saturated (T < t_min; unsigned responses only).
 
 Layout inside a program: entries of a chunk on sublanes, the tile's pixels on lanes, so alpha of
 a chunk is one [B, P] array; per-entry inputs are [B, 1] columns and per-pixel inputs [1, P] rows.
 
-- lanes [I, B, C]: per chunk lane, the response's attributes (A), the composited values (V) and
-  the lane's validity (1.0 / 0.0), C = A + V + 1; gathered by `layout` in XLA.
+- lanes [E / B, B, C]: the sorted entries themselves, cut into aligned chunks of B: per entry,
+  its primitive's response attributes (A) and composited values (V), C = A + V (one row gather
+  by `bins.prim`). A tile's list is the run tile_start[t] .. tile_start[t + 1] - 1 of it, so its
+  chunks are the aligned ones that cover the run; a chunk at either end may hold entries of the
+  neighbouring tiles, which the program masks by position (as zeros: no NaN of another
+  primitive can leak). There is no per-tile padded copy of the lists (the XLA path's `layout`,
+  whose 1D gather of the capacity cost 5.8 ms of a garden frame on a TPU v5e).
 - rows [T, 8, P]: per tile, the pixel centres (x, y), the ray origins (x, y, z) and directions
   (x, y, z) of its pixels (zeros without rays).
 - output [T, V + K + 2, P]: sum_k w_k values_k, sum_k w_k extra_k (the K per-pixel outputs),
@@ -19,7 +24,10 @@ a chunk is one [B, P] array; per-entry inputs are [B, 1] columns and per-pixel i
 The backward kernel is the custom VJP of `composite_vjp.py` in the same per-tile form: a second
 front-to-back walk recomputes each chunk's alpha, takes S_k = g . out - prefix_k, and gets the
 attribute and ray cotangents from `jax.vjp` of the response inside the kernel. Cotangents of the
-lanes go back by DMA to their chunk's rows (chunks a saturated tile never reached stay zero).
+lanes go back by DMA to their chunk (chunks a saturated tile never reached stay zero). A tile's
+first chunk may hold the previous tiles' entries, whose cotangents are already written: the
+program reads that chunk back and writes its own lanes over it (the tiles run in order, each
+waiting for its writes before it ends), so every entry's cotangent is written by its own tile.
 
 On a CPU the kernels run in Pallas's interpret mode (tests compare them with the XLA path there);
 `RenderConfig.compositor` selects the backend ("auto": this one on a TPU).
@@ -28,6 +36,7 @@ On a CPU the kernels run in Pallas's interpret mode (tests compare them with the
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 
 import jax
@@ -39,8 +48,8 @@ from jax.extend.core import Var
 
 from ..errors import XprError
 from ..method_info import MethodInfo
-from .binning import TileGrid
-from .composite_scan import Layout, clamp_alpha, gather, tile_chunks, tile_pixels
+from .binning import Bins, TileGrid
+from .composite_scan import clamp_alpha, tile_pixels
 from .config import RenderConfig
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
@@ -124,10 +133,12 @@ def _warn_once(name: str, reason: str) -> None:
     )
 
 
-def tile_items(bins, grid: TileGrid, config: RenderConfig):
-    """First item and item count [T] of each tile in `layout`'s numbering."""
-    _, chunks, chunk_end = tile_chunks(bins, config.chunk)
-    return chunk_end - chunks, chunks
+def tile_runs(bins: Bins, chunk: int):
+    """Per tile [T]: its first aligned chunk of the sorted entries and how many it spans."""
+    start, end = bins.tile_start[:-1], bins.tile_start[1:]
+    first = start // chunk
+    count = jnp.where(end > start, (end + chunk - 1) // chunk - first, 0)
+    return first.astype(jnp.int32), count.astype(jnp.int32)
 
 
 def pixel_rows(rays, grid: TileGrid, dtype) -> jax.Array:
@@ -144,15 +155,22 @@ def pixel_rows(rays, grid: TileGrid, dtype) -> jax.Array:
 
 
 def composite_pallas(
-    response, attrs, values, lay: Layout, starts, counts, rays, grid: TileGrid,
-    config: RenderConfig, signed: bool, pixel_channels: int,
+    response, attrs, values, bins: Bins, rays, grid: TileGrid, config: RenderConfig,
+    signed: bool, pixel_channels: int,
 ):  # fmt: skip
     """Per-tile sums [T, P, V + K + 2], as `composite` returns them; attrs [N, A], values
     [N, V] per primitive."""
     dtype = attrs.dtype
-    table = jnp.concatenate([attrs, values, jnp.ones_like(values[:, :1])], axis=-1)
-    # one row gather for every lane (padding lanes read zeros: validity 0, no NaN)
-    lanes = gather(table, lay)
+    b = config.chunk
+    table = jnp.concatenate([attrs, values], axis=-1)
+    # one row gather of the sorted entries, padded to whole chunks (slots past the kept
+    # entries belong to no tile: the kernels mask them)
+    lanes = table[bins.prim]
+    pad = -lanes.shape[0] % b
+    if pad:
+        lanes = jnp.concatenate([lanes, jnp.zeros((pad, lanes.shape[1]), dtype)])
+    lanes = lanes.reshape(-1, b, lanes.shape[1])
+    first, count = tile_runs(bins, b)
     num_attrs, num_values = attrs.shape[-1], values.shape[-1]
     rows = pixel_rows(rays, grid, dtype)
     central = rays is not None and rays[0].shape[1] == 1
@@ -161,7 +179,7 @@ def composite_pallas(
         num_attrs, num_values, rays is not None, central,
         jax.default_backend() != "tpu" if INTERPRET is None else INTERPRET,
     )  # fmt: skip
-    out = _core(static, lanes, rows, starts, counts)
+    out = _core(static, lanes, rows, bins.tile_start, first, count)
     return out.transpose(0, 2, 1)
 
 
@@ -215,23 +233,38 @@ def _chunk_alpha(st: _Static, lane, rows):
         attrs = _Components(list(cols), (st.chunk, 1))
         ro = _Components(list(rays6[:3]), (1, st.pix))
         rd = _Components(list(rays6[3:]), (1, st.pix))
-        out = st.response(pixel, ro, rd, attrs, None)
         shape = (st.chunk, st.pix)
         if st.k:
-            alpha, extra = out
-            extra = [jnp.broadcast_to(extra[..., k], shape) for k in range(st.k)]
+            # the outputs one array each: stacked [B, P, K], K would sit on the lanes (2DGS's
+            # forward: 18 MiB of VMEM and 4x slower than the XLA path on a TPU v5e)
+            unstacked = _takes_stack(st.response)
+            kw = {"stack": False} if unstacked else {}
+            alpha, extra = st.response(pixel, ro, rd, attrs, None, **kw)
+            if not unstacked:
+                extra = [extra[..., k] for k in range(st.k)]
+            extra = [jnp.broadcast_to(e, shape) for e in extra]
         else:
-            alpha, extra = out, []
+            alpha, extra = st.response(pixel, ro, rd, attrs, None), []
         alpha, bad = clamp_alpha(jnp.broadcast_to(alpha, shape).astype(jnp.float32), st.signed)
         return (alpha, extra), bad
 
     return fn, attr_cols, ray_rows
 
 
+def _takes_stack(response) -> bool:
+    """Whether the response can return its per-pixel outputs unstacked (`stack=False`, as
+    generated modules do; a hand-written one may not)."""
+    try:
+        return "stack" in inspect.signature(response).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _weights(st: _Static, alpha, ok, t_in):
-    """The compositing of one chunk: used, w, T (before each lane), live, and T after it."""
+    """The compositing of one chunk: used, w, T (before each lane), live, and T after it;
+    `ok` [B, 1] the lanes that are the tile's entries."""
     mag = jnp.abs(alpha) if st.signed else alpha
-    used = (ok > 0.5) & (mag >= st.alpha_min)
+    used = ok & (mag >= st.alpha_min)
     alpha = jnp.where(used, alpha, 0.0)
     keep = 1.0 - alpha
     excl_rows, run = [], None
@@ -248,6 +281,15 @@ def _weights(st: _Static, alpha, ok, t_in):
     return alpha, used, w, T, live, t_in * run
 
 
+def _lanes_of_tile(st: _Static, bounds_ref, first_ref, tile, j, lane):
+    """Chunk j of the tile's run: ([B, 1] which lanes are the tile's entries, the lanes with
+    every other one zeroed)."""
+    pos = (first_ref[tile] + j) * st.chunk
+    pos = pos + jax.lax.broadcasted_iota(jnp.int32, (st.chunk, 1), 0)
+    ok = (pos >= bounds_ref[tile]) & (pos < bounds_ref[tile + 1])
+    return ok, jnp.where(ok, lane, 0.0)
+
+
 def _dma(src_hbm, index, dst, sem, slot):
     return pltpu.make_async_copy(src_hbm.at[index], dst.at[slot], sem.at[slot])
 
@@ -262,7 +304,7 @@ def _wait_write(src, index, dst_hbm, start, sem):
 
 
 def _walk_chunks(st: _Static, lanes_hbm, start, n, buf, sem, t_ref, chunk_step):
-    """The loop both kernels run over a tile's n chunks (items start..start+n-1), front to
+    """The loop both kernels run over a tile's n chunks (chunks start..start+n-1), front to
     back: each chunk's lanes arrive by DMA while the previous one is processed, and the walk
     stops once every pixel is saturated (unsigned responses). `chunk_step(j, slot, lane)`
     processes chunk j (lanes [B, C] in buffer `slot`) and returns the transmittance after it.
@@ -301,19 +343,19 @@ def _walk_chunks(st: _Static, lanes_hbm, start, n, buf, sem, t_ref, chunk_step):
     return j
 
 
-def _forward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, out_ref, buf, sem,
-                    t_ref):  # fmt: skip
+def _forward_kernel(st: _Static, bounds_ref, first_ref, count_ref, rows_ref, lanes_hbm, out_ref,
+                    buf, sem, t_ref):  # fmt: skip
     tile = pl.program_id(0)
-    start, n = start_ref[tile], count_ref[tile]
+    start, n = first_ref[tile], count_ref[tile]
     rows = rows_ref[0]
     out_ref[...] = jnp.zeros_like(out_ref)
 
     def chunk_step(j, slot, lane):  # lane: [B, C]
+        ok, lane = _lanes_of_tile(st, bounds_ref, first_ref, tile, j, lane)
         fn, cols, ray_rows = _chunk_alpha(st, lane, rows)
         (alpha, extra), bad = fn(cols, ray_rows)
-        ok = lane[:, st.a + st.v : st.a + st.v + 1]
         _, used, w, _, _, t_out = _weights(st, alpha, ok, t_ref[...])
-        bad = (bad & (ok > 0.5)).astype(jnp.float32)
+        bad = (bad & ok).astype(jnp.float32)
         sums = [jnp.sum(w * lane[:, st.a + c : st.a + c + 1], axis=0, keepdims=True)
                 for c in range(st.v)]  # fmt: skip
         sums += [jnp.sum(w * jnp.where(used, e, 0.0), axis=0, keepdims=True) for e in extra]
@@ -325,26 +367,15 @@ def _forward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, out_
     _walk_chunks(st, lanes_hbm, start, n, buf, sem, t_ref, chunk_step)
 
 
-def _tile_block(t, starts, counts):
+def _tile_block(t, *prefetch):
     """Block index of tile t (int32 zeros: under jax_enable_x64 a literal 0 is int64, which
     Mosaic refuses in an index map)."""
-    del starts, counts
+    del prefetch
     zero = jnp.zeros((), jnp.int32)
     return t, zero, zero
 
 
-def _grid_spec(st: _Static, num_lanes: int, in_rows: int, out_specs, scratch):
-    return pltpu.PrefetchScalarGridSpec(
-        num_scalar_prefetch=2,
-        grid=(st.grid.num_tiles,),
-        in_specs=[
-            pl.BlockSpec((1, in_rows, st.pix), _tile_block),
-            pl.BlockSpec(memory_space=pl.ANY),
-        ],
-        out_specs=out_specs,
-        scratch_shapes=[pltpu.VMEM((2, st.chunk, num_lanes), jnp.float32),
-                        pltpu.SemaphoreType.DMA((2,))] + scratch,  # fmt: skip
-    )
+PREFETCH = 3  # scalar operands: tile_start [T + 1], first chunk [T], chunk count [T]
 
 
 def _compiler_params(st: _Static, semantics: str):
@@ -368,37 +399,48 @@ def _interpret(st: _Static):
     return True if st.interpret else False
 
 
-def _forward(st: _Static, lanes, rows, starts, counts):
+def _lane_buffers(st: _Static, num_lanes: int):
+    """A double buffer of chunks [2, B, C] and its two DMA semaphores."""
+    return [pltpu.VMEM((2, st.chunk, num_lanes), jnp.float32), pltpu.SemaphoreType.DMA((2,))]
+
+
+def _forward(st: _Static, lanes, rows, bounds, first, count):
     num_tiles = st.grid.num_tiles
-    spec = _grid_spec(
-        st, lanes.shape[-1], ROWS,
-        pl.BlockSpec((1, st.out_channels, st.pix), _tile_block),
-        [pltpu.VMEM((1, st.pix), jnp.float32)],
-    )  # fmt: skip
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=PREFETCH,
+        grid=(num_tiles,),
+        in_specs=[
+            pl.BlockSpec((1, ROWS, st.pix), _tile_block),
+            pl.BlockSpec(memory_space=pl.ANY),
+        ],
+        out_specs=pl.BlockSpec((1, st.out_channels, st.pix), _tile_block),
+        scratch_shapes=_lane_buffers(st, lanes.shape[-1]) + [pltpu.VMEM((1, st.pix), jnp.float32)],
+    )
     return pl.pallas_call(
         functools.partial(_forward_kernel, st),
         out_shape=jax.ShapeDtypeStruct((num_tiles, st.out_channels, st.pix), jnp.float32),
         grid_spec=spec,
         compiler_params=_compiler_params(st, "parallel"),
         interpret=_interpret(st),
-    )(starts, counts, rows, lanes)
+    )(bounds, first, count, rows, lanes)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _core(st, lanes, rows, starts, counts):
-    return _forward(st, lanes, rows, starts, counts)
+def _core(st, lanes, rows, bounds, first, count):
+    return _forward(st, lanes, rows, bounds, first, count)
 
 
-def _core_fwd(st, lanes, rows, starts, counts):
-    out = _forward(st, lanes, rows, starts, counts)
-    return out, (lanes, rows, starts, counts, out)
+def _core_fwd(st, lanes, rows, bounds, first, count):
+    out = _forward(st, lanes, rows, bounds, first, count)
+    return out, (lanes, rows, bounds, first, count, out)
 
 
-def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_ref, zero_hbm,
-                     d_lanes_hbm, d_rows_ref, buf, sem, obuf, osem, t_ref, s_ref):  # fmt: skip
+def _backward_kernel(st: _Static, bounds_ref, first_ref, count_ref, rows_ref, lanes_hbm, g_ref,
+                     zero_hbm, d_lanes_hbm, d_rows_ref, buf, sem, obuf, osem, head, hsem, t_ref,
+                     s_ref):  # fmt: skip
     del zero_hbm  # aliased to d_lanes_hbm: chunks never reached keep their zeros
     tile = pl.program_id(0)
-    start, n = start_ref[tile], count_ref[tile]
+    start, n = first_ref[tile], count_ref[tile]
     rows = rows_ref[0]
     g = g_ref[0]  # [V + K + 3, P]: g_out channels (the count's zeroed), then g . out
     gv = [g[c : c + 1] for c in range(st.v)]
@@ -408,15 +450,18 @@ def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_r
 
     d_rows_ref[...] = jnp.zeros_like(d_rows_ref)
     s_ref[...] = jnp.zeros_like(s_ref)
+    # the first chunk as the previous tiles left it (their writes ended with their programs)
+    read_head = pltpu.make_async_copy(d_lanes_hbm.at[start], head, hsem.at[jnp.int32(0)])
+    pl.when(n > 0)(read_head.start)
 
     def chunk_step(j, slot, lane):
         @pl.when(j >= 2)  # the write-back issued two chunks ago used this slot's buffer
         def _():
             _write(obuf, slot, d_lanes_hbm, start, osem).wait()
 
+        ok, lane = _lanes_of_tile(st, bounds_ref, first_ref, tile, j, lane)
         fn, cols, ray_rows = _chunk_alpha(st, lane, rows)
         (alpha, extra), vjp_fn, _ = jax.vjp(fn, cols, ray_rows, has_aux=True)
-        ok = lane[:, st.a + st.v : st.a + st.v + 1]
         t_in = t_ref[...]
         alpha, used, w, T, live, t_out = _weights(st, alpha, ok, t_in)
         vals = [lane[:, st.a + c : st.a + c + 1] for c in range(st.v)]
@@ -433,13 +478,18 @@ def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_r
         d_alpha = jnp.where(live, T * gc - after / (1.0 - alpha), 0.0)
         d_extra = [w * ge[k] for k in range(st.k)]
         d_cols, d_rays = vjp_fn((d_alpha, d_extra))
-        valid = ok > 0.5
-        for k in range(st.a):
-            obuf[slot, :, k : k + 1] = jnp.where(valid, d_cols[k], 0.0)
-        for c in range(st.v):
-            d_v = jnp.sum(w * gv[c], axis=1, keepdims=True)
-            obuf[slot, :, st.a + c : st.a + c + 1] = jnp.where(valid, d_v, 0.0)
-        obuf[slot, :, st.a + st.v :] = jnp.zeros((st.chunk, 1), jnp.float32)
+        d_lane = d_cols + [jnp.sum(w * gv[c], axis=1, keepdims=True) for c in range(st.v)]
+        d_lane = jnp.concatenate([jnp.broadcast_to(d, (st.chunk, 1)) for d in d_lane], axis=1)
+
+        @pl.when(j == 0)
+        def _():
+            read_head.wait()
+            obuf[slot] = jnp.where(ok, d_lane, head[...])
+
+        @pl.when(j > 0)
+        def _():
+            obuf[slot] = jnp.where(ok, d_lane, 0.0)
+
         _write(obuf, slot, d_lanes_hbm, start + j, osem).start()
         if st.uses_rays:
             for r in range(6):
@@ -457,13 +507,14 @@ def _backward_kernel(st: _Static, start_ref, count_ref, rows_ref, lanes_hbm, g_r
 
 
 def _core_bwd(st, residuals, g_out):
-    lanes, rows, starts, counts, out = residuals
+    lanes, rows, bounds, first, count, out = residuals
     g_out = g_out.at[:, -1].set(0.0)  # the clamped-alpha count: no gradient
     g_total = jnp.sum(g_out * out, axis=1, keepdims=True)  # [T, 1, P]
     g = jnp.concatenate([g_out, g_total], axis=1)
     num_tiles = st.grid.num_tiles
+    num_lanes = lanes.shape[-1]
     spec = pltpu.PrefetchScalarGridSpec(
-        num_scalar_prefetch=2,
+        num_scalar_prefetch=PREFETCH,
         grid=(num_tiles,),
         in_specs=[
             pl.BlockSpec((1, ROWS, st.pix), _tile_block),
@@ -475,15 +526,13 @@ def _core_bwd(st, residuals, g_out):
             pl.BlockSpec(memory_space=pl.ANY),
             pl.BlockSpec((1, ROWS, st.pix), _tile_block),
         ],
-        scratch_shapes=[
-            pltpu.VMEM((2, st.chunk, lanes.shape[-1]), jnp.float32),
-            pltpu.SemaphoreType.DMA((2,)),
-            pltpu.VMEM((2, st.chunk, lanes.shape[-1]), jnp.float32),
-            pltpu.SemaphoreType.DMA((2,)),
+        scratch_shapes=_lane_buffers(st, num_lanes) + _lane_buffers(st, num_lanes) + [
+            pltpu.VMEM((st.chunk, num_lanes), jnp.float32),
+            pltpu.SemaphoreType.DMA((1,)),
             pltpu.VMEM((1, st.pix), jnp.float32),
             pltpu.VMEM((1, st.pix), jnp.float32),
         ],
-    )
+    )  # fmt: skip
     d_lanes, d_rows = pl.pallas_call(
         functools.partial(_backward_kernel, st),
         out_shape=(
@@ -491,12 +540,13 @@ def _core_bwd(st, residuals, g_out):
             jax.ShapeDtypeStruct(rows.shape, jnp.float32),
         ),
         grid_spec=spec,
-        # inputs count the two scalar-prefetch operands: zeros (operand 5) -> d_lanes
-        input_output_aliases={5: 0},
+        # operands count the scalar-prefetch ones: the zeros (operand PREFETCH + 3) -> d_lanes
+        input_output_aliases={PREFETCH + 3: 0},
+        # in tile order: a tile reads back the chunk the previous tiles wrote last
         compiler_params=_compiler_params(st, "arbitrary"),
         interpret=_interpret(st),
-    )(starts, counts, rows, lanes, g, jnp.zeros_like(lanes))
-    return d_lanes, d_rows, None, None
+    )(bounds, first, count, rows, lanes, g, jnp.zeros_like(lanes))
+    return d_lanes, d_rows, None, None, None
 
 
 _core.defvjp(_core_fwd, _core_bwd)
