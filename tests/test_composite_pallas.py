@@ -77,10 +77,10 @@ def _assert_close(got, want, tol):
         assert err <= tol * scale, (jax.tree_util.keystr(path), err, scale)
 
 
-def _compare(spec, params, cam):
+def _compare(spec, params, cam, xla=XLA):
     method = load(ROOT / "specs" / f"{spec}.xpr")
-    want, g_want = _run(method, params, cam, XLA)
-    got, g_got = _run(method, params, cam, PALLAS)
+    want, g_want = _run(method, params, cam, xla)
+    got, g_got = _run(method, params, cam, dataclasses.replace(xla, compositor="pallas"))
     _assert_close(got, want, 1e-5)
     assert float(jnp.max(want["alpha"])) > 0.5  # something was drawn
     # float32 gradients summed in another order: relative to the largest component
@@ -115,6 +115,19 @@ def test_pallas_equals_xla_when_tiles_saturate(spec):
     cam = _camera()
     want = _compare(spec, params, cam)
     assert (np.asarray(want["alpha"]) > 0.99).mean() > 0.5
+
+
+def test_pallas_equals_xla_with_a_capacity_of_odd_size_that_overflows():
+    """A capacity that is not a whole number of chunks (the kernels' sorted buffer is padded to
+    one) and too small for the scene (the last tiles lose entries): the same images and
+    gradients as the XLA path."""
+    method = load(ROOT / "specs" / "3dgs.xpr")
+    params = _scene(method, "large", 12, seed=4)
+    cam = _camera()
+    xla = dataclasses.replace(XLA, max_entries=41, on_overflow="ignore")
+    out = render(method, params, cam, config=xla)
+    assert int(out.stats["dropped"]) > 0 and 41 % xla.chunk
+    _compare("3dgs", params, cam, xla)
 
 
 def test_auto_uses_pallas_on_a_tpu_only_and_pallas_refuses_what_it_cannot_run():

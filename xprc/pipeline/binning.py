@@ -192,8 +192,6 @@ def bin_and_sort(
     num_tiles = grid.num_tiles
     order = jnp.argsort(jnp.where(valid, depth, jnp.inf), stable=True).astype(jnp.int32)
     rx0, ry0, rw, rh, rcount = tile_rects(box, valid, grid)
-    exact = exact_total(rcount)
-    needed = saturate_total(exact)
     # Per primitive in depth order: first slot, tile rectangle and index (and the bits of the
     # ellipse test's inputs), so that one row gather gives a slot all it needs.
     columns = [rx0, ry0, jnp.maximum(rw, 1), rcount, jnp.arange(n, dtype=jnp.int32)]
@@ -207,6 +205,14 @@ def bin_and_sort(
     # First slot of each primitive's run of entries: an exclusive cumulative sum that saturates
     # instead of wrapping, so a primitive starting past the capacity (or past 2^31) gets none.
     ends = _saturating_cumsum(count)
+    # The exact 64-bit count: the cumulative sum's end unless it saturated (a reduction over N
+    # less; 0.5 ms on a TPU v5e)
+    exact = jax.lax.cond(
+        ends[-1] < INT32_MAX,
+        lambda: jnp.stack([jnp.uint32(0), ends[-1].astype(jnp.uint32)]),
+        lambda: exact_total(rcount),
+    )
+    needed = saturate_total(exact)
     first = jnp.concatenate([jnp.zeros((1,), jnp.int32), ends[:-1]])
     table = table.at[:, 3].set(first.astype(itype))
     # Owner of each slot: mark where each primitive's run of entries starts, then a running max.
