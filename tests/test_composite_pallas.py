@@ -111,10 +111,21 @@ def test_pallas_equals_xla_when_tiles_saturate(spec):
     """Opaque primitives: the stop rule ends the lists, and each tile's program stops early
     with the next chunk's copy in flight (forward and backward)."""
     method = load(ROOT / "specs" / f"{spec}.xpr")
-    params = _scene(method, "large", 40, seed=5, opacity=4.0)
+    # 41 primitives: tiles whose runs start inside a chunk that an earlier tile, stopped early,
+    # never wrote back (with 40, every run starts on a chunk boundary)
+    params = _scene(method, "large", 41, seed=5, opacity=4.0)
     cam = _camera()
     want = _compare(spec, params, cam)
     assert (np.asarray(want["alpha"]) > 0.99).mean() > 0.5
+
+
+def test_pallas_equals_xla_with_chunks_shared_by_many_tiles():
+    """Tiles of 4x4 pixels and chunks of 16 entries: a chunk holds the entries of up to five
+    tiles, each of which reads it back and writes its own lanes over it in the backward."""
+    method = load(ROOT / "specs" / "3dgs.xpr")
+    params = _scene(method, "random", 10, seed=3)
+    xla = dataclasses.replace(XLA, tile_size=4, chunk=16)
+    _compare("3dgs", params, _camera(), xla)
 
 
 def test_pallas_equals_xla_with_a_capacity_of_odd_size_that_overflows():

@@ -414,10 +414,11 @@ def _stack(items: list[str], axis: int = -1, indent: str = "    ") -> str:
     return "jnp.stack([\n" + "".join(f"{inner}{it},\n" for it in items) + f"{indent}], {axis})"
 
 
-def _list(items: list[str], indent: str = "    ") -> str:
-    """`[a, b]`, one item a line when that is too long for one line."""
+def _list(items: list[str], indent: str = "    ", reserve: int = 24) -> str:
+    """`[a, b]`, one item a line when that is too long for one line (`reserve`: the room the
+    rest of the line needs, e.g. a comment after the list)."""
     one = "[" + ", ".join(items) + "]"
-    if len(indent) + len(one) + 24 <= MAX_LINE and "\n" not in one:
+    if len(indent) + len(one) + reserve <= MAX_LINE and "\n" not in one:
         return one
     inner = indent + "    "
     return "[\n" + "".join(f"{inner}{it},\n" for it in items) + f"{indent}]"
@@ -624,7 +625,8 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
             f"{ident(k)}:{_line(ch, f'pixel_{k}').removeprefix('  # spec')}" for k in ch.pixel
         )
         out.append(f"    alpha = jnp.broadcast_to({text}, shape)" + _line(ch, "alpha"))
-        out.append(_commented(f"    extra = {_list(comps)}", f"  # {where}"))
+        comment = f"  # {where}"
+        out.append(_commented(f"    extra = {_list(comps, reserve=12 + len(comment))}", comment))
         out.append("    return alpha, (jnp.stack(extra, -1) if stack else extra)")
     elif alpha.free_symbols & varying:
         out.append(f"    return {text}" + _line(ch, "alpha"))
