@@ -587,3 +587,52 @@ def test_truncated_checkpoint_is_an_error_naming_it(scene, base, tmp_path):
     with pytest.raises(XprError) as info:
         tr.train(METHOD, *scene, out, _cfg(), resume=True)
     assert str(info.value).startswith(f"{path}: error: truncated or corrupt checkpoint (")
+
+
+# ------------------------------------------------------------------------------ Pallas fallback
+
+
+def test_kernels_that_do_not_compile_fall_back_to_xla_in_training(scene, tmp_path, monkeypatch):
+    """The train step is traced as a whole, so `render`'s own fallback cannot catch it: where
+    the Pallas kernels do not compile for the chip (compositor "auto"), the trainer's steps and
+    evaluations composite with XLA after one warning naming the reason. Other errors, and
+    "pallas" asked for explicitly, are raised as they are."""
+    import jax
+
+    loop = sys.modules["xprc.train.loop"]
+    attempts = []
+
+    def failing(real, kind, message):
+        def build(*args):
+            config = args[0].render if kind == "step" else args[1]
+            if config.compositor == "xla":
+                return real(*args)
+
+            def fails(*_):
+                attempts.append((kind, config.compositor))
+                raise jax.errors.JaxRuntimeError(message)
+
+            return fails
+
+        return build
+
+    vmem = ("RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom: Ran out of memory in memory "
+            "space vmem (custom_call_target=\"tpu_custom_call\")")  # fmt: skip
+    real_step, real_eval = loop.step_fn, loop.eval_fn
+    monkeypatch.setattr(loop, "step_fn", failing(real_step, "step", vmem))
+    monkeypatch.setattr(loop, "eval_fn", failing(real_eval, "eval", vmem))
+    with pytest.warns(RuntimeWarning, match=r"Gaussian3D: the Pallas kernels did not compile on "
+                      r"this CPU \(RESOURCE_EXHAUSTED.*XLA path instead") as caught:  # fmt: skip
+        result = tr.train(METHOD, *scene, tmp_path / "run", _cfg(eval_every=3))
+    assert result.step == 3 and result.evals
+    # the step-0 evaluation failed first; the steps and later evaluations used XLA at once
+    assert attempts == [("eval", "auto")]
+    assert sum("did not compile" in str(w.message) for w in caught) == 1
+
+    pallas = dataclasses.replace(_cfg(), render=dataclasses.replace(RENDER, compositor="pallas"))
+    with pytest.raises(jax.errors.JaxRuntimeError, match="CompileTimeScopedVmemOom"):
+        tr.train(METHOD, *scene, tmp_path / "pallas", pallas)
+    monkeypatch.setattr(loop, "step_fn", failing(real_step, "step", "INTERNAL: other"))
+    monkeypatch.setattr(loop, "eval_fn", failing(real_eval, "eval", "INTERNAL: other"))
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL: other"):
+        tr.train(METHOD, *scene, tmp_path / "other", _cfg())

@@ -42,8 +42,9 @@ class RenderConfig:
                  tests) or "auto" (default: Pallas on a TPU, XLA elsewhere; a spec the kernels
                  cannot run, e.g. float64 or the distortion output, uses XLA with a warning on
                  a TPU; kernels that do not compile for the chip, e.g. too large for its VMEM,
-                 fall back to XLA with a warning, in `render`). The backends agree to float32
-                 rounding; with "pallas", `backward` is always the custom VJP.
+                 fall back to XLA with a warning, in `render` and the trainer; a function
+                 of your own under `jax.jit` gets the compile error). The backends agree to
+                 float32 rounding; with "pallas", `backward` is always the custom VJP.
     """
 
     tile_size: int = 16

@@ -191,19 +191,29 @@ def _call_compiled(info, method, mode: str, config: RenderConfig, batched: bool,
         try:
             return _compiled(method, mode, config, batched)(*args)
         except jax.errors.JaxRuntimeError as err:
-            if config.compositor != "auto" or not _kernel_compile_failure(err):
+            if xla_instead(info.name, config, err, stacklevel=3) is None:
                 raise
             _PALLAS_FAILED.add(key)
-            reason = next((ln for ln in str(err).splitlines() if ln.strip()), "")[:300]
-            warnings.warn(
-                f"{info.name}: the Pallas kernels did not compile on this "
-                f"{jax.default_backend().upper()} ({reason}); composited by the XLA path "
-                "instead (RenderConfig(compositor='xla') skips the attempt)",
-                RuntimeWarning,
-                stacklevel=3,
-            )
     xla = dataclasses.replace(config, compositor="xla")
     return _compiled(method, mode, xla, batched)(*args)
+
+
+def xla_instead(name: str, config: RenderConfig, err: Exception, stacklevel: int = 2):
+    """`config` with the XLA compositor, after a warning naming the reason, when `err` is the
+    Pallas kernels failing to compile for this chip under `compositor="auto"`; else None (the
+    caller raises). Used by `render` and by the trainer, whose step is traced as a whole;
+    `stacklevel` as `warnings.warn` would take it in the caller."""
+    if config.compositor != "auto" or not _kernel_compile_failure(err):
+        return None
+    reason = next((ln for ln in str(err).splitlines() if ln.strip()), "")[:300]
+    warnings.warn(
+        f"{name}: the Pallas kernels did not compile on this "
+        f"{jax.default_backend().upper()} ({reason}); composited by the XLA path "
+        "instead (RenderConfig(compositor='xla') skips the attempt)",
+        RuntimeWarning,
+        stacklevel=stacklevel + 1,
+    )
+    return dataclasses.replace(config, compositor="xla")
 
 
 def _kernel_compile_failure(err: Exception) -> bool:

@@ -31,6 +31,7 @@ from ..method_info import MethodInfo
 from ..pipeline import RenderConfig, entry_bucket
 from ..pipeline.binning import TileGrid
 from ..pipeline.capacity import MemoryBudgetError, alpha_message, check_memory
+from ..pipeline.render import xla_instead
 from . import checkpoint as ckpt
 from . import folder as run_folder
 from . import health, losses_2dgs
@@ -316,12 +317,27 @@ class Run:
             mesh = device_mesh(self.devices)
             self.state, self.data, self.hyper = replicate((self.state, self.data, self.hyper), mesh)
 
+    def _xla_after(self, err: Exception) -> bool:
+        """Whether `err` is the Pallas kernels failing to compile for this chip under
+        `compositor="auto"`: steps and evaluations then composite with XLA (one warning)."""
+        xla = xla_instead(self.info.name, self.capacity.base, err, stacklevel=5)
+        if xla is None:
+            return False
+        self.capacity.base = xla
+        self.eval_capacity.base = dataclasses.replace(self.eval_capacity.base, compositor="xla")
+        return True
+
     def advance(self) -> dict:
         """One accepted optimisation step; a step whose render dropped entries is redone with
         a larger capacity. Returns the step's info as host numbers."""
         view = self.order.views(self.step, self.devices)
         while True:
-            state, info = step_fn(self.step_key())(self.state, self.data, self.hyper, view)
+            try:
+                state, info = step_fn(self.step_key())(self.state, self.data, self.hyper, view)
+            except jax.errors.JaxRuntimeError as err:
+                if not self._xla_after(err):
+                    raise
+                continue
             info = jax.device_get(info)
             if int(info["dropped"]) == 0:
                 break
@@ -357,11 +373,16 @@ class Run:
         for i in range(self.test_data["images"].shape[0]):
             while True:
                 fn = eval_fn(self.method, self.eval_capacity.config())
-                img, p, s, dropped, needed = fn(
-                    st["params"], st["step"], self.hyper["sh_interval"],
-                    self.hyper["background"], self.test_data["images"],
-                    self.test_data["cameras"], np.int32(i),
-                )  # fmt: skip
+                try:
+                    img, p, s, dropped, needed = fn(
+                        st["params"], st["step"], self.hyper["sh_interval"],
+                        self.hyper["background"], self.test_data["images"],
+                        self.test_data["cameras"], np.int32(i),
+                    )  # fmt: skip
+                except jax.errors.JaxRuntimeError as err:
+                    if not self._xla_after(err):
+                        raise
+                    continue
                 if int(dropped) == 0:
                     break
                 self.eval_capacity.grow(int(needed), self.step, "eval")
