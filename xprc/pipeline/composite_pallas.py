@@ -404,18 +404,25 @@ def _lane_buffers(st: _Static, num_lanes: int):
     return [pltpu.VMEM((2, st.chunk, num_lanes), jnp.float32), pltpu.SemaphoreType.DMA((2,))]
 
 
+def _grid_spec(st: _Static, more_inputs: list, out_specs, scratch: list):
+    """One program per tile; inputs: the tile's pixel rows (a block), the lanes (in HBM), then
+    `more_inputs`."""
+    return pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=PREFETCH,
+        grid=(st.grid.num_tiles,),
+        in_specs=[pl.BlockSpec((1, ROWS, st.pix), _tile_block), pl.BlockSpec(memory_space=pl.ANY)]
+        + more_inputs,
+        out_specs=out_specs,
+        scratch_shapes=scratch,
+    )
+
+
 def _forward(st: _Static, lanes, rows, bounds, first, count):
     num_tiles = st.grid.num_tiles
-    spec = pltpu.PrefetchScalarGridSpec(
-        num_scalar_prefetch=PREFETCH,
-        grid=(num_tiles,),
-        in_specs=[
-            pl.BlockSpec((1, ROWS, st.pix), _tile_block),
-            pl.BlockSpec(memory_space=pl.ANY),
-        ],
-        out_specs=pl.BlockSpec((1, st.out_channels, st.pix), _tile_block),
-        scratch_shapes=_lane_buffers(st, lanes.shape[-1]) + [pltpu.VMEM((1, st.pix), jnp.float32)],
-    )
+    spec = _grid_spec(
+        st, [], pl.BlockSpec((1, st.out_channels, st.pix), _tile_block),
+        _lane_buffers(st, lanes.shape[-1]) + [pltpu.VMEM((1, st.pix), jnp.float32)],
+    )  # fmt: skip
     return pl.pallas_call(
         functools.partial(_forward_kernel, st),
         out_shape=jax.ShapeDtypeStruct((num_tiles, st.out_channels, st.pix), jnp.float32),
@@ -511,23 +518,14 @@ def _core_bwd(st, residuals, g_out):
     g_out = g_out.at[:, -1].set(0.0)  # the clamped-alpha count: no gradient
     g_total = jnp.sum(g_out * out, axis=1, keepdims=True)  # [T, 1, P]
     g = jnp.concatenate([g_out, g_total], axis=1)
-    num_tiles = st.grid.num_tiles
     num_lanes = lanes.shape[-1]
-    spec = pltpu.PrefetchScalarGridSpec(
-        num_scalar_prefetch=PREFETCH,
-        grid=(num_tiles,),
-        in_specs=[
-            pl.BlockSpec((1, ROWS, st.pix), _tile_block),
-            pl.BlockSpec(memory_space=pl.ANY),
-            pl.BlockSpec((1, st.out_channels + 1, st.pix), _tile_block),
-            pl.BlockSpec(memory_space=pl.ANY),
-        ],
-        out_specs=[
-            pl.BlockSpec(memory_space=pl.ANY),
-            pl.BlockSpec((1, ROWS, st.pix), _tile_block),
-        ],
-        scratch_shapes=_lane_buffers(st, num_lanes) + _lane_buffers(st, num_lanes) + [
-            pltpu.VMEM((st.chunk, num_lanes), jnp.float32),
+    spec = _grid_spec(
+        st,
+        [pl.BlockSpec((1, st.out_channels + 1, st.pix), _tile_block),  # g
+         pl.BlockSpec(memory_space=pl.ANY)],  # zeros, aliased to d_lanes
+        [pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec((1, ROWS, st.pix), _tile_block)],
+        _lane_buffers(st, num_lanes) + _lane_buffers(st, num_lanes) + [
+            pltpu.VMEM((st.chunk, num_lanes), jnp.float32),  # the first chunk, read back
             pltpu.SemaphoreType.DMA((1,)),
             pltpu.VMEM((1, st.pix), jnp.float32),
             pltpu.VMEM((1, st.pix), jnp.float32),
