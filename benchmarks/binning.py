@@ -35,8 +35,10 @@ from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
 from xprc.pipeline import capacity as cap  # noqa: E402
 from xprc.pipeline.binning import (  # noqa: E402
     TileGrid,
-    _saturating_cumsum,
     bin_and_sort,
+    id_bounds,
+    saturating_cumsum,
+    slot_owners,
     tile_demand,
     tile_rects,
 )
@@ -66,13 +68,10 @@ def pieces(proj, valid, grid: TileGrid, config: RenderConfig):
         return tile_demand(x0, y0, w, h, grid)
 
     def owners(count):
-        first = jnp.minimum(jnp.cumsum(count) - count, capacity)
-        marks = jnp.zeros((capacity + 1,), jnp.int32).at[first].max(jnp.arange(n, dtype=jnp.int32))
-        return jax.lax.cummax(marks[:capacity])
+        return slot_owners(count, jnp.cumsum(count) - count, capacity)
 
     def bounds(tile):
-        ids = jnp.arange(2 * grid.num_tiles + 2, dtype=jnp.int32)
-        return jnp.searchsorted(tile, ids, side="left")
+        return id_bounds(tile, 2 * grid.num_tiles + 2)
 
     return [
         ("bin_and_sort, ellipse test", jax.jit(binned), (box, valid, depth, ell, cen)),
@@ -84,7 +83,7 @@ def pieces(proj, valid, grid: TileGrid, config: RenderConfig):
         ("  key sort carrying the primitive", jax.jit(
             lambda k, p: jax.lax.sort((k, p), num_keys=1)), (key, slots)),  # fmt: skip
         ("  tile demand by scatter-adds (overflow only)", jax.jit(demand), rects),
-        ("  first slots: saturating cumsum [N]", jax.jit(_saturating_cumsum), (rects[4],)),
+        ("  first slots: saturating cumsum [N]", jax.jit(saturating_cumsum), (rects[4],)),
         ("  slot owners: scatter-max + cummax", jax.jit(owners), (rects[4],)),
         ("  tile bounds: searchsorted [2T + 2]", jax.jit(bounds), (bins.tile,)),
         ("Pallas lanes: row gather of the sorted entries", jax.jit(lambda t, p: t[p]),

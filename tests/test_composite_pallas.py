@@ -187,13 +187,13 @@ def test_kernels_lower_for_a_tpu(monkeypatch):
     assert text.count("tpu_custom_call") >= 2  # the forward and the backward kernel
 
 
-def _kernel_jaxprs(jaxpr, found):
-    """The kernel jaxprs of every pallas_call inside `jaxpr` (recursively)."""
+def _pallas_calls(jaxpr, found):
+    """The parameters of every pallas_call inside `jaxpr` (recursively), in order."""
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "pallas_call":
-            found.append(eqn.params["jaxpr"])
+            found.append(eqn.params)
         for sub in jcore.jaxprs_in_params(eqn.params):
-            _kernel_jaxprs(sub, found)
+            _pallas_calls(sub, found)
     return found
 
 
@@ -218,11 +218,14 @@ def test_kernels_hold_the_per_pixel_outputs_one_array_each():
     def loss(p):
         return jnp.sum(render(method, p, cam, config=config).image)
 
-    kernels = _kernel_jaxprs(jax.make_jaxpr(jax.value_and_grad(loss))(params).jaxpr, [])
-    assert len(kernels) == 2  # the forward and the backward
+    calls = _pallas_calls(jax.make_jaxpr(jax.value_and_grad(loss))(params).jaxpr, [])
+    # the forward's tiles in any order; the backward's in order: a tile reads back the chunk
+    # the previous tiles wrote
+    semantics = [c["compiler_params"].dimension_semantics for c in calls]
+    assert semantics == [("parallel",), ("arbitrary",)]
     k = len(method.PIXEL_OUTPUTS)
-    for kernel in kernels:
-        stacked = [s for s in _value_shapes(kernel, set()) if len(s) >= 3 and s[-1] == k]
+    for call in calls:
+        stacked = [s for s in _value_shapes(call["jaxpr"], set()) if len(s) >= 3 and s[-1] == k]
         assert not stacked, stacked
     _, extra = method.response(*(jnp.zeros((2, 1, n)) for n in (2, 3, 3)),
                                jnp.zeros((1, 4, method.NUM_ATTRS)), cam, stack=False)  # fmt: skip
@@ -298,13 +301,16 @@ def test_auto_falls_back_to_xla_when_the_kernels_do_not_compile(monkeypatch):
 
     monkeypatch.setattr(render_mod, "_compiled", compiled)
     monkeypatch.setattr(render_mod, "_PALLAS_FAILED", set())
+    monkeypatch.setattr(render_mod, "_PALLAS_RAN", set())
     message = ("RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom: Ran out of memory in "
                "memory space vmem (custom_call_target=\"tpu_custom_call\")")  # fmt: skip
     auto = dataclasses.replace(XLA, compositor="auto")
     want = render(method, params, cam, config=XLA).image
-    with pytest.warns(RuntimeWarning, match=r"Gaussian3D: the Pallas kernels did not compile"
-                      r" on this CPU \(RESOURCE_EXHAUSTED.*vmem.*XLA path instead"):  # fmt: skip
+    pattern = (r"Gaussian3D: the Pallas kernels did not compile on this CPU "
+               r"\(RESOURCE_EXHAUSTED.*vmem.*XLA path instead")  # fmt: skip
+    with pytest.warns(RuntimeWarning, match=pattern) as caught:
         got = render(method, params, cam, config=auto).image
+    assert [w.filename for w in caught] == [__file__]  # the line that called render
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     render(method, params, cam, config=auto)  # no second attempt, no second warning
     assert attempts == ["auto"]
@@ -313,3 +319,24 @@ def test_auto_falls_back_to_xla_when_the_kernels_do_not_compile(monkeypatch):
     message = "INTERNAL: something else"
     with pytest.raises(jax.errors.JaxRuntimeError, match="something else"):
         render(method, params, cam, config=dataclasses.replace(auto, chunk=8))
+
+    # A configuration that ran (so it compiled): a later error naming the kernels is raised.
+    calls = []
+
+    def compiled_then_fails(method, mode, config, batched, check=False):
+        def call(*args):
+            calls.append(config.compositor)
+            if len(calls) > 1:
+                raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Mosaic: out of memory "
+                                                 "at run time")  # fmt: skip
+            xla = dataclasses.replace(config, compositor="xla")
+            return real(method, mode, xla, batched, check)(*args)
+
+        return call
+
+    monkeypatch.setattr(render_mod, "_compiled", compiled_then_fails)
+    ran = dataclasses.replace(auto, chunk=16)
+    render(method, params, cam, config=ran)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="out of memory at run time"):
+        render(method, params, cam, config=ran)
+    assert calls == ["auto", "auto"]

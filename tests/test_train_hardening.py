@@ -627,7 +627,8 @@ def test_kernels_that_do_not_compile_fall_back_to_xla_in_training(scene, tmp_pat
     assert result.step == 3 and result.evals
     # the step-0 evaluation failed first; the steps and later evaluations used XLA at once
     assert attempts == [("eval", "auto")]
-    assert sum("did not compile" in str(w.message) for w in caught) == 1
+    warned = [w for w in caught if "did not compile" in str(w.message)]
+    assert len(warned) == 1 and warned[0].filename == __file__  # this test's own line
 
     pallas = dataclasses.replace(_cfg(), render=dataclasses.replace(RENDER, compositor="pallas"))
     with pytest.raises(jax.errors.JaxRuntimeError, match="CompileTimeScopedVmemOom"):
@@ -636,3 +637,24 @@ def test_kernels_that_do_not_compile_fall_back_to_xla_in_training(scene, tmp_pat
     monkeypatch.setattr(loop, "eval_fn", failing(real_eval, "eval", "INTERNAL: other"))
     with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL: other"):
         tr.train(METHOD, *scene, tmp_path / "other", _cfg())
+
+    # a step that ran (so it compiled) and then fails naming the kernels: raised, not a switch
+    calls = []
+
+    def step_then_fails(key):
+        xla = real_step(dataclasses.replace(key, render=dataclasses.replace(key.render,
+                                                                            compositor="xla")))
+
+        def call(*args):
+            calls.append(key.render.compositor)
+            if len(calls) > 1:
+                raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Mosaic at run time")
+            return xla(*args)
+
+        return call
+
+    monkeypatch.setattr(loop, "step_fn", step_then_fails)
+    monkeypatch.setattr(loop, "eval_fn", real_eval)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="Mosaic at run time"):
+        tr.train(METHOD, *scene, tmp_path / "late", _cfg())
+    assert calls == ["auto", "auto"]

@@ -626,7 +626,9 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
         )
         out.append(f"    alpha = jnp.broadcast_to({text}, shape)" + _line(ch, "alpha"))
         comment = f"  # {where}"
-        out.append(_commented(f"    extra = {_list(comps, reserve=12 + len(comment))}", comment))
+        lead = "    extra = "
+        rest = len(lead) - 4 + len(comment)  # the line beyond `_list`'s own indent
+        out.append(_commented(f"{lead}{_list(comps, reserve=rest)}", comment))
         out.append("    return alpha, (jnp.stack(extra, -1) if stack else extra)")
     elif alpha.free_symbols & varying:
         out.append(f"    return {text}" + _line(ch, "alpha"))

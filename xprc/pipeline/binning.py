@@ -88,7 +88,7 @@ def saturate_total(exact: jax.Array) -> jax.Array:
     return jnp.where(over, INT32_MAX, exact[1].astype(jnp.int32))
 
 
-def _saturating_cumsum(count: jax.Array) -> jax.Array:
+def saturating_cumsum(count: jax.Array) -> jax.Array:
     """Inclusive cumulative sum of non-negative int32 values that sticks at INT32_MAX."""
 
     def add(a, b):
@@ -204,23 +204,13 @@ def bin_and_sort(
     count = table[:, 3].astype(jnp.int32)
     # First slot of each primitive's run of entries: an exclusive cumulative sum that saturates
     # instead of wrapping, so a primitive starting past the capacity (or past 2^31) gets none.
-    ends = _saturating_cumsum(count)
-    # The exact 64-bit count: the cumulative sum's end unless it saturated (a reduction over N
-    # less; 0.5 ms on a TPU v5e)
-    exact = jax.lax.cond(
-        ends[-1] < INT32_MAX,
-        lambda: jnp.stack([jnp.uint32(0), ends[-1].astype(jnp.uint32)]),
-        lambda: exact_total(rcount),
-    )
+    ends = saturating_cumsum(count)
+    exact = _exact_count(ends, rcount)
     needed = saturate_total(exact)
     first = jnp.concatenate([jnp.zeros((1,), jnp.int32), ends[:-1]])
     table = table.at[:, 3].set(first.astype(itype))
-    # Owner of each slot: mark where each primitive's run of entries starts, then a running max.
-    starts = jnp.where((count > 0) & (first < capacity), first, capacity)
-    owner = jnp.zeros((capacity + 1,), jnp.int32).at[starts].max(jnp.arange(n, dtype=jnp.int32))
-    k = jax.lax.cummax(owner[:capacity])
     slot = jnp.arange(capacity, dtype=jnp.int32)
-    row = table[k]
+    row = table[slot_owners(count, first, capacity)]
     rect = row[:, :5].astype(jnp.int32)
     local = slot - rect[:, 3]
     tile_x = rect[:, 0] + local % rect[:, 2]
@@ -240,8 +230,7 @@ def bin_and_sort(
         fallback = jnp.sum(valid & ~usable).astype(jnp.int32)
     ids = 2 * num_tiles + 2 if ellipse is not None else num_tiles + 1
     tile, prim = _sort_entries(tile, prim, ids, carry_prim)
-    bounds = jnp.searchsorted(tile, jnp.arange(ids, dtype=jnp.int32), side="left")
-    bounds = bounds.astype(jnp.int32)
+    bounds = id_bounds(tile, ids)
     tile_start = bounds[: num_tiles + 1]
     kept = tile_start[1:] - tile_start[:-1]
     if ellipse is not None:
@@ -250,13 +239,38 @@ def bin_and_sort(
         culled = jnp.zeros((num_tiles,), jnp.int32)
     # Per-tile demand: when nothing overflowed, every rectangle entry is in the buffer, kept or
     # culled, so the sort has counted it; only an overflowing render pays for the scatters
-    # (4.6 ms of a garden frame on a TPU v5e). Under vmap both branches run: the same values.
+    # (docs/tpu.md: milliseconds on a TPU). Under vmap both branches run: the same values.
     demand = jax.lax.cond(
         needed > capacity,
         lambda: tile_demand(rx0, ry0, rw, rh, grid),
         lambda: kept + culled,
     )
     return Bins(tile, prim, tile_start, needed, exact, demand, kept, culled, fallback)
+
+
+def _exact_count(ends, count):
+    """The exact 64-bit entry count [high, low]: the end of the saturating cumulative sum
+    `ends` unless it saturated, else a reduction of `count` of its own."""
+    return jax.lax.cond(
+        ends[-1] < INT32_MAX,
+        lambda: jnp.stack([jnp.uint32(0), ends[-1].astype(jnp.uint32)]),
+        lambda: exact_total(count),
+    )
+
+
+def slot_owners(count, first, capacity: int) -> jax.Array:
+    """[capacity] the primitive (in depth order) each slot belongs to: mark where each run of
+    entries starts (`first`, `count` per primitive), then a running max."""
+    n = count.shape[0]
+    starts = jnp.where((count > 0) & (first < capacity), first, capacity)
+    owner = jnp.zeros((capacity + 1,), jnp.int32).at[starts].max(jnp.arange(n, dtype=jnp.int32))
+    return jax.lax.cummax(owner[:capacity])
+
+
+def id_bounds(sorted_ids, ids: int) -> jax.Array:
+    """[ids] the first position of each sort id 0..ids-1 in `sorted_ids` (int32)."""
+    bounds = jnp.searchsorted(sorted_ids, jnp.arange(ids, dtype=jnp.int32), side="left")
+    return bounds.astype(jnp.int32)
 
 
 def _sort_entries(tile, prim, ids: int, carry_prim: bool | None):

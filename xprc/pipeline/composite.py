@@ -1,10 +1,12 @@
 """Compositing: which of the three ways composites a render.
 
 - `composite_scan.py`: the XLA path, a `lax.scan` over groups of chunks of the depth-sorted tile
-  lists (and the pieces every way shares: the chunk layout, the response on a group, the
-  transmittance rule, `clamp_alpha`), differentiated by autodiff of the rematerialised scan;
+  lists (and the pieces the ways share: the chunk layout and the response on a group, for both
+  scans; the pixel centres and `clamp_alpha`, for all three), differentiated by autodiff of
+  the rematerialised scan;
 - `composite_vjp.py`: the same scan with the method-agnostic custom VJP (the default backward);
-- `composite_pallas.py`: fused per-tile Pallas kernels (`RenderConfig.compositor`).
+- `composite_pallas.py`: fused per-tile Pallas kernels (`RenderConfig.compositor`), which read
+  the sorted entries in place (no chunk layout).
 """
 
 from __future__ import annotations

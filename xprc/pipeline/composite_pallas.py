@@ -235,8 +235,8 @@ def _chunk_alpha(st: _Static, lane, rows):
         rd = _Components(list(rays6[3:]), (1, st.pix))
         shape = (st.chunk, st.pix)
         if st.k:
-            # the outputs one array each: stacked [B, P, K], K would sit on the lanes (2DGS's
-            # forward: 18 MiB of VMEM and 4x slower than the XLA path on a TPU v5e)
+            # the outputs one array each: stacked [B, P, K], K would sit on the vector lanes
+            # (2DGS on a TPU: docs/tpu.md)
             unstacked = _takes_stack(st.response)
             kw = {"stack": False} if unstacked else {}
             alpha, extra = st.response(pixel, ro, rd, attrs, None, **kw)
@@ -531,6 +531,8 @@ def _core_bwd(st, residuals, g_out):
             pltpu.VMEM((1, st.pix), jnp.float32),
         ],
     )  # fmt: skip
+    operands = (bounds, first, count, rows, lanes, g, jnp.zeros_like(lanes))
+    zeros_at = len(operands) - 1  # operand indices count the scalar-prefetch ones
     d_lanes, d_rows = pl.pallas_call(
         functools.partial(_backward_kernel, st),
         out_shape=(
@@ -538,12 +540,11 @@ def _core_bwd(st, residuals, g_out):
             jax.ShapeDtypeStruct(rows.shape, jnp.float32),
         ),
         grid_spec=spec,
-        # operands count the scalar-prefetch ones: the zeros (operand PREFETCH + 3) -> d_lanes
-        input_output_aliases={PREFETCH + 3: 0},
+        input_output_aliases={zeros_at: 0},  # the zeros -> d_lanes
         # in tile order: a tile reads back the chunk the previous tiles wrote last
         compiler_params=_compiler_params(st, "arbitrary"),
         interpret=_interpret(st),
-    )(bounds, first, count, rows, lanes, g, jnp.zeros_like(lanes))
+    )(*operands)
     return d_lanes, d_rows, None, None, None
 
 

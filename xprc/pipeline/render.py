@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import pathlib
+import sys
 import warnings
 from typing import Any
 
@@ -177,8 +180,9 @@ def _compiled(method, mode: str, config: RenderConfig, batched: bool, check: boo
 
 
 # (method, mode, config, batched, input shapes) whose Pallas kernels failed to compile: XLA
-# from then on
+# from then on; and those that ran (compiled), whose later errors are not compile failures
 _PALLAS_FAILED: set = set()
+_PALLAS_RAN: set = set()
 
 
 def _call_compiled(info, method, mode: str, config: RenderConfig, batched: bool, args):
@@ -189,20 +193,24 @@ def _call_compiled(info, method, mode: str, config: RenderConfig, batched: bool,
     key = (method, mode, config, batched, shapes)
     if key not in _PALLAS_FAILED:
         try:
-            return _compiled(method, mode, config, batched)(*args)
+            out = _compiled(method, mode, config, batched)(*args)
         except jax.errors.JaxRuntimeError as err:
-            if xla_instead(info.name, config, err, stacklevel=3) is None:
+            if key in _PALLAS_RAN or xla_instead(info.name, config, err) is None:
                 raise
             _PALLAS_FAILED.add(key)
+        else:
+            if config.compositor == "auto":
+                _PALLAS_RAN.add(key)
+            return out
     xla = dataclasses.replace(config, compositor="xla")
     return _compiled(method, mode, xla, batched)(*args)
 
 
-def xla_instead(name: str, config: RenderConfig, err: Exception, stacklevel: int = 2):
-    """`config` with the XLA compositor, after a warning naming the reason, when `err` is the
-    Pallas kernels failing to compile for this chip under `compositor="auto"`; else None (the
-    caller raises). Used by `render` and by the trainer, whose step is traced as a whole;
-    `stacklevel` as `warnings.warn` would take it in the caller."""
+def xla_instead(name: str, config: RenderConfig, err: Exception):
+    """`config` with the XLA compositor, after a warning naming the reason, when `err` (raised
+    by the first call of a compiled function) is the Pallas kernels failing to compile for this
+    chip under `compositor="auto"`; else None (the caller raises). Used by `render` and by the
+    trainer, whose step is traced as a whole. The warning points at the caller's own code."""
     if config.compositor != "auto" or not _kernel_compile_failure(err):
         return None
     reason = next((ln for ln in str(err).splitlines() if ln.strip()), "")[:300]
@@ -211,9 +219,21 @@ def xla_instead(name: str, config: RenderConfig, err: Exception, stacklevel: int
         f"{jax.default_backend().upper()} ({reason}); composited by the XLA path "
         "instead (RenderConfig(compositor='xla') skips the attempt)",
         RuntimeWarning,
-        stacklevel=stacklevel + 1,
+        stacklevel=_outside_xprc(),
     )
     return dataclasses.replace(config, compositor="xla")
+
+
+def _outside_xprc() -> int:
+    """The `warnings.warn` stacklevel, in the function that calls this one, of the first frame
+    outside the xprc package (the user's code, however deep the call came through xprc)."""
+    package = str(pathlib.Path(__file__).resolve().parent.parent) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(pathlib.Path(frame.f_code.co_filename).resolve()).startswith(
+        package
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _kernel_compile_failure(err: Exception) -> bool:

@@ -187,6 +187,7 @@ class Run:
         self.state = self._initial_state(params, used, len(train_views))
         self.capacity = _capacity(method, params, cams[0], config.render, self.log)
         self.eval_capacity = _capacity(method, params, cams[1], config.render, self.log)
+        self.ran: set = set()  # compiled steps and evaluations that ran: not compile failures
         self.order = ViewOrder(config.seed, len(train_views))
         self.history: list[dict] = []
         self.evals: list[dict] = []
@@ -317,10 +318,14 @@ class Run:
             mesh = device_mesh(self.devices)
             self.state, self.data, self.hyper = replicate((self.state, self.data, self.hyper), mesh)
 
-    def _xla_after(self, err: Exception) -> bool:
-        """Whether `err` is the Pallas kernels failing to compile for this chip under
-        `compositor="auto"`: steps and evaluations then composite with XLA (one warning)."""
-        xla = xla_instead(self.info.name, self.capacity.base, err, stacklevel=5)
+    def _switch_to_xla(self, err: Exception, compiled: object) -> bool:
+        """Whether `err`, raised by a step or an evaluation, is the Pallas kernels failing to
+        compile for this chip under `compositor="auto"` (only the first call of a compiled
+        function compiles it: `compiled` is its key): if so, steps and evaluations composite
+        with XLA from then on (one warning)."""
+        if compiled in self.ran:
+            return False
+        xla = xla_instead(self.info.name, self.capacity.base, err)
         if xla is None:
             return False
         self.capacity.base = xla
@@ -332,12 +337,14 @@ class Run:
         a larger capacity. Returns the step's info as host numbers."""
         view = self.order.views(self.step, self.devices)
         while True:
+            key = self.step_key()
             try:
-                state, info = step_fn(self.step_key())(self.state, self.data, self.hyper, view)
+                state, info = step_fn(key)(self.state, self.data, self.hyper, view)
             except jax.errors.JaxRuntimeError as err:
-                if not self._xla_after(err):
+                if not self._switch_to_xla(err, key):
                     raise
                 continue
+            self.ran.add(key)
             info = jax.device_get(info)
             if int(info["dropped"]) == 0:
                 break
@@ -372,7 +379,8 @@ class Run:
         names = view_names(self.test_views)
         for i in range(self.test_data["images"].shape[0]):
             while True:
-                fn = eval_fn(self.method, self.eval_capacity.config())
+                key = (self.method, self.eval_capacity.config())
+                fn = eval_fn(*key)
                 try:
                     img, p, s, dropped, needed = fn(
                         st["params"], st["step"], self.hyper["sh_interval"],
@@ -380,9 +388,10 @@ class Run:
                         self.test_data["cameras"], np.int32(i),
                     )  # fmt: skip
                 except jax.errors.JaxRuntimeError as err:
-                    if not self._xla_after(err):
+                    if not self._switch_to_xla(err, key):
                         raise
                     continue
+                self.ran.add(key)
                 if int(dropped) == 0:
                     break
                 self.eval_capacity.grow(int(needed), self.step, "eval")
