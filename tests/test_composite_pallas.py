@@ -234,7 +234,7 @@ def test_kernels_hold_the_per_pixel_outputs_one_array_each():
 
 def test_a_hand_written_response_with_stacked_outputs_still_composites():
     """A response without the `stack` keyword (hand-written) gives its outputs stacked; the
-    kernels split them and agree with the XLA path."""
+    kernels split them, say once that this is slow on a TPU, and agree with the XLA path."""
     method = load(ROOT / "specs" / "2dgs.xpr")
     hand = types.ModuleType("hand_written_2dgs")
     hand.__dict__.update({k: v for k, v in vars(method).items() if not k.startswith("__")})
@@ -245,7 +245,9 @@ def test_a_hand_written_response_with_stacked_outputs_still_composites():
     params = _scene(method, "random", 8, seed=2)
     cam = _camera()
     want = _outputs(hand, params, cam, XLA)
-    got = _outputs(hand, params, cam, PALLAS)
+    with pytest.warns(RuntimeWarning, match=r"takes no `stack` keyword, so the Pallas kernels "
+                      r"split its 5 per-pixel outputs"):  # fmt: skip
+        got = _outputs(hand, params, cam, PALLAS)
     _assert_close(got, want, 1e-5)
     assert float(jnp.max(want["alpha"])) > 0.5
 

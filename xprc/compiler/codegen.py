@@ -591,8 +591,7 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     # response
     rsp = simplified.response
     if any(rsp.outputs[f"pixel_{k}"] for k in ch.pixel):
-        out += [
-            "",
+        header = [
             "def response(pixel, ray_origin, ray_dir, attrs, camera, stack=True):",
             '    """(alpha [...], per-pixel outputs [..., K]) of each (pixel, primitive) pair; '
             "inputs broadcast",
@@ -602,12 +601,12 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
             'lanes)."""',
         ]
     else:
-        out += [
-            "",
+        header = [
             "def response(pixel, ray_origin, ray_dir, attrs, camera):",
             '    """alpha [...] of each (pixel, primitive) pair; inputs broadcast against each '
             'other."""',
         ]
+    out += ["", *header]
     p = Printer(chains=True, names=rsp.names)
     out += _body(rsp, inputs, p)
     varying = _varying(rsp, inputs, ("pixel", "ray_origin", "ray_dir", "attr"))

@@ -115,22 +115,34 @@ def use_pallas(method, dtype, config: RenderConfig) -> bool:
                 f"RenderConfig(compositor='pallas') cannot render {MethodInfo.of(method).name}: "
                 f"{reason}"
             )
+        _warn_if_stacked(method)
         return True
     if jax.default_backend() != "tpu":
         return False
     if reason:
-        _warn_once(MethodInfo.of(method).name, reason)
+        _warn_once(f"{MethodInfo.of(method).name}: composited by the XLA path, not the Pallas "
+                   f"kernels: {reason}")  # fmt: skip
         return False
+    _warn_if_stacked(method)
     return True
 
 
+def _warn_if_stacked(method) -> None:
+    """A response with per-pixel outputs but no `stack` keyword (hand-written) gives them
+    stacked on a trailing axis, which the kernels must split: slow on a TPU, so say so."""
+    info = MethodInfo.of(method)
+    if info.pixel_outputs and not _takes_stack(method.response):
+        _warn_once(
+            f"{info.name}: its response takes no `stack` keyword, so the Pallas kernels split "
+            f"its {len(info.pixel_outputs)} per-pixel outputs from a trailing axis, which a TPU "
+            "lays out on its vector lanes (several times slower: docs/tpu.md); a generated "
+            "module returns them unstacked with stack=False"
+        )
+
+
 @functools.cache
-def _warn_once(name: str, reason: str) -> None:
-    warnings.warn(
-        f"{name}: composited by the XLA path, not the Pallas kernels: {reason}",
-        RuntimeWarning,
-        stacklevel=4,
-    )
+def _warn_once(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 def tile_runs(bins: Bins, chunk: int):
