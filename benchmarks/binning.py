@@ -8,10 +8,11 @@ the ellipse test, and the operations it and the compositors' inputs are made of,
 sizes the render uses: the depth argsort of N primitives, row and one-column gathers of the
 entry capacity, the key sort with and without the primitive carried, the per-tile demand's
 scatters (run only when a render overflows), the first slots, the slot owners, the tile
-bounds; the Pallas kernels' row gather of the sorted entries, and the XLA path's `layout` and
-lane gather. Which of them is cheap differs by backend (on a TPU a 1D gather of the capacity costs
-more than a row gather, on a CPU a two-operand sort costs ~7x a one-key sort), so measure on the
-machine in question. Prints a markdown table and writes benchmarks/results/binning.json.
+bounds; the Pallas kernels' row gather of the sorted entries and its transpose in the backward
+(a scatter-add over every entry), and the XLA path's `layout` and lane gather. Which of them is
+cheap differs by backend (on a TPU a 1D gather of the capacity costs more than a row gather, on
+a CPU a two-operand sort costs ~7x a one-key sort), so measure on the machine in question.
+Prints a markdown table and writes benchmarks/results/binning.json.
 """
 
 from __future__ import annotations
@@ -83,11 +84,15 @@ def pieces(proj, valid, grid: TileGrid, config: RenderConfig):
         ("  key sort carrying the primitive", jax.jit(
             lambda k, p: jax.lax.sort((k, p), num_keys=1)), (key, slots)),  # fmt: skip
         ("  tile demand by scatter-adds (overflow only)", jax.jit(demand), rects),
-        ("  first slots: saturating cumsum [N]", jax.jit(saturating_cumsum), (rects[4],)),
-        ("  slot owners: scatter-max + cummax", jax.jit(owners), (rects[4],)),
+        ("  first slots: cumsum [N] (N x tiles < 2^31)", jax.jit(jnp.cumsum), (rects[4],)),
+        ("  first slots: saturating cumsum [N] (else)", jax.jit(saturating_cumsum), (rects[4],)),
+        ("  slot owners: unique write + cummax", jax.jit(owners), (rects[4],)),
         ("  tile bounds: searchsorted [2T + 2]", jax.jit(bounds), (bins.tile,)),
         ("Pallas lanes: row gather of the sorted entries", jax.jit(lambda t, p: t[p]),
          (lanes, bins.prim)),  # fmt: skip
+        ("Pallas lanes' backward: scatter-add of their cotangents", jax.jit(
+            lambda c, p: jnp.zeros((n, c.shape[1]), c.dtype).at[p].add(c)),
+         (table[bins.prim].astype(lanes.dtype), bins.prim)),  # fmt: skip
         ("XLA path: layout (chunks padded per tile)", jax.jit(lambda b: layout(b, grid, config)),
          (bins,)),  # fmt: skip
         ("XLA path: lane gather (attributes per lane)", jax.jit(gather), (lanes, lay)),

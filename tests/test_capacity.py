@@ -240,6 +240,28 @@ def test_binning_full_screen_boxes_on_a_huge_grid_reports_saturation():
     assert demand.min() == demand.max() == n
 
 
+def test_binning_on_a_huge_grid_counts_small_boxes_exactly():
+    """n x tiles past 2^31 takes the saturating cumulative sum (a plain one could wrap); when it
+    does not saturate, the count is read off its end. The same count as NumPy's."""
+    grid = TileGrid(10_000, 10_000, 16)
+    n = 6000
+    rng = np.random.default_rng(4)
+    lo = rng.uniform(0, 9_900, (n, 2)).astype(np.float32)
+    box = np.concatenate([lo, lo + rng.uniform(0, 60, (n, 2)).astype(np.float32)], axis=1)
+    valid = rng.uniform(size=n) < 0.8
+    depth = rng.uniform(1, 2, n).astype(np.float32)
+    assert n * grid.num_tiles > INT32_MAX
+    bins = jax.jit(bin_and_sort, static_argnums=(3, 4))(
+        jnp.asarray(box), jnp.asarray(valid), jnp.asarray(depth), grid, 4096
+    )
+    t = np.floor(box / 16).astype(np.int64)
+    want = int(np.sum(valid * (t[:, 2] - t[:, 0] + 1) * (t[:, 3] - t[:, 1] + 1)))
+    hi, lo_ = (int(x) for x in np.asarray(bins.needed_exact))
+    assert hi << 32 | lo_ == want == int(bins.needed)
+    assert want > 4096  # an overflow: the demand comes from the scatters
+    assert int(np.sum(bins.demand)) == want
+
+
 def test_count_entries_exact_beyond_int32(gs):
     # 1,200 big Gaussians right in front of a 4000x4000 camera with 4x4 tiles: 10^6 tiles each.
     n = 1200

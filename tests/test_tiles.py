@@ -130,7 +130,7 @@ def numpy_rectangle_entries(box, valid, depth, grid, capacity):
 
 
 @pytest.mark.parametrize("carry_prim", [False, True])
-@pytest.mark.parametrize("capacity", [4096, 300])
+@pytest.mark.parametrize("capacity", [4096, 300, 150])  # 224 entries: 150 overflows
 def test_bin_and_sort_with_ellipses(capacity, carry_prim):
     rng = np.random.default_rng(2)
     grid = TileGrid(70, 50, 8)
@@ -150,6 +150,7 @@ def test_bin_and_sort_with_ellipses(capacity, carry_prim):
     )  # fmt: skip
     rect, total = numpy_rectangle_entries(box, valid, depth, grid, capacity)
     assert int(bins.needed) == total
+    assert (total > capacity) == (capacity == 150)  # one case overflows, so its last slot is live
     usable = np.asarray(ellipse_usable(jnp.asarray(ellipse)))
     assert int(bins.fallback) == np.sum(valid & ~usable) == 3
     kept_all = 0

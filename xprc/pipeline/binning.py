@@ -202,10 +202,15 @@ def bin_and_sort(
         columns = [c.astype(itype) for c in columns] + list(bits.T)
     table = jnp.stack(columns, axis=-1)[order]
     count = table[:, 3].astype(jnp.int32)
-    # First slot of each primitive's run of entries: an exclusive cumulative sum that saturates
-    # instead of wrapping, so a primitive starting past the capacity (or past 2^31) gets none.
-    ends = saturating_cumsum(count)
-    exact = _exact_count(ends, rcount)
+    # First slot of each primitive's run of entries: an exclusive cumulative sum. Where the
+    # total could pass 2^31 it saturates instead of wrapping, so a primitive starting past the
+    # capacity (or past 2^31) gets none; elsewhere a plain one (0.8 ms less on a TPU v5e).
+    if n * num_tiles <= INT32_MAX:  # no primitive covers more than every tile: cannot wrap
+        ends = jnp.cumsum(count)
+        exact = jnp.stack([jnp.uint32(0), ends[-1].astype(jnp.uint32)])
+    else:
+        ends = saturating_cumsum(count)
+        exact = _exact_count(ends, rcount)
     needed = saturate_total(exact)
     first = jnp.concatenate([jnp.zeros((1,), jnp.int32), ends[:-1]])
     table = table.at[:, 3].set(first.astype(itype))
@@ -260,11 +265,20 @@ def _exact_count(ends, count):
 
 def slot_owners(count, first, capacity: int) -> jax.Array:
     """[capacity] the primitive (in depth order) each slot belongs to: mark where each run of
-    entries starts (`first`, `count` per primitive), then a running max."""
+    entries starts (`first`, `count` per primitive), then a running max.
+
+    Runs that start are non-empty, so their starts differ; a primitive without one gets an
+    index of its own past the buffer (dropped; one that wraps past 2^31 is negative: dropped
+    too). With indices promised unique the scatter is a plain write, not an atomic max: 1.34
+    against 1.60 ms on a TPU v5e (garden frame)."""
     n = count.shape[0]
-    starts = jnp.where((count > 0) & (first < capacity), first, capacity)
-    owner = jnp.zeros((capacity + 1,), jnp.int32).at[starts].max(jnp.arange(n, dtype=jnp.int32))
-    return jax.lax.cummax(owner[:capacity])
+    index = jnp.arange(n, dtype=jnp.int32)
+    starts = jnp.where((count > 0) & (first < capacity), first, capacity + 1 + index)
+    owner = jnp.zeros((capacity,), jnp.int32)
+    owner = owner.at[starts].set(
+        index, unique_indices=True, mode="drop", wrap_negative_indices=False
+    )
+    return jax.lax.cummax(owner)
 
 
 def id_bounds(sorted_ids, ids: int) -> jax.Array:
