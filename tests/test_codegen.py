@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import sympy
 
-from xprc.compiler import codegen, driver, symops
+from xprc.compiler import codegen, driver, printer, symops
 from xprc.errors import XprError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -226,7 +226,7 @@ color = [1, 1, 1]
 # The printer
 
 x, y, z = sympy.symbols("x y z")
-P = codegen.Printer
+P = printer.Printer
 
 
 @pytest.mark.parametrize("expr,text", [
@@ -600,5 +600,5 @@ def test_local_ident_is_always_safe(name):
     from xprc.compiler.simplify import local_ident
 
     got = local_ident(name)
-    assert got.isidentifier() and codegen._IDENT.match(got) and got.startswith("v_")
+    assert got.isidentifier() and printer._IDENT.match(got) and got.startswith("v_")
     assert not keyword.iskeyword(got) and not hasattr(builtins, got) and "__" not in got

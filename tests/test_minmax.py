@@ -13,7 +13,7 @@ import pytest
 import sympy
 
 from xprc import runtime as rt
-from xprc.compiler.codegen import Printer
+from xprc.compiler.printer import Printer
 from xprc.compiler.symops import XMax, XMin
 
 OPS = [(rt.maximum, jnp.maximum, np.argmax), (rt.minimum, jnp.minimum, np.argmin)]

@@ -16,7 +16,7 @@ import pytest
 from test_errors import BASE, sub
 
 from xprc import cli
-from xprc.compiler import codegen, driver, parse, spec_file
+from xprc.compiler import driver, parse, printer, spec_file
 from xprc.errors import DefineError, MissingOutputError, ParseError, StaticError, XprError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -118,7 +118,7 @@ def test_nested_calls_are_hoisted_below_pythons_bracket_limit():
     """Python refuses 200 nested brackets in one statement: codegen splits deeper ones."""
     source = _compiles(_response("sin(" * 300 + "pixel" + ")" * 300))
     assert "    z_0 = " in source
-    assert max(codegen._nesting(line) for line in source.splitlines()) < 2 * codegen.HOIST_DEPTH
+    assert max(printer._nesting(line) for line in source.splitlines()) < 2 * printer.HOIST_DEPTH
 
 
 def test_dependent_loop_steps_compile():
