@@ -202,17 +202,8 @@ def bin_and_sort(
         columns = [c.astype(itype) for c in columns] + list(bits.T)
     table = jnp.stack(columns, axis=-1)[order]
     count = table[:, 3].astype(jnp.int32)
-    # First slot of each primitive's run of entries: an exclusive cumulative sum. Where the
-    # total could pass 2^31 it saturates instead of wrapping, so a primitive starting past the
-    # capacity (or past 2^31) gets none; elsewhere a plain one (0.8 ms less on a TPU v5e).
-    if n * num_tiles <= INT32_MAX:  # no primitive covers more than every tile: cannot wrap
-        ends = jnp.cumsum(count)
-        exact = jnp.stack([jnp.uint32(0), ends[-1].astype(jnp.uint32)])
-    else:
-        ends = saturating_cumsum(count)
-        exact = _exact_count(ends, rcount)
+    first, exact = _first_slots(count, rcount, num_tiles)
     needed = saturate_total(exact)
-    first = jnp.concatenate([jnp.zeros((1,), jnp.int32), ends[:-1]])
     table = table.at[:, 3].set(first.astype(itype))
     slot = jnp.arange(capacity, dtype=jnp.int32)
     row = table[slot_owners(count, first, capacity)]
@@ -251,6 +242,20 @@ def bin_and_sort(
         lambda: kept + culled,
     )
     return Bins(tile, prim, tile_start, needed, exact, demand, kept, culled, fallback)
+
+
+def _first_slots(count, rcount, num_tiles: int):
+    """(first slot [N] of each primitive's run of entries, in depth order; the exact entry count
+    [high, low]). An exclusive cumulative sum of `count`: where the total could pass 2^31 it
+    saturates instead of wrapping, so a primitive starting past the capacity (or past 2^31) gets
+    none; elsewhere a plain one (0.8 ms less on a TPU v5e). rcount: `count` in index order."""
+    if count.shape[0] * num_tiles <= INT32_MAX:  # each count <= num_tiles: cannot wrap
+        ends = jnp.cumsum(count)
+        exact = jnp.stack([jnp.uint32(0), ends[-1].astype(jnp.uint32)])
+    else:
+        ends = saturating_cumsum(count)
+        exact = _exact_count(ends, rcount)
+    return jnp.concatenate([jnp.zeros((1,), jnp.int32), ends[:-1]]), exact
 
 
 def _exact_count(ends, count):
