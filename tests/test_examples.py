@@ -55,4 +55,4 @@ def test_binning_benchmark_quick(tmp_path):
     data = bench.main(["--quick", "--repeat", "1", "--out", str(out)])
     assert json.loads(out.read_text()) == data
     assert data["workload"] == "random" and data["entry_capacity"] >= 1024
-    assert len(data["rows"]) == 14 and all(r["ms"] > 0 for r in data["rows"])
+    assert len(data["rows"]) == 16 and all(r["ms"] > 0 for r in data["rows"])
