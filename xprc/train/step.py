@@ -165,12 +165,7 @@ def step_fn(key: StepKey):
         TRACE_COUNT["train_step"] += 1
         step_i = state["step"]
         params = state["params"]
-        gt = data["images"][view]
-        background = hyper["background"]
-        if key.random_background:
-            shape = tuple(gt.shape[:-3]) + tuple(background.shape)  # [C] or [devices, C]
-            background = random_backgrounds(state["key"], step_i, shape, gt.dtype)
-            gt = composite_target(gt, data["alphas"][view], hyper["background"], background)
+        gt, background = _target(key, state, data, hyper, view)
         cam = jax.tree_util.tree_map(lambda a: a[view], data["cameras"])
         progress = jnp.minimum(step_i.astype(jnp.float32) / hyper["total_steps"], 1.0)
         pos_factor = hyper["scene_scale"] * jnp.power(hyper["position_lr_final"], progress)
@@ -178,12 +173,7 @@ def step_fn(key: StepKey):
         def loss_fn(p, corr):
             c = correct(cam, corr, view, hyper["pose_pivot"]) if corr else cam
             masked = sh_masked(method, p, step_i, hyper["sh_interval"])
-            weights = {"ssim": hyper["ssim_weight"]}
-            if key.regularisers is not None:
-                weights["distortion"] = _from_step(
-                    step_i, hyper["distortion_from"], hyper["distortion_weight"]
-                )
-                weights["normal"] = _from_step(step_i, hyper["normal_from"], hyper["normal_weight"])
+            weights = _loss_weights(key, hyper, step_i)
             values, stats = render_loss(masked, c, gt, background, weights)
             loss = values["loss"] + strategy.regulariser(method.activate(p), hyper)
             return loss, (values, stats, c, masked)
@@ -229,11 +219,7 @@ def step_fn(key: StepKey):
             **{k: values[k] for k in ("distortion", "normal") if k in values},
             "live": strategy.live(method.activate(new_params), used, hyper),
             **{k: stats[k] for k in STATS},
-            # one flag per parameter and camera correction (xprc.train.health)
-            "finite": {
-                **{k: jnp.all(jnp.isfinite(v)) for k, v in new_params.items()},
-                **{f"camera {k}": jnp.all(jnp.isfinite(v)) for k, v in new_state["cams"].items()},
-            },
+            "finite": _finite(new_params, new_state["cams"]),
             **counts,
         }
         if key.random_background:
@@ -241,6 +227,37 @@ def step_fn(key: StepKey):
         return new_state, info
 
     return jax.jit(step)
+
+
+def _target(key: StepKey, state, data, hyper, view):
+    """(the view's ground truth, the background to render on): with random backgrounds, the
+    target's transparent parts are composited on this step's random colour."""
+    gt = data["images"][view]
+    background = hyper["background"]
+    if key.random_background:
+        shape = tuple(gt.shape[:-3]) + tuple(background.shape)  # [C] or [devices, C]
+        background = random_backgrounds(state["key"], state["step"], shape, gt.dtype)
+        gt = composite_target(gt, data["alphas"][view], hyper["background"], background)
+    return gt, background
+
+
+def _loss_weights(key: StepKey, hyper, step_i):
+    """The loss terms' weights at this step (the regularisers start at their own step)."""
+    weights = {"ssim": hyper["ssim_weight"]}
+    if key.regularisers is not None:
+        weights["distortion"] = _from_step(
+            step_i, hyper["distortion_from"], hyper["distortion_weight"]
+        )
+        weights["normal"] = _from_step(step_i, hyper["normal_from"], hyper["normal_weight"])
+    return weights
+
+
+def _finite(params, cams):
+    """One flag per parameter and camera correction: all finite (xprc.train.health)."""
+    return {
+        **{k: jnp.all(jnp.isfinite(v)) for k, v in params.items()},
+        **{f"camera {k}": jnp.all(jnp.isfinite(v)) for k, v in cams.items()},
+    }
 
 
 @functools.cache
