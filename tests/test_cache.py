@@ -254,3 +254,10 @@ def test_untrusted_file_at_the_cache_path_is_not_used(kind, env, tmp_path):
         re.escape(f"{target}: cache file not used: {why}; ") + _fallback_re(), message
     )
     assert module.NAME == "G" and not flag.exists()
+
+
+def test_cache_dir_setting_expands_the_home_folder(monkeypatch, tmp_path):
+    """XPRC_CACHE_DIR='~/xc' made a folder literally named '~' in the working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XPRC_CACHE_DIR", "~/xc")
+    assert cache.configured_dir() == tmp_path / "xc"

@@ -105,6 +105,26 @@ def test_module_cache_notices_a_changed_base(tmp_path):
     assert cache.module_path(path, STUDENT, {}) != before
 
 
+def test_spec_sha256_covers_the_base_it_extends(tmp_path):
+    """A run records SPEC_SHA256 so that it is never rendered with another kernel: an edited base
+    must change the derived spec's fingerprint (it held the derived text's alone)."""
+    (tmp_path / "base.xpr").write_text(SPEC_3DGS)
+    path = tmp_path / "student.xpr"
+    path.write_text(STUDENT.replace('"3dgs.xpr"', '"base.xpr"'))
+    text = path.read_text()
+
+    def sha():
+        module = driver.compile_source(text, path.name, None, tmp_path)
+        return re.search(r"SPEC_SHA256 = '([0-9a-f]{64})'", module).group(1)
+
+    before = sha()
+    assert before == driver.spec_digest(text, path) != driver._sha(text)
+    (tmp_path / "base.xpr").write_text(SPEC_3DGS.replace("exp(-0.5 * g)", "exp(-0.25 * g)"))
+    assert sha() != before
+    plain = driver.compile_source(SPEC_3DGS, "3dgs.xpr", None, tmp_path)
+    assert f"SPEC_SHA256 = '{driver._sha(SPEC_3DGS)}'" in plain  # no base: its own text's
+
+
 @pytest.mark.parametrize("name", ["3dgs", "3dgs.xpr"])
 def test_extends_a_shipped_spec_by_name_outside_the_checkout(name, tmp_path, monkeypatch, capsys):
     """`extends "3dgs"` was 'not allowed' and `extends "3dgs.xpr"` 'No such file' for a spec
@@ -136,3 +156,22 @@ def test_module_cache_notices_a_changed_shipped_base(tmp_path, monkeypatch):
     before = cache.module_path(path, text, {})
     shipped.write_text(SPEC_3DGS.replace("eps2d = 0.3", "eps2d = 0.2"))
     assert cache.module_path(path, text, {}) != before
+
+
+def test_a_bare_shipped_name_is_the_shipped_spec_whatever_the_folder_holds(tmp_path, monkeypatch):
+    """A run folder called `3dgs` (or a stray file called `beta`) in the working directory broke
+    every command using the default spec ('cannot read spec: is a directory')."""
+    from xprc.resources import shipped_specs, spec_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "3dgs").mkdir()
+    (tmp_path / "beta").write_text("not a spec")
+    (tmp_path / "student_t.xpr").mkdir()
+    shipped = shipped_specs()
+    assert spec_path("3dgs") == shipped["3dgs"] and spec_path("beta") == shipped["beta"]
+    assert spec_path("student_t.xpr") == shipped["student_t"]  # a folder is not a spec file
+    (tmp_path / "3dgut.xpr").write_text(SPEC_3DGS)
+    assert spec_path("3dgut.xpr") == tmp_path / "3dgut.xpr" or spec_path("3dgut.xpr").samefile(
+        tmp_path / "3dgut.xpr"
+    )  # a spec file of that name here is the user's
+    assert spec_path("./beta").samefile(tmp_path / "beta")

@@ -25,7 +25,8 @@ class MethodInfo:
     """The constants of a method module; a field `x` is the module's constant `X`.
 
     name: the spec's primitive name (messages, checkpoints)
-    spec_sha256: sha256 of the spec's text ("": unknown; a checkpoint then matches by name)
+    spec_sha256: sha256 of the spec's text and of its bases' (compiler.driver.spec_digest; "":
+        unknown, a checkpoint then matches by name)
     compiler_version: the xprc version that compiled it ("": not compiled)
     params: the parameter table, ParamSpec-like entries (name, kind, shape, activation, ...)
     constants: the spec's `const` values after -D defines, {name: float}

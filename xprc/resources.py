@@ -35,16 +35,24 @@ def shipped_specs() -> dict[str, Path]:
 
 
 def spec_path(spec) -> Path:
-    """A user's path (when it exists) or a shipped spec's name -> the spec file's path."""
+    """A user's path or a shipped spec's name -> the spec file's path.
+
+    A bare shipped name (`3dgs`, the CLI's default) always means the shipped spec, whatever is
+    in the current folder (a run folder called `3dgs` is not a spec); `NAME.xpr` is the user's
+    file when one exists there, else the shipped spec; anything with a slash is a path."""
     path = Path(spec)
     text = str(spec)
-    if path.exists() or "/" in text or "\\" in text:
+    if "/" in text or "\\" in text:
         return path  # a path: reading a missing one reports 'cannot read spec' with the path
     shipped = shipped_specs()
+    if text in shipped:
+        return shipped[text]
+    if path.exists() and (path.is_file() or not text.endswith(".xpr")):
+        return path
     stem = text.removesuffix(".xpr")
     if stem in shipped:
         return shipped[stem]
-    if text.endswith(".xpr"):
+    if text.endswith(".xpr") or path.exists():
         return path
     raise XprError(
         f"no spec file '{text}' and no shipped spec of that name "

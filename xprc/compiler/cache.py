@@ -48,8 +48,11 @@ _OPEN_FLAGS |= getattr(os, "O_CLOEXEC", 0)
 
 
 def configured_dir() -> pathlib.Path:
-    """$XPRC_CACHE_DIR, or ~/.cache/xprc."""
-    return pathlib.Path(os.environ.get("XPRC_CACHE_DIR") or pathlib.Path.home() / ".cache" / "xprc")
+    """$XPRC_CACHE_DIR (a leading ~ is the home folder, as in a shell), or ~/.cache/xprc."""
+    setting = os.environ.get("XPRC_CACHE_DIR")
+    if setting:
+        return pathlib.Path(setting).expanduser()
+    return pathlib.Path.home() / ".cache" / "xprc"
 
 
 def _euid() -> int | None:

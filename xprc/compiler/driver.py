@@ -98,7 +98,7 @@ def _codegen(simplified: simplify.Simplified, job: Job) -> str:
     return codegen.generate(
         simplified,
         spec_name=pathlib.Path(job.filename).name,
-        spec_sha256=_sha(job.text),
+        spec_sha256=spec_digest(job.text, job.spec_dir / pathlib.Path(job.filename).name),
         version=COMPILER_VERSION,
     )
 
@@ -228,6 +228,19 @@ def _compile_module(source: str, filename: str):
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def spec_digest(text: str, path) -> str:
+    """The SPEC_SHA256 a compiled module records: sha256 of the spec's text, and of the text of
+    every base spec it `extends` (nearest first), so editing a base changes it too (a trained
+    run then refuses the edited spec). A spec that extends nothing: the sha256 of its text."""
+    bases = extends.chain(path, text)
+    if not bases:
+        return _sha(text)
+    h = hashlib.sha256(text.encode("utf-8"))
+    for _, base_text in bases:
+        h.update(b"\0extends\0" + base_text.encode("utf-8"))
+    return h.hexdigest()
 
 
 # unambiguous (no two ways to match a digit), so matching takes linear time on any input

@@ -9,7 +9,6 @@ module was loaded from one (`xprc.load` records `SPEC_PATH`) that still has the 
 
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 
@@ -72,10 +71,12 @@ def spec_location(method, name: str | None = None) -> dict:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return {}
-    if hashlib.sha256(text.encode("utf-8")).hexdigest() != info.spec_sha256:
-        return {}
     from ..compiler import ast
+    from ..compiler.driver import spec_digest
     from ..compiler.parse import parse
+
+    if spec_digest(text, path) != info.spec_sha256:
+        return {}
 
     spec = parse(text, str(path))  # the text compiled, so it parses
     want = ast.Primitive if name is None else ast.Param
