@@ -497,3 +497,19 @@ def test_traced_cameras_are_not_checked():
     assert float(jax.jit(centre_u)(jnp.zeros((3, 3)))) == 0.0
     us = jax.vmap(centre_u)(jnp.stack([jnp.asarray(GOOD_K), 2 * jnp.asarray(GOOD_K)]))
     np.testing.assert_allclose(np.asarray(us), [10.0, 20.0])
+
+
+@pytest.mark.parametrize(
+    ("model", "dist", "slots"),
+    [("pinhole", [-0.3, 0.1], "0, 1"), ("ortho", [0, 0, 0.01], "2"),
+     ("fisheye", [0.1, 0, 0, 0, 0.2], "4")],
+)  # fmt: skip
+def test_coefficients_the_model_does_not_read_are_refused(model, dist, slots):
+    """A pinhole camera given OpenCV coefficients rendered undistorted without a word."""
+    K = np.array([[50.0, 0, 32], [0, 50.0, 24], [0, 0, 1]])
+    with pytest.raises(CameraError, match=rf"'{model}' .*dist\[{slots}\] is nonzero"):
+        Camera(viewmat=np.eye(4), K=K, width=64, height=48, model=model, dist=dist)
+    used = {"pinhole": 0, "ortho": 0, "fisheye": 4}[model]
+    ok = Camera(viewmat=np.eye(4), K=K, width=64, height=48, model=model, dist=dist[:used] or None)
+    assert ok.model == model
+    Camera(viewmat=np.eye(4), K=K, width=64, height=48, model="opencv", dist=[0.1] * 12)

@@ -309,6 +309,23 @@ def _with_nan(params, k):
     return bad
 
 
+def test_finite_primitive_whose_footprint_overflows_is_counted_and_said(gs):
+    """Finite parameters whose projection leaves float range (a raw log-scale of 40.6, from a
+    diverging run, say) were dropped by the module's own finiteness check and counted nowhere:
+    an image without that primitive, no warning. A primitive the spec rejects (behind the
+    camera) is not counted."""
+    params, cam = random_scene(6, seed=3, sh_degree=0), camera()
+    params["scales"][0], params["means"][0], params["quats"][0] = 40.54, (0, 0, 3), (1, 0, 0, 0)
+    params["means"][1] = (0.0, 0.0, -5.0)  # behind the camera: invalid by the spec, not lost
+    with pytest.warns(RuntimeWarning, match=r"left out 1 primitive.*footprint overflows"):
+        out = render(gs, params, cam)
+    assert int(out.stats["nonfinite"]) == 1
+    proj = gs.project({k: jnp.asarray(v) for k, v in params.items()}, cam)
+    assert np.asarray(proj["lost"]).tolist() == [True] + [False] * 5
+    assert np.all(np.isfinite(np.asarray(proj["attrs"])))  # only its footprint overflowed
+    assert np.all(np.isfinite(np.asarray(params["scales"])))
+
+
 def test_nan_primitive_is_contained(gs):
     k = 0  # padding entries used to read primitive 0
     params, cam = random_scene(50, seed=21, sh_degree=1), camera()
@@ -351,3 +368,15 @@ def test_zero_primitives_render_the_background(gs):
 def test_background_of_the_wrong_length_or_not_finite(gs, bg):
     with pytest.raises(XprError, match="background"):
         render(gs, random_scene(3), camera(), background=np.asarray(bg, np.float32))
+
+
+def test_sh_coefficients_that_are_not_a_degree_are_refused(gs):
+    """A lower SH degree ((d + 1)^2 coefficients) is padded with zero bands; 5 coefficients are
+    no degree at all, and 0 no colour: both were zero-padded without a word."""
+    params = random_scene(3, sh_degree=3)
+    for k in (1, 4, 9):
+        short = dict(params, sh=params["sh"][:, :k])
+        assert np.asarray(render(gs, short, camera()).image).shape == (H, W, 3)
+    for k in (5, 0):
+        with pytest.raises(XprError, match=rf"\({k} SH coefficients: not \(degree \+ 1\)\^2"):
+            render(gs, dict(params, sh=params["sh"][:, :k]), camera())

@@ -75,9 +75,16 @@ def broadcast(x, like):
 
 def finite_and(valid, centre, depth, box):
     """valid [N] and every footprint value finite (a NaN/inf primitive is never binned)."""
+    return footprint_checked(valid, centre, depth, box)[0]
+
+
+def footprint_checked(valid, centre, depth, box):
+    """(valid [N] and every footprint value finite, [N] valid by the spec but with a footprint
+    that is not finite): a primitive whose finite parameters project out of float range (a huge
+    scale, say) is never binned, and the renderer counts it (stats['nonfinite']) and says so."""
     ok = jnp.isfinite(depth)
     ok = ok & jnp.all(jnp.isfinite(centre), -1) & jnp.all(jnp.isfinite(box), -1)
-    return valid & ok
+    return valid & ok, valid & ~ok
 
 
 # ---------------------------------------------------------------------------------------------

@@ -296,7 +296,7 @@ def project(raw, camera):
         cam_v0 + v_radii_y,
     ], -1)
     valid = jnp.logical_and(v_p_z > c_near, v_opacity >= 0.00392156862745098)  # spec line 39
-    valid = rt.finite_and(valid, centre, depth, box)
+    valid, lost = rt.footprint_checked(valid, centre, depth, box)
     attrs = jnp.stack([cam_u0, v_conic_x, cam_v0, v_conic_z, -t120, v_opacity], -1)
     features = jnp.stack([  # spec line 50
         jnp.maximum(z_9 - t95*r_sh__3_0 + 0.5, 0.0),
@@ -309,6 +309,7 @@ def project(raw, camera):
         "depth": depth,
         "box": box,
         "valid": valid,
+        "lost": lost,
         "ellipse": ellipse,
         "attrs": attrs,
         "features": features,

@@ -1147,7 +1147,7 @@ def project(raw, camera):
         jnp.where(v_rim_ok, jnp.maximum(z_312, cam_v51) + 1.0, c_height + 1.0),
     ], -1)
     valid = jnp.logical_and(jnp.logical_and(v_p_z >= 0.2, cam_ok6), t53 >= 0.00392156862745098)  # spec line 113
-    valid = rt.finite_and(valid, centre, depth, box)
+    valid, lost = rt.footprint_checked(valid, centre, depth, box)
     attrs = jnp.stack([
         v_whiten_0_0,
         v_whiten_0_1,
@@ -1173,6 +1173,7 @@ def project(raw, camera):
         "depth": depth,
         "box": box,
         "valid": valid,
+        "lost": lost,
         "attrs": attrs,
         "features": features,
     }

@@ -350,7 +350,7 @@ def project(raw, camera):
         jnp.maximum(jnp.maximum(jnp.maximum(z_38, cam_v5), cam_v6), cam_v0 + 0.05),
     ], -1)
     valid = jnp.logical_and(jnp.logical_and(z_43, t60 < c_far), t61 >= 0.00392156862745098)  # spec line 51
-    valid = rt.finite_and(valid, centre, depth, box)
+    valid, lost = rt.footprint_checked(valid, centre, depth, box)
     attrs = jnp.stack([
         v_R_2_2,
         v_R_0_2,
@@ -381,6 +381,7 @@ def project(raw, camera):
         "depth": depth,
         "box": box,
         "valid": valid,
+        "lost": lost,
         "attrs": attrs,
         "features": features,
     }

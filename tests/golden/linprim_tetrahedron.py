@@ -380,7 +380,7 @@ def project(raw, camera):
         jnp.maximum(z_19, cam_v0 + 0.05),
     ], -1)
     valid = jnp.logical_and(jnp.logical_and(z_22, t56 < c_far), t57 >= 0.00392156862745098)  # spec line 53
-    valid = rt.finite_and(valid, centre, depth, box)
+    valid, lost = rt.footprint_checked(valid, centre, depth, box)
     attrs = jnp.stack([
         v_R_2_2,
         2.0*t13,
@@ -426,6 +426,7 @@ def project(raw, camera):
         "depth": depth,
         "box": box,
         "valid": valid,
+        "lost": lost,
         "attrs": attrs,
         "features": features,
     }

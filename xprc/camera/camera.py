@@ -81,6 +81,23 @@ def _check_values(viewmat, K, dist) -> None:
         )
 
 
+def _check_unused(model: str, dist) -> None:
+    """A nonzero coefficient the model does not read is a mistake (the wrong model, or
+    coefficients in the wrong slots), not something to ignore: refused (concrete values)."""
+    d = _concrete(dist)
+    used = LENSES[model].DIST_USED
+    if d is None or used >= d.shape[-1]:
+        return
+    extra = np.flatnonzero(np.any(d.reshape(-1, d.shape[-1])[:, used:] != 0, axis=0)) + used
+    if extra.size:
+        reads = f"reads dist[0:{used}]" if used else "has no lens distortion"
+        raise CameraError(
+            f"camera model '{model}' {reads}, but dist[{', '.join(map(str, extra))}] "
+            "is nonzero; choose the model those coefficients belong to (e.g. 'opencv') or "
+            "zero them"
+        )
+
+
 def _as_array(value, dtype=None):
     """numpy/jax/list -> jax array, keeping a floating dtype (float32 stays float32)."""
     arr = jnp.asarray(value) if dtype is None else jnp.asarray(value, dtype=dtype)
@@ -143,6 +160,7 @@ class Camera:
         if not 0.0 <= near < far:
             raise CameraError(f"need 0 <= near < far, got near={near}, far={far}")
         _check_values(viewmat, K, dist)
+        _check_unused(self.model, dist)
         for name, value in (
             ("viewmat", viewmat),
             ("K", K),

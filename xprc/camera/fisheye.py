@@ -14,6 +14,7 @@ from jax import lax
 from .lens import NEWTON_STEPS, central_rays
 
 CENTRAL = True
+DIST_USED = 4  # the dist coefficients the model reads (k1..k4)
 _LIMIT_GRID = 512  # grid over [0, pi] bracketing the first maximum of theta_d(theta)
 _LIMIT_BISECT = 40
 

@@ -14,6 +14,8 @@ model where it uses them):
 - `focal(width, half_fov, distance, ortho_width) -> f`: `look_at`'s focal length (pixels) for a
   horizontal field of view of `2 half_fov` radians (`distance`: eye to target).
 - `CENTRAL`: every ray starts at the camera centre.
+- `DIST_USED`: how many of the leading `dist` coefficients the model reads (a camera with a
+  nonzero coefficient past them is refused: it would render as if undistorted).
 """
 
 from __future__ import annotations

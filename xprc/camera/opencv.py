@@ -14,6 +14,7 @@ from . import pinhole
 from .lens import NEWTON_STEPS, central_rays
 
 CENTRAL = True
+DIST_USED = 12  # the dist coefficients the model reads (k1..k6, p1, p2, s1..s4)
 focal = pinhole.focal
 
 

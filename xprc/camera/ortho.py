@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 CENTRAL = False
+DIST_USED = 0  # the dist coefficients the model reads (no lens distortion)
 
 
 def project(x, y, z, fx, fy, cx, cy, dist):

@@ -8,6 +8,7 @@ import numpy as np
 from .lens import central_rays
 
 CENTRAL = True
+DIST_USED = 0  # the dist coefficients the model reads (no lens distortion)
 
 
 def project(x, y, z, fx, fy, cx, cy, dist):

@@ -272,13 +272,13 @@ def _project(simplified: Simplified) -> list[str]:
     out.append(f"    depth = {depth[0]}" + _line(ch, "depth"))
     out.append(_commented(f"    box = {_stack(box)}", _line(ch, "box")))
     out.append(f"    valid = {valid[0]}" + _line(ch, "valid"))
-    out.append("    valid = rt.finite_and(valid, centre, depth, box)")
+    out.append("    valid, lost = rt.footprint_checked(valid, centre, depth, box)")
     if attrs:
         out.append(f"    attrs = {_stack(attrs)}")
     else:
         out.append(f"    attrs = jnp.zeros({like}.shape + (0,), {like}.dtype)")
     out.append(_commented(f"    features = {_stack(color)}", _line(ch, "color")))
-    ret = '"centre": centre, "depth": depth, "box": box, "valid": valid, '
+    ret = '"centre": centre, "depth": depth, "box": box, "valid": valid, "lost": lost, '
     if ellipse:  # optional: culls the box's tiles that miss it (not part of `valid`)
         out.append(_commented(f"    ellipse = {_stack(ellipse)}", _line(ch, "ellipse")))
         ret += '"ellipse": ellipse, '

@@ -136,7 +136,8 @@ def overflow_message(dropped: int, needed: int, capacity: int, saturated: bool) 
 def nonfinite_message(count: int) -> str:
     return (
         f"render left out {count:,} primitive(s) whose projection is not finite (NaN or "
-        "infinite parameters); stats['nonfinite'] counts them"
+        "infinite parameters, or finite ones whose footprint overflows float range, e.g. a "
+        "huge scale); stats['nonfinite'] counts them"
     )
 
 
@@ -199,8 +200,11 @@ def finite_rows(*arrays) -> jax.Array:
 
 def usable(proj: dict):
     """([N] finite, [N] valid): a primitive whose projection is not finite is left out of
-    binning (and counted), so its NaN cannot reach other pixels or gradients."""
+    binning (and counted), so its NaN cannot reach other pixels or gradients. `lost` (generated
+    modules): valid by the spec, but its centre, depth or footprint box is not finite."""
     finite = finite_rows(proj["attrs"], proj["features"], proj["depth"])
+    if "lost" in proj:
+        finite = finite & ~proj["lost"]
     return finite, proj["valid"] & finite
 
 

@@ -52,12 +52,16 @@ def prepare_params(method, params: dict) -> dict:
             raise XprError(f"parameter '{name}' has {arr.shape[0]} primitives, others have {n}")
         got = tuple(arr.shape[1:])
         if got != want:
-            if spec.kind == "sh" and got[1:] == want[1:] and got[0] < want[0]:
+            square = got[0] >= 1 and round(got[0] ** 0.5) ** 2 == got[0] if got else False
+            if spec.kind == "sh" and got[1:] == want[1:] and got[0] < want[0] and square:
+                # a lower SH degree: (degree + 1)^2 coefficients, the higher bands zero
                 pad = [(0, 0), (0, want[0] - got[0])] + [(0, 0)] * (len(want) - 1)
                 arr = jnp.pad(arr, pad)
             else:
+                sh = spec.kind == "sh" and got and not square
+                why = f" ({got[0]} SH coefficients: not (degree + 1)^2, at least 1)" if sh else ""
                 raise XprError(
-                    f"parameter '{name}' has shape {tuple(arr.shape)}, expected {expected}"
+                    f"parameter '{name}' has shape {tuple(arr.shape)}, expected {expected}{why}"
                 )
         out[name] = arr
     return out
