@@ -15,6 +15,7 @@ import json
 import pathlib
 import struct
 import tempfile
+import warnings
 
 import numpy as np
 import pytest
@@ -114,10 +115,16 @@ def damaged(draw, name: str) -> bytes:
 
 
 def _only_data_errors(fn, *args):
-    try:
-        fn(*args)
-    except DataError as e:
-        assert str(e).startswith(str(args[0])), str(e)
+    """Only DataErrors and RuntimeWarnings (an ignored PLY property), each naming the file."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fn(*args)
+        except DataError as e:
+            assert str(e).startswith(str(args[0])), str(e)
+    for w in caught:
+        assert w.category is RuntimeWarning, w
+        assert str(w.message).startswith(str(args[0])), str(w.message)
 
 
 # --------------------------------------------------------------------------- PLY
@@ -263,11 +270,16 @@ def test_fuzz_blender(case):
         root = pathlib.Path(tmp)
         (root / "transforms_train.json").write_bytes(text)
         (root / "r_0.png").write_bytes(png)
-        try:
-            ds = load_blender(root)
-        except DataError as e:
-            assert str(e).startswith(str(root)), str(e)
-            return
+        with warnings.catch_warnings(record=True) as caught:  # a fl_x beside camera_angle_x
+            warnings.simplefilter("always")
+            try:
+                ds = load_blender(root)
+            except DataError as e:
+                assert str(e).startswith(str(root)), str(e)
+                return
+        for w in caught:
+            assert w.category is RuntimeWarning, w
+            assert str(w.message).startswith(str(root)), str(w.message)
         view = ds[0]
         assert np.isfinite(view.image).all() and np.isfinite(view.K).all()
         assert np.isfinite(view.viewmat).all()

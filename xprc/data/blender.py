@@ -9,11 +9,13 @@ import dataclasses
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from ..conventions import NUM_DIST
+from ..errors import DataError, printable
 from .datasets import (
     Dataset,
     View,
@@ -26,6 +28,7 @@ from .datasets import (
     scale_K,
     scaled_size,
     to_view_image,
+    warn_narrowed,
 )
 from .files import require_file
 from .ply import load_points_ply
@@ -124,6 +127,9 @@ class _Frame:
     c2w: np.ndarray
     K: np.ndarray
     size: tuple[int, int, int]  # width, height, channels, from the image header
+    model: str  # xprc's camera model
+    dist: np.ndarray  # [NUM_DIST] lens coefficients for `model`
+    unused: str | None  # a field of view the file gives beside the focal length used, if it differs
 
 
 def _blender_pose(path: Path, frame: dict, where: str) -> np.ndarray:
@@ -153,20 +159,69 @@ def _blender_pose(path: Path, frame: dict, where: str) -> np.ndarray:
     return c2w
 
 
-def _blender_K(path: Path, get: dict, W: int, H: int, where: str) -> np.ndarray:
-    """Intrinsics [3, 3] from fl_x/fl_y or camera_angle_x/y, and cx/cy (per frame or top)."""
+def _blender_K(path: Path, get: dict, W: int, H: int, where: str) -> tuple[np.ndarray, str | None]:
+    """Intrinsics [3, 3] from fl_x/fl_y or camera_angle_x/y, and cx/cy (per frame or top), and
+    None, or what a `camera_angle_x/y` beside them implies when it differs from the focal length
+    used (fl_x/fl_y win, as in instant-ngp)."""
+    from_angle = {  # focal lengths the fields of view imply
+        a: 0.5 * size / math.tan(0.5 * _angle(path, get, f"camera_angle_{a}", where))
+        for a, size in (("x", W), ("y", H))
+        if f"camera_angle_{a}" in get
+    }
     if "fl_x" in get:
-        fx = _positive(path, get, "fl_x", where)
-        fy = _positive(path, get, "fl_y", where) if "fl_y" in get else fx
+        fx, x_from = _positive(path, get, "fl_x", where), "fl_x"
     else:
-        fx = fy = 0.5 * W / math.tan(0.5 * _angle(path, get, "camera_angle_x", where))
-        if "fl_y" in get:  # a vertical focal length beside camera_angle_x
-            fy = _positive(path, get, "fl_y", where)
-        elif "camera_angle_y" in get:
-            fy = 0.5 * H / math.tan(0.5 * _angle(path, get, "camera_angle_y", where))
+        fx, x_from = from_angle["x"], "camera_angle_x"
+    if "fl_y" in get:
+        fy, y_from = _positive(path, get, "fl_y", where), "fl_y"
+    elif "fl_x" not in get and "y" in from_angle:
+        fy, y_from = from_angle["y"], "camera_angle_y"
+    else:
+        fy, y_from = fx, x_from
+    unused = None
+    for a, f, f_from in (("x", fx, x_from), ("y", fy, y_from)):
+        if a in from_angle and abs(from_angle[a] - f) > 1e-4 * f:
+            unused = (f"'camera_angle_{a}' gives f{a} = {from_angle[a]:.6g}, but '{f_from}' "
+                      f"(f{a} = {f:.6g}) is used")  # fmt: skip
+            break
     cx = _number(path, get, "cx", where) if "cx" in get else 0.5 * W
     cy = _number(path, get, "cy", where) if "cy" in get else 0.5 * H
-    return np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+    return np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]]), unused
+
+
+_LENS_KEYS = ("k1", "k2", "k3", "k4", "p1", "p2")  # nerfstudio's and instant-ngp's names
+_LENS_MODELS = ("OPENCV", "OPENCV_FISHEYE", "PINHOLE", "SIMPLE_PINHOLE")
+
+
+def _blender_lens(path: Path, get: dict, where: str) -> tuple[str, np.ndarray]:
+    """xprc's camera model and dist [NUM_DIST] from nerfstudio's `camera_model` and
+    `k1 k2 k3 k4 p1 p2` (per frame or top; no `camera_model` means OPENCV, as in nerfstudio).
+    OPENCV there is radial k1..k4 (a polynomial in r^2 .. r^8) and tangential p1 p2: ours holds
+    k1 k2 k3 p1 p2 (its k4 is OpenCV's rational term, not r^8, so a k4 is refused).
+    OPENCV_FISHEYE is the equidistant k1..k4, which our `fisheye` is."""
+    if get.get("is_fisheye"):  # instant-ngp's flag
+        raise DataError(path, f"{where}'is_fisheye' is not supported (give camera_model "
+                        "OPENCV_FISHEYE and k1..k4 instead)")  # fmt: skip
+    coef = {k: _number(path, get, k, where) for k in _LENS_KEYS if k in get}
+    name = get.get("camera_model", "OPENCV")
+    if not isinstance(name, str):
+        raise DataError(path, f"{where}'camera_model' must be a string, got {_shown(name)}")
+    refused = {"PINHOLE": _LENS_KEYS, "SIMPLE_PINHOLE": _LENS_KEYS, "OPENCV": ("k4",),
+               "OPENCV_FISHEYE": ("p1", "p2")}  # fmt: skip
+    if name not in refused:
+        raise DataError(path, f"{where}'camera_model' {_shown(name)} is not supported "
+                        f"(supported: {', '.join(_LENS_MODELS)})")  # fmt: skip
+    bad = next((k for k in refused[name] if coef.get(k)), None)
+    if bad is not None:
+        why = "has no distortion" if "PINHOLE" in name else "xprc's lens models cannot represent it"
+        raise DataError(path, f"{where}'{bad}' = {coef[bad]} is not supported with camera_model "
+                        f"{name} ({why})")  # fmt: skip
+    dist = np.zeros(NUM_DIST)
+    if name == "OPENCV_FISHEYE":
+        dist[:4] = [coef.get(k, 0.0) for k in ("k1", "k2", "k3", "k4")]
+        return "fisheye", dist
+    dist[[0, 1, 2, 6, 7]] = [coef.get(k, 0.0) for k in ("k1", "k2", "k3", "p1", "p2")]
+    return ("opencv" if dist.any() else "pinhole"), dist
 
 
 def _blender_frames(root: Path, path: Path, meta: dict) -> list[_Frame]:
@@ -207,8 +262,11 @@ def _blender_frames(root: Path, path: Path, meta: dict) -> list[_Frame]:
                 f"image is {W}x{H}, but {first[0]} is {first[1]}x{first[2]}; "
                 "all images of a split must have one size",
             )
-        K = _blender_K(path, get, W, H, where)
-        out.append(_Frame(frame["file_path"], img_path, c2w, K, (W, H, channels)))
+        K, unused = _blender_K(path, get, W, H, where)
+        model, dist = _blender_lens(path, get, where)
+        out.append(
+            _Frame(frame["file_path"], img_path, c2w, K, (W, H, channels), model, dist, unused)
+        )
     return out
 
 
@@ -217,7 +275,10 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
 
     Intrinsics come from `camera_angle_x` (fx = fy, centred principal point; `camera_angle_y`
     or `fl_y` beside it set fy), or from `fl_x`/`fl_y`/`cx`/`cy` when present (instant-ngp
-    style, top level or per frame).
+    style, top level or per frame); a `camera_angle_x/y` that implies another focal length than
+    the one used is a RuntimeWarning. The lens: nerfstudio's `camera_model` (OPENCV, the
+    default, OPENCV_FISHEYE, PINHOLE) with `k1 k2 k3 k4 p1 p2`; what xprc's models cannot
+    represent is a DataError.
     RGBA images are composited on `background` (RGB in [0, 1]). `downscale` >= 1 resizes the
     images and scales K. `ROOT/points3d.ply`, when present, gives the initial point cloud.
     Every frame and image header is checked, and the memory the images need, before any image
@@ -234,9 +295,10 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
 def _blender_views(root: Path, path: Path, frames: list[_Frame], background, downscale):
     """The Dataset of checked `frames` of `path`: the images are decoded here."""
     views = []
+    narrowed: list[Path] = []  # 16-bit colour images read at 8 bits
     for i, f in enumerate(frames):
         where = f"frame {i}: "
-        img = read_image(f.image, f"{path.name} frame {i}")
+        img = read_image(f.image, f"{path.name} frame {i}", narrowed)
         W, H = img.size
         size = scaled_size(W, H, downscale)
         image, alpha = to_view_image(img, size, background)
@@ -251,12 +313,23 @@ def _blender_views(root: Path, path: Path, frames: list[_Frame], background, dow
                 ),
                 width=size[0],
                 height=size[1],
+                model=f.model,
+                dist=as_float32(path, f.dist, f"{where}the lens coefficients"),
             )
         )
 
     points = colors = None
     if os.path.lexists(root / "points3d.ply"):  # a directory or a link loop is an error
         points, colors = load_points_ply(root / "points3d.ply")
+    differ = [i for i, f in enumerate(frames) if f.unused is not None]
+    if differ:
+        warnings.warn(
+            f"{printable(str(path))}: {len(differ)} of {len(frames)} frames: frame {differ[0]}: "
+            f"{frames[differ[0]].unused}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    warn_narrowed(path, narrowed, len(views))
     return Dataset(tuple(views), points, colors, root)
 
 

@@ -28,6 +28,7 @@ from .datasets import (
     scale_K,
     scaled_size,
     to_view_image,
+    warn_narrowed,
 )
 from .files import require_file
 
@@ -468,7 +469,9 @@ def load_colmap(
 
     Views are sorted by image name; use `split_every` for the train/test split. With an integer
     `downscale` d and a folder `ROOT/{images_dir}_{d}` (the Mip-NeRF 360 layout), the
-    pre-shrunk images are used; otherwise images are resized. K is scaled to the final size.
+    pre-shrunk images are used as they are, at their own size, which may be 1 pixel off the
+    camera's size / d (one rounding or another); otherwise images are resized. K is scaled to
+    the final size.
     Points are COLMAP's points3D (colours in [0, 1]).
     """
     root = Path(root)
@@ -496,10 +499,12 @@ def load_colmap(
         raise DataError(image_root, "image folder not found")
 
     views = []
+    narrowed: list[Path] = []  # 16-bit colour images read at 8 bits
+    shrunk_sizes: dict[int, tuple[str, tuple[int, int]]] = {}  # camera id -> first image, size
     for img in views_by_name:
         cam = cameras[img.camera_id]
         path = path_inside(image_root, img.name, images_file, f"image {img.id}: name")
-        pil = read_image(path, f"{img_file}, image id {img.id}")
+        pil = read_image(path, f"{img_file}, image id {img.id}", narrowed)
         size = scaled_size(cam.width, cam.height, downscale)
         got = pil.size
         ok = (
@@ -513,6 +518,16 @@ def load_colmap(
                 path,
                 f"image is {got[0]}x{got[1]}, but camera {cam.id} expects {want[0]}x{want[1]}",
             )
+        if pre_shrunk:  # its own size, not resampled; K below scales to it exactly
+            first, first_size = shrunk_sizes.setdefault(cam.id, (img.name, got))
+            if got != first_size:
+                raise DataError(
+                    path,
+                    f"image is {got[0]}x{got[1]}, but {first} of the same camera {cam.id} is "
+                    f"{first_size[0]}x{first_size[1]}; the images of one camera must share one "
+                    "size",
+                )
+            size = got
         K, model, dist = camera_intrinsics(cam, NUM_DIST)
         scale = (size[0] / cam.width, size[1] / cam.height)
         viewmat = np.eye(4)
@@ -534,4 +549,5 @@ def load_colmap(
         )
     colors = (rgb.astype(np.float32) / np.float32(255.0)).reshape(-1, 3)
     points = as_float32(find_file(sparse, "points3D"), xyz, "point coordinates")
+    warn_narrowed(image_root, narrowed, len(views))
     return Dataset(tuple(views), points, colors, root)

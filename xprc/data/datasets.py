@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ import numpy as np
 from PIL import Image
 
 from ..conventions import NUM_DIST
-from ..errors import DataError
+from ..errors import DataError, printable
 from .files import require_file
 
 __all__ = ["Dataset", "View", "split_every"]
@@ -130,10 +131,13 @@ def split_every(dataset: Dataset, every: int = TEST_EVERY) -> tuple[Dataset, Dat
 MAX_IMAGE_PIXELS = 1 << 26  # 8192 x 8192: checked from the header, before any decoding
 
 
-def read_image(path: Path, referenced_by: str) -> Image.Image:
+def read_image(path: Path, referenced_by: str, narrowed: list[Path]) -> Image.Image:
     """An image as RGB, RGBA or 16-bit grey ('I;16'); 16-bit colour PNGs come 8-bit from
-    Pillow. The pixel count is checked against MAX_IMAGE_PIXELS before decoding."""
+    Pillow: each such path is appended to `narrowed`, for `warn_narrowed`. The pixel count is
+    checked against MAX_IMAGE_PIXELS before decoding."""
     img = _open_image(path, referenced_by)
+    if not img.mode.startswith("I;16") and any(_COLOUR_16.fullmatch(_rawmode(t)) for t in img.tile):
+        narrowed.append(path)
     with contextlib.ExitStack() as on_error:
         on_error.callback(img.close)
         try:
@@ -148,6 +152,29 @@ def read_image(path: Path, referenced_by: str) -> Image.Image:
     if img.mode not in ("RGB", "RGBA"):
         img = img.convert("RGBA" if _channels(img) == 4 else "RGB")
     return img
+
+
+_COLOUR_16 = re.compile(r"(RGBA?|RGBX|LA);16[BLN]?")  # 16 bits a channel, several channels
+
+
+def _rawmode(tile) -> str:
+    """The raw mode a decoder tile unpacks (a string, or the first of a tuple)."""
+    args = tile.args if hasattr(tile, "args") else tile[3]
+    if isinstance(args, tuple):
+        args = args[0] if args else ""
+    return args if isinstance(args, str) else ""
+
+
+def warn_narrowed(where: Path, narrowed: list[Path], total: int) -> None:
+    """A RuntimeWarning when `read_image` read some of a dataset's `total` images at 8 bits."""
+    if narrowed:
+        warnings.warn(
+            f"{printable(str(where))}: {len(narrowed)} of {total} images are 16-bit colour, "
+            f"read at 8 bits a channel (first: {printable(narrowed[0].name)}); 16-bit grey "
+            "images keep their 16 bits",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _channels(img: Image.Image) -> int:

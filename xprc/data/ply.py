@@ -15,13 +15,14 @@ from __future__ import annotations
 import io
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import plyfile
 
-from ..errors import DataError
+from ..errors import DataError, printable
 from .files import require_file, write_atomic
 
 __all__ = [
@@ -44,6 +45,7 @@ _REQUIRED = (
     + [f"scale_{i}" for i in range(3)]
     + [f"rot_{i}" for i in range(4)]
 )
+_UNUSED = ("nx", "ny", "nz")  # 3DGS writes zero normals; no renderer reads them
 
 
 def sh_degree_from_rest(n_rest: int) -> int | None:
@@ -273,6 +275,8 @@ def load_ply(path) -> dict[str, np.ndarray]:
 
     Returns means [N, 3], quats [N, 4] (w, x, y, z = rot_0..3), scales [N, 3] (log),
     opacities [N] (logit), sh [N, (d+1)^2, 3] with d inferred from the number of f_rest.
+    Vertex properties beyond that layout (Mip-Splatting's `filter_3D`, ...) are not read: a
+    RuntimeWarning names them, since the tool that wrote them renders with them.
     """
     path = Path(path)
     v = _vertex(path, _read_ply(path))
@@ -314,13 +318,25 @@ def load_ply(path) -> dict[str, np.ndarray]:
     if degree > 0:
         rest = stack([f"f_rest_{i}" for i in range(n_rest)])
         sh[:, 1:, :] = rest.reshape(n, 3, n_coef - 1).transpose(0, 2, 1)
-    return {
+    params = {
         "means": stack(["x", "y", "z"]),
         "quats": stack([f"rot_{i}" for i in range(4)]),
         "scales": stack([f"scale_{i}" for i in range(3)]),
         "opacities": col("opacity"),
         "sh": sh,
     }
+    known = {*_REQUIRED, *_UNUSED, *rest_names}
+    ignored = [p for p in v.dtype.names if p not in known]  # in the file's order
+    if ignored:
+        shown = ", ".join(printable(p) for p in ignored[:10]) + ", ..." * (len(ignored) > 10)
+        what = "property" if len(ignored) == 1 else "properties"
+        warnings.warn(
+            f"{printable(str(path))}: ignored {len(ignored)} vertex {what} outside the 3DGS "
+            f"layout: {shown} (a render may differ from the tool that wrote them)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return params
 
 
 # --------------------------------------------------------------------------- point clouds
