@@ -351,7 +351,13 @@ def test_train_log_records_the_console_and_is_appended_on_resume(scene, tmp_path
     lines = [line[20:] for line in lines]
     head = f"xprc {__version__} train {METHOD.NAME}: "
     assert lines[0].startswith(head) and json.loads(lines[0][len(head) :]) == config.to_json()
-    assert lines[1].startswith("inputs: {") and '"data.image_size": "32x32"' in lines[1]
+    guesses = [  # what the run assumed, said on the console and kept in the log
+        r"background: black \(0, 0, 0\) assumed: none of the 8 training views has alpha .*",
+        r"init: the dataset's 200 point colours are all grey \(0.5\).*",
+    ]
+    for line, pattern in zip(lines[1:3], guesses, strict=True):
+        assert re.fullmatch(pattern, line), (line, pattern)
+    assert lines[3].startswith("inputs: {") and '"data.image_size": "32x32"' in lines[3]
     number = r"-?[0-9.e+-]+"
     expect = [
         rf"step 0: test PSNR {number} SSIM {number}",
@@ -363,6 +369,7 @@ def test_train_log_records_the_console_and_is_appended_on_resume(scene, tmp_path
         rf"step 3: final test PSNR {number} SSIM {number}, 200 primitives, {number} steps/s, "
         rf"{number} s of training",
         rf"xprc {re.escape(__version__)} train {METHOD.NAME} \(resume\): \{{.*\}}",
+        *guesses,
         r"inputs: \{.*\}",
         "resuming a 3-step run as a 4-step run: the learning-rate and SH schedules follow the "
         "new length",
@@ -371,8 +378,8 @@ def test_train_log_records_the_console_and_is_appended_on_resume(scene, tmp_path
         rf"step 4: final test PSNR {number} SSIM {number}, 200 primitives, {number} steps/s, "
         rf"{number} s of training",
     ]
-    assert len(lines) == 2 + len(expect), lines
-    for line, pattern in zip(lines[2:], expect, strict=True):
+    assert len(lines) == 4 + len(expect), lines
+    for line, pattern in zip(lines[4:], expect, strict=True):
         assert re.fullmatch(pattern, line), (line, pattern)
 
 

@@ -202,9 +202,9 @@ def sharded_views(method, per_view, mesh: Mesh, mode="RGB", config: RenderConfig
     both build on it.
 
     per_view(out: RenderOutput, target, extra) -> {name: scalar} for one camera; `sums` holds
-    each name summed over the batch, `stats` the largest `dropped` and `entries_needed` of any
-    camera and the batch's total `alpha_out_of_range`. `params` must already be checked
-    (`prepare_params`).
+    each name summed over the batch, `stats` the largest `dropped`, `entries_needed` and
+    `nonfinite` of any camera and the batch's total `alpha_out_of_range`. `params` must
+    already be checked (`prepare_params`).
     """
     config = config or RenderConfig()
     render_batch = _compiled(method, mode, config, True)
@@ -215,7 +215,7 @@ def sharded_views(method, per_view, mesh: Mesh, mode="RGB", config: RenderConfig
         sums = {k: jax.lax.psum(jnp.sum(v), AXIS) for k, v in values.items()}
         stats = {
             k: jax.lax.pmax(jnp.max(out.stats[k]).astype(jnp.int32), AXIS)
-            for k in ("dropped", "entries_needed")
+            for k in ("dropped", "entries_needed", "nonfinite")  # the same primitives per view
         }
         clamped = jnp.sum(out.stats["alpha_out_of_range"]).astype(jnp.int32)
         stats["alpha_out_of_range"] = jax.lax.psum(clamped, AXIS)

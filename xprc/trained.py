@@ -3,21 +3,24 @@ it was trained on, and the spec it was trained with.
 
 A scene is a run folder (its checkpoint.npz, else scene.ply), the trainer's checkpoint or a 3DGS
 PLY. The trainer records the spec as the compiled module's `NAME` and `SPEC_SHA256` (the sha256
-of the spec's text) in the checkpoint's metadata and in the run's metrics.json; `scene_method`
-renders with that spec unless told otherwise, and never silently with another.
+of the spec's text and of the bases it extends) in the checkpoint's metadata and in the run's
+metrics.json; `scene_method` renders with that spec unless told otherwise, and never silently
+with another.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import sys
 from pathlib import Path
 
+from .data.npz import load_checkpoint
 from .errors import DataError, printable
 from .method_info import MethodInfo
 from .pipeline.params import not_numbers
-from .train.checkpoint import check_meta
+from .train.checkpoint import CONSTANT_KEY, check_meta
 from .train.folder import CHECKPOINT, METRICS, PLY, read_report, scene_file
 
 
@@ -43,6 +46,17 @@ class Trained:
     source: Path  # the file the parameters came from
     run_dir: Path | None  # the run folder, when the file sits in one
     spec: SpecRecord | None = None  # None: nothing recorded (a bare PLY, a plain checkpoint)
+    constants: ConstantsRecord | None = None  # the -D constants it was trained with
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantsRecord:
+    """The spec's constants a run was trained with, -D overrides applied ({name: float}, as
+    `xprc.train.checkpoint.run_inputs` records them for the resume check); `where` is the
+    checkpoint that records them."""
+
+    values: dict
+    where: Path
 
 
 def describe_spec(name: str, sha256: str) -> str:
@@ -56,7 +70,6 @@ def load_trained(path, train_views=None) -> Trained:
     recorded none (it inferred it from the data) gets it re-inferred from `train_views` the way
     the trainer does.
     """
-    from .data.npz import load_checkpoint
     from .data.ply import load_ply
 
     path = Path(path)
@@ -85,7 +98,38 @@ def load_trained(path, train_views=None) -> Trained:
         background, where = _run_background(report, train_views), run_dir / METRICS
     spec = _spec_record(meta, path) or (_spec_record(report, run_dir / METRICS) if report else None)
     background = None if background is None else _checked_background(background, where)
-    return Trained(params, background, path, run_dir, spec)
+    constants = _constants_record(meta, path)
+    if constants is None and run_dir is not None and path.suffix.lower() == ".ply":
+        # a run's PLY: its checkpoint records the constants
+        ckpt = run_dir / CHECKPOINT
+        if ckpt.is_file():
+            constants = _constants_record(load_checkpoint(ckpt)[1], ckpt)
+    return Trained(params, background, path, run_dir, spec, constants)
+
+
+
+
+def _constants_record(meta, where: Path) -> ConstantsRecord | None:
+    """The constants recorded in checkpoint metadata `meta` (None: none recorded, as by a
+    checkpoint older than the record, or one not written by the trainer)."""
+    inputs = meta.get("inputs") if isinstance(meta, dict) else None
+    if inputs is None:
+        return None
+    if not isinstance(inputs, dict):
+        check_meta(meta, where)  # the trainer's message for a malformed 'inputs'
+        return None
+    values = {}
+    for key, value in inputs.items():
+        if not key.startswith(CONSTANT_KEY):
+            continue
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value):
+            raise DataError(
+                where, f"corrupt checkpoint: recorded constant '{key}' must be a finite "
+                f"number, got {ascii(value)[:60]}"
+            )  # fmt: skip
+        values[key.removeprefix(CONSTANT_KEY)] = float(value)
+    return ConstantsRecord(values, where)
 
 
 def _checked_background(value, where: Path) -> tuple[float, float, float]:
@@ -134,15 +178,25 @@ def scene_method(trained: Trained, spec: str | None, defines=None):
     spec (--spec) None: the recorded spec (found among the shipped specs by its sha256; an
     unshipped one must be given), or 3dgs when nothing is recorded, which a line on stderr says.
     spec given: it must be the recorded one (same sha256), else a DataError naming both.
-    defines: `-D` overrides, applied to whichever spec is used.
+    defines: `-D` overrides, applied to whichever spec is used. A run's recorded constants
+    (`Trained.constants`) are applied too, which a line on stderr says; a -D that contradicts
+    one is a DataError naming both values (`_run_constants`).
     """
-    from .compiler.driver import load, parse_defines
+    from .compiler.driver import parse_defines
+
+    defines = parse_defines(defines)
+    method, source = _spec_method(trained, spec, defines)
+    return _run_constants(trained, method, source, defines)
+
+
+def _spec_method(trained: Trained, spec: str | None, defines: dict):
+    """(the spec's method with `defines`, what it was loaded from): `scene_method`'s spec."""
+    from .compiler.driver import load
     from .resources import DEFAULT_SPEC_NAME
 
-    defines = parse_defines(defines) or None
     rec = trained.spec
     if spec is not None:
-        method = load(spec, defines=defines)
+        method = load(spec, defines=defines or None)
         if rec is not None and not _same_spec(rec, method):
             found = shipped_spec_of(rec)
             hint = (
@@ -157,7 +211,7 @@ def scene_method(trained: Trained, spec: str | None, defines=None):
                 f"the scene was trained with spec {rec.describe()}, but --spec {spec} is "
                 f"{given}; {hint}",
             )
-        return method
+        return method, spec
     if rec is None:
         print(
             printable(
@@ -166,7 +220,7 @@ def scene_method(trained: Trained, spec: str | None, defines=None):
             ),
             file=sys.stderr,
         )
-        return load(DEFAULT_SPEC_NAME, defines=defines)
+        return load(DEFAULT_SPEC_NAME, defines=defines or None), DEFAULT_SPEC_NAME
     found = shipped_spec_of(rec)
     if found is None:
         raise DataError(
@@ -174,7 +228,61 @@ def scene_method(trained: Trained, spec: str | None, defines=None):
             f"the scene was trained with spec {rec.describe()}, which no shipped spec matches; "
             "give its .xpr file with --spec",
         )
-    return load(found, defines=defines)
+    return load(found, defines=defines or None), found
+
+
+def _run_constants(trained: Trained, method, source, defines: dict):
+    """`method` with the constants the run was trained with: a -D that contradicts one is a
+    DataError (the resume check's refusal, for a render: the scene would not look as trained);
+    the recorded ones that differ from `method`'s are applied, which a note says. A run that
+    records none: `method` as it is (a note says so for a run folder's scene)."""
+    from .compiler.driver import load
+
+    rec = trained.constants
+    if rec is None:
+        if trained.run_dir is not None:
+            print(
+                printable(
+                    f"note: {trained.source}: the run does not record the -D constants it was "
+                    "trained with; rendering with the spec's values and any -D given"
+                ),
+                file=sys.stderr,
+            )
+        return method
+    have = MethodInfo.of(method).constants
+    unknown = sorted(set(rec.values) - set(have))
+    if unknown:
+        raise DataError(
+            rec.where,
+            f"the run records constants the spec does not declare ({', '.join(unknown)}); "
+            "give the spec it was trained with (--spec)",
+        )
+    contradicted = sorted(n for n in defines if n in rec.values and have[n] != rec.values[n])
+    if contradicted:
+        said = "; ".join(
+            f"{n}={_number(rec.values[n])} in the run, -D {n}={_number(have[n])} given"
+            for n in contradicted
+        )
+        leave = " ".join(f"-D {n}" for n in contradicted)
+        raise DataError(
+            rec.where,
+            f"the run was trained with other constants ({said}); leave out {leave}: the "
+            "run's values are used by default",
+        )
+    changed = {n: v for n, v in sorted(rec.values.items()) if have[n] != v}
+    if not changed:
+        return method
+    shown = " ".join(f"-D {n}={_number(v)}" for n, v in changed.items())
+    print(
+        printable(f"note: {rec.where}: using the constants the run was trained with: {shown}"),
+        file=sys.stderr,
+    )
+    return load(source, defines={**defines, **changed})
+
+
+def _number(value: float) -> str:
+    """A constant's value as -D takes it: 2.0 -> '2', 0.3 -> '0.3'."""
+    return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
 
 
 def _same_spec(rec: SpecRecord, method) -> bool:
@@ -186,13 +294,12 @@ def _same_spec(rec: SpecRecord, method) -> bool:
 
 def shipped_spec_of(rec: SpecRecord) -> Path | None:
     """The shipped spec whose text has the recorded sha256, or None."""
-    from .compiler.driver import _sha as spec_sha256  # what compiled modules record
-    from .compiler.driver import read_spec
+    from .compiler.driver import read_spec, spec_digest  # what compiled modules record
     from .resources import shipped_specs
 
     if not rec.sha256:
         return None
     for path in shipped_specs().values():
-        if spec_sha256(read_spec(path)) == rec.sha256:
+        if spec_digest(read_spec(path), path) == rec.sha256:
             return path
     return None

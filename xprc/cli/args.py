@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..distributed import ENV_HELP
 from ..errors import XprError, printable
-from ..train.folder import CHECKPOINT, METRICS, PLY, RENDERS
+from ..train.folder import CHECKPOINT, METRICS, PLY, RENDERS, RUN_FILES
 
 SCENE_HELP = f"a run folder (its {CHECKPOINT}, else {PLY}), a checkpoint (.npz) or a 3DGS PLY"
 
@@ -162,10 +162,14 @@ def no_file_above(option: str, output: str) -> None:
         raise XprError(f"{option} '{output}': {above} is a file, not a folder")
 
 
-def check_run_folder(out: str, data: str | None = None, resume: bool = False) -> None:
+def check_run_folder(
+    out: str, data: str | None = None, resume: bool = False, files=RUN_FILES
+) -> None:
     """--out of train / demo: a folder, or where one can be made; not a file (it was a
     traceback at the first checkpoint, 1000 steps in), nor a dataset folder, nor (without
-    --resume) the folder of an earlier run, whose checkpoint and results would be replaced."""
+    --resume) a folder holding any of `files` (the names the run writes, from
+    `xprc.train.folder`): an earlier run's, whose checkpoint and results would be replaced, or
+    a user's own scene.ply or config.json, which were replaced without a word."""
     no_file_above("--out", out)
     path = Path(out)
     if path.exists() and not path.is_dir():
@@ -176,6 +180,14 @@ def check_run_folder(out: str, data: str | None = None, resume: bool = False) ->
             raise XprError(
                 f"--out '{out}' already holds a run ({held[0]}): continue it with --resume, "
                 "or give another folder (or remove this one) to start a new run"
+            )
+        found = [n + "/" * (path / n).is_dir() for n in files if os.path.lexists(path / n)]
+        if found:
+            more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+            raise XprError(
+                f"--out '{out}' already holds files a run writes ({', '.join(found[:3])}"
+                f"{more}): they would be replaced; give another folder (or move them away), "
+                "or continue a run there with --resume"
             )
     if data is not None and path.is_dir() and Path(data).is_dir() and os.path.samefile(path, data):
         raise XprError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..train.folder import DEMO_FILES
 from .args import check_run_folder, path_arg, positive_int
 from .train import report
 
@@ -23,7 +24,7 @@ def run(args) -> int:
     from ..compiler.driver import load
     from ..train import demo
 
-    check_run_folder(args.out, resume=args.resume)
+    check_run_folder(args.out, resume=args.resume, files=DEMO_FILES)
     result = demo(args.out, method=load(args.spec), steps=args.steps, resume=args.resume)
     report(result)
     return 0

@@ -75,6 +75,10 @@ def _digest(*parts) -> str:
     return h.hexdigest()[:16]
 
 
+# The prefix of each spec constant's key in the recorded inputs (`xprc.trained` reads them back).
+CONSTANT_KEY = "spec.constants."
+
+
 def run_inputs(method, train_set, cameras, names: list[str], background) -> dict:
     """What a run fits besides its options, as JSON values keyed for the resume check: the
     spec (its text's sha256, each constant with -D overrides applied), the training data
@@ -86,7 +90,7 @@ def run_inputs(method, train_set, cameras, names: list[str], background) -> dict
     info = MethodInfo.of(method)
     out = {
         "spec.sha256": info.spec_sha256,
-        **{f"spec.constants.{k}": float(v) for k, v in info.constants.items()},
+        **{f"{CONSTANT_KEY}{k}": float(v) for k, v in info.constants.items()},
         "data.folder": None if root is None else str(Path(root).resolve()),
         "data.views": len(names),
         "data.image_size": f"{cameras.width}x{cameras.height}",

@@ -49,19 +49,37 @@ def stack_alphas(views, what: str, size) -> np.ndarray:
     return alphas[..., None]
 
 
-def infer_background(views) -> np.ndarray:
-    """The median colour where the views' alpha is 0 (rounded to 8 bits); black without alpha."""
-    bgs = []
+def infer_background(views, log=None) -> np.ndarray:
+    """The median colour where the views' alpha is 0 (rounded to 8 bits); black without alpha
+    or without a transparent pixel. `log` (a callable) gets one line saying which it was."""
+    bgs, with_alpha = [], 0
     for v in views:
         alpha = getattr(v, "alpha", None)
         if alpha is None:
             continue
+        with_alpha += 1
         empty = np.asarray(alpha) <= 0.0
         if empty.any():
             bgs.append(np.asarray(v.image)[empty])
     if not bgs:
+        if log is not None:
+            why = (
+                f"none of the {len(views)} training views has alpha" if not with_alpha
+                else f"the alpha of the {with_alpha} training views with one is nowhere 0"
+            )  # fmt: skip
+            log(f"background: black (0, 0, 0) assumed: {why} (set TrainConfig.background if the "
+                "images were composited on another colour)")  # fmt: skip
         return np.zeros(3, np.float32)
-    return np.round(np.median(np.concatenate(bgs), axis=0) * 255.0).astype(np.float32) / 255.0
+    bg = np.round(np.median(np.concatenate(bgs), axis=0) * 255.0).astype(np.float32) / 255.0
+    if log is not None:
+        pixels = sum(len(b) for b in bgs)
+        log(f"background: {_rgb(bg)} inferred: the median colour of the {pixels:,} transparent "
+            f"pixels of {len(bgs)} of the {len(views)} training views")  # fmt: skip
+    return bg
+
+
+def _rgb(c) -> str:
+    return "(" + ", ".join(f"{float(x):.4g}" for x in c) + ")"
 
 
 class ViewOrder:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import XprError
+from ..errors import DataError, XprError
 from .config import TrainError
 
 # The layout of a run folder.
@@ -38,6 +38,12 @@ LOCK = "train.lock"
 LOG = "train.log"
 DEMO_DATA = "scene"  # `xprc demo`: the dataset it generated, inside its run folder
 
+# Every name a run writes (or replaces, truncates, appends to) in its folder: a new run is
+# refused where one of them exists (`xprc.cli.args.check_run_folder`), so it never replaces a
+# user's file. `xprc demo` also writes its dataset, DEMO_DATA.
+RUN_FILES = (CHECKPOINT, METRICS, CONFIG, PLY, CURVES, SHEET, RENDERS, LOG, LOCK)
+DEMO_FILES = (*RUN_FILES, DEMO_DATA)
+
 
 def scene_file(run: Path) -> Path | None:
     """The file a run folder's scene is read from: its checkpoint, else its PLY; None when it
@@ -47,12 +53,29 @@ def scene_file(run: Path) -> Path | None:
 
 
 def read_report(run: Path) -> dict:
-    """The run's metrics.json, or {} when it cannot be read."""
+    """The run's metrics.json, or {} when there is none. A file that is there but cannot be
+    read or parsed, or is not a JSON object, is a DataError naming it (it is not taken for a
+    missing one: the background and spec it records would be lost without a word)."""
+    path = run / METRICS
     try:
-        report = json.loads((run / METRICS).read_text())
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return {}
-    return report if isinstance(report, dict) else {}
+    except OSError as e:
+        raise DataError(path, f"cannot read the run's report ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise DataError(path, "invalid JSON: not UTF-8 text") from None
+    try:
+        report = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(
+            path, f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+        ) from None
+    except (ValueError, RecursionError) as e:  # an integer of more than 4300 digits; nesting
+        raise DataError(path, f"invalid JSON: {e}") from None
+    if not isinstance(report, dict):
+        raise DataError(path, "invalid run report: the top level must be a JSON object")
+    return report
 
 
 def prepare(out) -> Path:

@@ -12,9 +12,17 @@ Per parameter, first match wins (`init` on the ParamSpec overrides the rule):
   - anything else: zeros ("zeros").
 `init` strings: points, colors, identity, nn_distance, zeros, ones, or a number (the activated
 value, mapped back through the activation, e.g. "0.1" for a sigmoid param is logit(0.1)).
+
+Every guess is reported through `log` (one line each; the trainer's console and train.log): random
+points for a dataset without any, points dropped to fit the capacity, grey for points without
+colours, the fallback size of a lone point, the look target and the scene scale when the cameras
+cannot give them.
 """
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -24,12 +32,22 @@ from ..method_info import MethodInfo
 from .config import TrainConfig, TrainError
 from .roles import inverse_np, param_roles, shape_of, where
 
+Log = Callable[[str], None]  # reports one line (the trainer's TrainLog, or stderr)
+LONE_SIZE = 0.01  # the initial size of a point with no neighbour to measure
 
-def nn_distance(points: np.ndarray) -> np.ndarray:
-    """sqrt of the mean squared distance to the 3 nearest other points, [P] float64."""
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def nn_distance(points: np.ndarray, log: Log | None = None) -> np.ndarray:
+    """sqrt of the mean squared distance to the 3 nearest other points, [P] float64
+    (LONE_SIZE for fewer than 2 points, reported through `log`)."""
     p = np.asarray(points, np.float64)
     if len(p) < 2:
-        return np.full(len(p), 0.01)
+        if log is not None and len(p):
+            log(f"init: {len(p)} point, no neighbour to measure: its size is assumed {LONE_SIZE}")
+        return np.full(len(p), LONE_SIZE)
     k = min(4, len(p))
     d, _ = cKDTree(p).query(p, k=k)
     d2 = np.mean(np.square(d[:, 1:]), axis=1)
@@ -52,8 +70,9 @@ def camera_poses(views) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(centres), np.asarray(forwards)
 
 
-def look_target(centres: np.ndarray, forwards: np.ndarray) -> np.ndarray:
-    """The point closest (least squares) to all optical axes; the centroid when ill-posed."""
+def look_target(centres: np.ndarray, forwards: np.ndarray, log: Log | None = None) -> np.ndarray:
+    """The point closest (least squares) to all optical axes; when that is ill-posed (one view,
+    parallel axes) one unit in front of the centroid, reported through `log`."""
     a = np.zeros((3, 3))
     b = np.zeros(3)
     for c, d in zip(centres, forwards, strict=True):
@@ -61,16 +80,30 @@ def look_target(centres: np.ndarray, forwards: np.ndarray) -> np.ndarray:
         a += m
         b += m @ c
     if np.linalg.cond(a) > 1e6:
-        return centres.mean(axis=0) + forwards.mean(axis=0)
+        target = centres.mean(axis=0) + forwards.mean(axis=0)
+        if log is not None:
+            log(f"init: the {len(centres)} camera axes do not meet at a point (one view or "
+                f"parallel axes): assuming the cameras look at {_xyz(target)}, about one "
+                "unit in front of their mean centre")  # fmt: skip
+        return target
     return np.linalg.solve(a, b)
 
 
-def scene_scale(dataset) -> float:
+def scene_scale(dataset, log: Log | None = None) -> float:
     """The 3DGS scene scale: 1.1 x the largest distance of a camera centre from their mean
-    (1.0 for a single view or coincident cameras)."""
+    (1.0 for a single view or coincident cameras, reported through `log`)."""
     c, _ = camera_poses(views_of(dataset))
     extent = float(1.1 * np.linalg.norm(c - c.mean(axis=0), axis=1).max()) if len(c) > 1 else 1.0
-    return extent if extent > 1e-6 else 1.0
+    if len(c) > 1 and extent > 1e-6:
+        return extent
+    if log is not None:
+        why = "one training view" if len(c) < 2 else f"the {len(c)} camera centres coincide"
+        log(f"init: {why}: the scene scale (learning rates, densification sizes) is assumed 1.0")
+    return 1.0
+
+
+def _xyz(p) -> str:
+    return "(" + ", ".join(f"{float(x):.3g}" for x in p) + ")"
 
 
 def _const(method, spec, value: float, n: int) -> np.ndarray:
@@ -140,39 +173,60 @@ def default_rule(spec, roles: dict, init_opacity: float):
     return "zeros"
 
 
-def _points(dataset, config: TrainConfig, capacity: int | None, rng):
+def _points(dataset, config: TrainConfig, capacity: int | None, rng, log: Log):
     points = getattr(dataset, "points", None)
     colors = getattr(dataset, "colors", None)
     if points is not None and len(points) > 0:
         pts = np.asarray(points, np.float64).reshape(-1, 3)
-        cols = np.full_like(pts, 0.5) if colors is None else np.asarray(colors, np.float64)
+        if colors is None:
+            log(f"init: the dataset's {len(pts):,} points have no colours: they start grey (0.5)")
+            cols = np.full_like(pts, 0.5)
+        else:
+            cols = np.asarray(colors, np.float64)
+            if cols.size and np.all(cols == 0.5):  # what a points3d.ply without rgb reads as
+                log(f"init: the dataset's {len(pts):,} point colours are all grey (0.5), as a "
+                    "point cloud without colours reads: the colours start grey")  # fmt: skip
         return pts, cols.reshape(-1, 3)
     centres, forwards = camera_poses(views_of(dataset))
-    target = look_target(centres, forwards)
+    target = look_target(centres, forwards, log)
     half = 0.4 * float(np.mean(np.linalg.norm(centres - target, axis=1)))
-    n_rand = capacity or config.num_random_points
+    # num_random_points of them: a strategy that grows (ADC) keeps the rest of the capacity
+    # free for its clones and splits (filling every slot left ADC no room from the start)
+    n_rand = min(capacity or config.num_random_points, config.num_random_points)
+    log(f"init: the dataset has no points (no points3d.ply or COLMAP points3D): {n_rand:,} "
+        f"random points in a box of half-width {half:.3g} around {_xyz(target)}, where the "
+        "cameras look, with grey colours")  # fmt: skip
     pts = target + rng.uniform(-half, half, (n_rand, 3))
     return pts, 0.5 + 0.05 * rng.standard_normal((n_rand, 3))
 
 
-def init_params(method, dataset, config: TrainConfig | None = None, capacity: int | None = None):
+def init_params(
+    method,
+    dataset,
+    config: TrainConfig | None = None,
+    capacity: int | None = None,
+    log: Log | None = None,
+):
     """Initial raw parameters for `method` from `dataset` (see the module docstring's rule).
 
     Returns (params {name: float32 [N, *shape]}, used bool [N]) with N = `capacity` (default
     `config.capacity`) or the number of points; slots past the points are unused (opacity ~ 0)
-    until a strategy fills them.
+    until a strategy fills them. Each guess it makes is one line to `log` (default: stderr).
     """
     config = config or TrainConfig()
+    log = log or _stderr
     rng = np.random.default_rng(config.seed)
     capacity = capacity or config.capacity
     roles = param_roles(method)
-    pts, cols = _points(dataset, config, capacity, rng)
+    pts, cols = _points(dataset, config, capacity, rng, log)
     n = capacity or len(pts)
     if len(pts) > n:
+        log(f"init: the dataset has {len(pts):,} points; the capacity {n:,} keeps a random "
+            f"{n:,} ({len(pts) - n:,} dropped)")  # fmt: skip
         keep = np.sort(rng.choice(len(pts), n, replace=False))
         pts, cols = pts[keep], cols[keep]
     n_used = len(pts)
-    nn = nn_distance(pts)
+    nn = nn_distance(pts, log)
     if n > n_used:  # unused slots: copies of points, made invisible below
         extra = rng.integers(0, n_used, n - n_used)
         pts = np.concatenate([pts, pts[extra]])

@@ -18,7 +18,6 @@ import signal
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from .. import __version__
 from ..method_info import MethodInfo
 from ..pipeline import RenderConfig, entry_bucket
 from ..pipeline.binning import TileGrid
-from ..pipeline.capacity import MemoryBudgetError, alpha_message, check_memory
+from ..pipeline.capacity import MemoryBudgetError, check_memory
 from ..pipeline.render import xla_instead
 from . import checkpoint as ckpt
 from . import folder as run_folder
@@ -41,6 +40,7 @@ from .data import ViewOrder, infer_background, stack_views
 from .init import camera_poses, init_params, look_target, scene_scale, views_of
 from .optim import lr_arrays, optimizer
 from .outputs import RunRecord, view_names, write_outputs
+from .reports import StepReports
 from .step import StepKey, eval_fn, step_fn
 from .strategies.make import make_strategy
 
@@ -173,14 +173,19 @@ class Run:
         self.test_views = views_of(test_set) if test_set is not None else train_views
         self.data = stack_views(train_views, "training", alphas=bool(config.random_background))
         self.test_data = stack_views(self.test_views, "test")
+        note = lambda msg: self.log(msg, always=True)  # noqa: E731 (an assumption: always shown)
         bg = config.background
-        background = infer_background(train_views) if bg is None else np.asarray(bg, np.float32)
-        self.scale = scene_scale(train_set)
+        if bg is None:
+            background = infer_background(train_views, note)
+        else:
+            background = np.asarray(bg, np.float32)
+            self.log(f"background: {tuple(float(c) for c in background)} (configured)")
+        self.scale = scene_scale(train_set, note)
         self.hyper = _hyper(method, config, self.strategy, self.scale, background)
         self.hyper["pose_pivot"] = jnp.asarray(_pivots(train_set, train_views))
         n_points = len(points) if points is not None and len(points) else config.num_random_points
         cap = config.capacity or self.strategy.default_capacity(n_points, config)
-        params, used = init_params(method, train_set, config, capacity=cap)
+        params, used = init_params(method, train_set, config, capacity=cap, log=note)
         cams = self.data["cameras"], self.test_data["cameras"]
         health.check_initial(params, cams[0], self.names, points, self.out)
         self.inputs = ckpt.run_inputs(method, train_set, cams[0], self.names, background)
@@ -191,8 +196,7 @@ class Run:
         self.order = ViewOrder(config.seed, len(train_views))
         self.history: list[dict] = []
         self.evals: list[dict] = []
-        self.events: dict = {k: 0 for k in self.strategy.count_names}
-        self.clamped_alpha = 0  # alpha values the compositor clamped, summed over steps
+        self.reports = StepReports(self.log, self.strategy, config.strategy)
         self.elapsed_before = 0.0
         self.interrupted = False
         self.saved_step: int | None = None  # the step of the checkpoint in the run folder
@@ -244,7 +248,7 @@ class Run:
             "entry_capacity": self.capacity.bucket,
             "eval_entry_capacity": self.eval_capacity.bucket,
             "capacity_raises": self.capacity.raises + self.eval_capacity.raises,
-            "densification": self.events,
+            "densification": self.reports.events,
             "background": [float(c) for c in np.asarray(self.hyper["background"])],
             "config": self.config.trajectory(),
             "inputs": self.inputs,
@@ -276,7 +280,7 @@ class Run:
         self.elapsed_before = float(meta.get("elapsed", 0.0))
         self.capacity.bucket = int(meta.get("entry_capacity", self.capacity.bucket))
         self.eval_capacity.bucket = int(meta.get("eval_entry_capacity", self.eval_capacity.bucket))
-        self.events.update(meta.get("densification", {}))
+        self.reports.events.update(meta.get("densification", {}))
         self.saved_step = self.step
         self.log(f"resuming from {path} at step {self.step}")
 
@@ -353,25 +357,8 @@ class Run:
             raise health.divergence_error(self.step + 1, info, self.data["cameras"], self.names,
                                           self.points, self._kept(), self.out)  # fmt: skip
         self.state = state
-        self._report_clamped(int(info["alpha_out_of_range"]))
-        counts = {k: int(info[k]) for k in self.strategy.count_names}
-        if any(counts.values()):
-            for k, v in counts.items():
-                self.events[k] += v
-            text = ", ".join(f"{k} {v}" for k, v in counts.items())
-            self.log(f"step {self.step}: {self.config.strategy} {text}")
+        self.reports.step_done(self.step, info)
         return info
-
-    def _report_clamped(self, count: int) -> None:
-        """A response whose alpha leaves [0, 1] is a spec bug: warned at the first step it
-        happens, every such step in train.log, the run's total at the end (`_finish`)."""
-        if not count:
-            return
-        if not self.clamped_alpha:
-            warnings.warn(f"training step {self.step}: {alpha_message(count)}",
-                          RuntimeWarning, stacklevel=4)  # fmt: skip
-        self.clamped_alpha += count
-        self.log.file(f"step {self.step}: {count:,} alpha value(s) clamped into range")
 
     def evaluate(self, elapsed: float, keep_images: bool = False) -> tuple[dict, list]:
         rows, images = [], []
@@ -545,9 +532,7 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
         run.evals.append(final)
     else:
         run.evals[-1] = final
-    if run.clamped_alpha:
-        run.log(f"{run.clamped_alpha:,} alpha value(s) the response gave outside its range were "
-                "clamped during training (see the warning and train.log)", always=True)  # fmt: skip
+    run.reports.finish()
     if run.interrupted:
         where = f"; checkpoint saved to {run.ckpt_path}" if run.ckpt_path is not None else ""
         run.log(f"interrupted at step {run.step}{where}")
@@ -564,7 +549,7 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
             run.method, config, params, np.asarray(run.state["used"]), run.test_views,
             np.asarray(run.test_data["images"]), images, run.history, run.evals, final, speed,
             elapsed, run.scale, run.interrupted, run.capacity.bucket,
-            run.capacity.raises + run.eval_capacity.raises, run.events, cams,
+            run.capacity.raises + run.eval_capacity.raises, run.reports.events, cams,
             run.meta(elapsed)["background"],
         )  # fmt: skip
         write_outputs(run.out, record)

@@ -28,7 +28,7 @@ from .strategies.make import make_strategy
 # Incremented each time the train step is traced: a test proves "compiled once per run".
 TRACE_COUNT = {"train_step": 0, "eval": 0}
 # render stats a step returns: for the capacity (dropped, needed) and the clamped-alpha warning
-STATS = ("dropped", "entries_needed", "alpha_out_of_range")
+STATS = ("dropped", "entries_needed", "alpha_out_of_range", "nonfinite")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,10 +16,11 @@ Every `refine_every` steps in [refine_from, refine_until), primitives whose mean
     octahedron declares 1/sqrt(10), its size being the vertex distance: the samples must stay
     inside the parent) and their sizes are divided by `split_factor`;
 the highest gradients first, at most as many as there are free slots (so the capacity is never
-exceeded). Then primitives with opacity < min_opacity (and, after the first opacity reset, a
-largest size above prune_scale x scene scale) are pruned: their slot is freed and made
-invisible. Every `reset_every` steps in the window, each opacity is clamped to 2 x min_opacity.
-Moved, copied and reset primitives restart their Adam moments; free slots get no updates.
+exceeded; the candidates left without a slot are counted as `skipped`). Then primitives with
+opacity < min_opacity (and, after the first opacity reset, a largest size above prune_scale x
+scene scale) are pruned: their slot is freed and made invisible. Every `reset_every` steps in
+the window, each opacity is clamped to 2 x min_opacity. Moved, copied and reset primitives
+restart their Adam moments; free slots get no updates.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ def screen_gradient(g_pos: jax.Array, positions: jax.Array, camera) -> jax.Array
 
 class ADC(Strategy):
     name = "adc"
-    count_names = ("cloned", "split", "pruned")
+    count_names = ("cloned", "split", "pruned", "skipped")
+    # counts that mean something was not done: the trainer shows them only when nonzero, and
+    # their run total at the end
+    count_notes = {"skipped": "over the gradient threshold but no free slot: not cloned or split"}
     needs_screen_grad = True
     freeze_unused = True  # a pruned or never-used slot gets no update until it is refilled
 
@@ -83,7 +87,8 @@ class ADC(Strategy):
         return jnp.sum(used, dtype=jnp.int32)
 
     def densify(self, params, opt_state, used, sstate, key, hyper, scene_scale):
-        """Clone / split into free slots, then prune. Returns (..., counts)."""
+        """Clone / split into free slots, then prune. Returns (..., counts: cloned, split,
+        pruned and skipped, the candidates that found no free slot)."""
         n = used.shape[0]
         act = self.method.activate(params)
         size = jnp.max(self.sizes(act), axis=1)
@@ -93,7 +98,8 @@ class ADC(Strategy):
         free = ~used
         # the k-th candidate by gradient (highest first) goes to the k-th free slot
         order = jnp.argsort(jnp.where(cand, -avg, jnp.inf), stable=True).astype(jnp.int32)
-        n_take = jnp.minimum(jnp.sum(cand, dtype=jnp.int32), jnp.sum(free, dtype=jnp.int32))
+        n_cand = jnp.sum(cand, dtype=jnp.int32)
+        n_take = jnp.minimum(n_cand, jnp.sum(free, dtype=jnp.int32))
         cand_rank = jnp.zeros((n,), jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
         take = cand & (cand_rank < n_take)
         free_rank = jnp.cumsum(free, dtype=jnp.int32) - 1
@@ -118,6 +124,7 @@ class ADC(Strategy):
             "cloned": jnp.sum(take & ~big, dtype=jnp.int32),
             "split": jnp.sum(take & big, dtype=jnp.int32),
             "pruned": jnp.sum(prune, dtype=jnp.int32),
+            "skipped": n_cand - n_take,  # candidates beyond the free slots
         }
         return new, opt_state, used, counts
 

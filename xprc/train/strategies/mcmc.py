@@ -2,6 +2,8 @@
 relocated onto live ones drawn in proportion to opacity; source and copies share the opacity
 `1 - (1 - o)^(1/n)` and the MCMC scale correction; unused slots fill at most `grow_fraction` of
 the live count per event; position noise moves near-dead primitives every step.
+The correction is exact up to MCMC_MAX_COPIES primitives sharing a source; a source drawn more
+often gets the correction for that many (approximate), and is counted as `capped`.
 """
 
 from __future__ import annotations
@@ -44,7 +46,13 @@ def mcmc_scale_factor(o_old, o_new, n):
 
 class MCMC(Strategy):
     name = "mcmc"
-    count_names = ("relocated",)
+    count_names = ("relocated", "capped")
+    # counts that mean an approximation: the trainer shows them only when nonzero, and their
+    # run total at the end
+    count_notes = {
+        "capped": f"sources shared by over {MCMC_MAX_COPIES} primitives: their opacity and scale "
+        f"correction is the one for {MCMC_MAX_COPIES} (approximate)"
+    }
 
     def hyper(self, config: TrainConfig) -> dict:
         f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
@@ -66,6 +74,11 @@ class MCMC(Strategy):
 
     def relocate(self, params, opt_state, used, key, hyper):
         """Dead slots take live sources' values; returns (params, opt, used, moved [N])."""
+        return self.relocate_counted(params, opt_state, used, key, hyper)[:4]
+
+    def relocate_counted(self, params, opt_state, used, key, hyper):
+        """`relocate`, and the number of sources shared by more than MCMC_MAX_COPIES primitives
+        (their correction is approximate): (params, opt, used, moved [N], capped)."""
         act = self.method.activate(params)
         o = self.opacity(act)
         sign = self.opacity_sign(act)
@@ -84,6 +97,7 @@ class MCMC(Strategy):
         src = jnp.where(move, src, idx)
         copies = jax.ops.segment_sum(move.astype(jnp.int32), src, num_segments=n)
         # primitives sharing a source after the move (capped, as gsplat caps its ratios)
+        capped = jnp.sum(copies + 1 > MCMC_MAX_COPIES, dtype=jnp.int32)
         total = jnp.minimum(copies + 1, MCMC_MAX_COPIES)
         o_new = 1.0 - jnp.power(1.0 - o, 1.0 / total.astype(o.dtype))
         o_new = jnp.clip(o_new, hyper["min_opacity"], 1.0 - 1e-6)
@@ -93,7 +107,7 @@ class MCMC(Strategy):
         new = self.set_opacity(new, change, (o_new * sign)[src])
         factor = mcmc_scale_factor(o, o_new, total)[src]
         new = self.rescale(new, self.method.activate(new), change, factor)
-        return new, reset_moments(opt_state, change), used | move, move
+        return new, reset_moments(opt_state, change), used | move, move, capped
 
     def noise(self, params, key, lr_pos, hyper):
         """Position noise ~ N(0, mean(size^2)) * lr_pos * noise_lr * gate(1 - opacity)."""
@@ -115,13 +129,14 @@ class MCMC(Strategy):
 
         def event(a):
             p, o, u = a
-            p, o, u, moved = self.relocate(p, o, u, k_reloc, hyper)
-            return p, o, u, jnp.sum(moved, dtype=jnp.int32)
+            p, o, u, moved, capped = self.relocate_counted(p, o, u, k_reloc, hyper)
+            return p, o, u, {"relocated": jnp.sum(moved, dtype=jnp.int32), "capped": capped}
 
-        params, opt_state, used, moved = jax.lax.cond(
+        zero = {k: jnp.int32(0) for k in self.count_names}
+        params, opt_state, used, counts = jax.lax.cond(
             in_window(ctx["step"], hyper),
             event,
-            lambda a: (*a, jnp.int32(0)),
+            lambda a: (*a, zero),
             (params, opt_state, used),
         )
-        return params, opt_state, used, sstate, {"relocated": moved}
+        return params, opt_state, used, sstate, counts
