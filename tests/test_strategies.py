@@ -29,6 +29,20 @@ from xprc.train.strategies.adc import ADC, screen_gradient
 # ----------------------------------------------------------------------------- ADC, constructed
 
 
+def adc_hyper() -> dict:
+    """ADC's hyper-parameters for the constructed cases (step 500, inside the refine window)."""
+    return {
+        "min_opacity": jnp.float32(0.005),
+        "grad_threshold": jnp.float32(2e-4),
+        "percent_dense": jnp.float32(0.01),
+        "split_factor": jnp.float32(1.6),
+        "split_offset": jnp.float32(1.0),
+        "reset_every": jnp.int32(3000),
+        "prune_scale": jnp.float32(0.1),
+        "step": jnp.int32(500),
+    }
+
+
 def _adc_case():
     """8 slots, 6 used: 0 (large) and 1, 2 (small) over the gradient threshold, 4 nearly
     transparent; slots 6 and 7 free."""
@@ -49,17 +63,7 @@ def _adc_case():
         "grad_sum": jnp.asarray([0.04, 0.02, 0.01, 2e-4, 0, 0, 0, 0], jnp.float32),
         "grad_count": jnp.asarray([2, 2, 2, 2, 2, 2, 0, 0], jnp.int32),
     }
-    hyper = {
-        "min_opacity": jnp.float32(0.005),
-        "grad_threshold": jnp.float32(2e-4),
-        "percent_dense": jnp.float32(0.01),
-        "split_factor": jnp.float32(1.6),
-        "split_offset": jnp.float32(1.0),
-        "reset_every": jnp.int32(3000),
-        "prune_scale": jnp.float32(0.1),
-        "step": jnp.int32(500),
-    }
-    return params, used, sstate, hyper
+    return params, used, sstate, adc_hyper()
 
 
 def test_adc_clone_split_prune_on_a_constructed_case():

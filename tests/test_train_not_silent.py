@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_strategies import adc_hyper
 from test_train import METHOD, _view
 
 from xprc import train as tr
@@ -219,17 +220,7 @@ def _adc_case(n_used: int, n: int):
     used = jnp.arange(n) < n_used
     grads = jnp.where(used, 0.01 + 0.001 * jnp.arange(n, dtype=jnp.float32), 0.0)
     sstate = {"grad_sum": grads, "grad_count": jnp.ones((n,), jnp.int32)}
-    hyper = {
-        "min_opacity": jnp.float32(0.005),
-        "grad_threshold": jnp.float32(2e-4),
-        "percent_dense": jnp.float32(0.01),
-        "split_factor": jnp.float32(1.6),
-        "split_offset": jnp.float32(1.0),
-        "reset_every": jnp.int32(3000),
-        "prune_scale": jnp.float32(0.1),
-        "step": jnp.int32(500),
-    }
-    return params, used, sstate, hyper
+    return params, used, sstate, adc_hyper()
 
 
 @pytest.mark.parametrize(("n_used", "want"), [(7, 6), (4, 0)])
