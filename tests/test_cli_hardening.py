@@ -694,3 +694,19 @@ def test_malformed_checkpoint_renders_nothing_and_names_it(meta, params, message
     assert _render(ckpt, tiny_scene, tmp_path / "v.png") == 1
     assert capsys.readouterr().err == f"{ckpt}: error: {message}\n"
     assert not (tmp_path / "v.png").exists()
+
+
+def test_render_output_replaces_a_symlink_instead_of_writing_through_it(tiny_scene, tmp_path):
+    """`-o out/v.png` where v.png was a symlink to another file clobbered that file."""
+    import numpy as np
+    from PIL import Image
+
+    ckpt = _checkpoint(tmp_path / "run.npz", "3dgs")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "v.png").symlink_to(victim)
+    assert _render(ckpt, tiny_scene, tmp_path / "out" / "v.png") == 0
+    assert victim.read_text() == "keep me"
+    assert not (tmp_path / "out" / "v.png").is_symlink()
+    assert np.asarray(Image.open(tmp_path / "out" / "v.png")).shape[-1] == 3

@@ -58,6 +58,14 @@ def blender_scene(root, n=3, split="train", angle=0.9):
     return meta
 
 
+def test_blender_transforms_with_a_byte_order_mark_loads(tmp_path):
+    """Windows editors write a UTF-8 BOM; json refused it ('Unexpected UTF-8 BOM')."""
+    blender_scene(tmp_path)
+    path = tmp_path / "transforms_train.json"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert len(load_blender(tmp_path, "train")) == 3
+
+
 def project(view: View, p):
     pc = view.viewmat[:3, :3].astype(np.float64) @ p + view.viewmat[:3, 3]
     uv = view.K.astype(np.float64) @ (pc / pc[2])

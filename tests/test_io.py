@@ -113,6 +113,19 @@ def test_ply_reads_ascii_double_and_extra_properties(tmp_path):
     assert q["sh"].shape == (4, 4, 3)
 
 
+def test_ascii_ply_value_with_an_underscore_is_refused(tmp_path):
+    """Python's float() reads '1_0' as 10: an ASCII PLY with it loaded a wrong value."""
+    p = gaussians(n=3, degree=0)
+    write_vertex_ply(tmp_path / "a.ply", standard_columns(p), text=True)
+    raw = (tmp_path / "a.ply").read_bytes()
+    head, body = raw.split(b"end_header\n")
+    lines = body.split(b"\n")
+    lines[1] = b"1_0 " + lines[1].split(b" ", 1)[1]
+    (tmp_path / "a.ply").write_bytes(head + b"end_header\n" + b"\n".join(lines))
+    with pytest.raises(DataError, match=r"a.ply: error: PLY data line 2 .* holds '_'"):
+        load_ply(tmp_path / "a.ply")
+
+
 def test_sh_degree_from_rest():
     assert [sh_degree_from_rest(n) for n in (0, 9, 24, 45, 72)] == [0, 1, 2, 3, 4]
     assert sh_degree_from_rest(10) is None

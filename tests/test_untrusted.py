@@ -400,3 +400,34 @@ def test_linprim_old_floor_gave_nan_gradients():
 
     grads = _linprim_grads("octahedron", ["tiny=1e-12"])
     assert not np.isfinite(np.asarray(grads["scales"])).all()
+
+
+def test_spec_with_a_byte_order_mark_or_classic_mac_line_ends_reads(tmp_path):
+    """A UTF-8 BOM (Windows editors) was 'unexpected character'; CR-only line ends made the
+    whole spec one comment line ('missing primitive NAME'). CRLF files keep their exact text
+    (their sha256 is recorded by trained runs)."""
+    text = (ROOT / "specs" / "3dgs.xpr").read_text()
+    want = driver.compile_source(text, "3dgs.xpr", None, ROOT / "specs")
+    for name, data in (("bom.xpr", b"\xef\xbb\xbf" + text.encode()),
+                       ("cr.xpr", text.replace("\n", "\r").encode())):  # fmt: skip
+        path = tmp_path / name
+        path.write_bytes(data)
+        read = spec_file.read_spec(path)
+        assert read == text
+        got = driver.compile_source(read, "3dgs.xpr", None, ROOT / "specs")
+        assert got == want
+    crlf = tmp_path / "crlf.xpr"
+    crlf.write_bytes(text.replace("\n", "\r\n").encode())
+    assert spec_file.read_spec(crlf) == text.replace("\n", "\r\n")
+
+
+@pytest.mark.parametrize(
+    ("value", "becomes"), [("1e39", "inf"), ("-4e38", "inf"), ("1e-46", "0"), ("1e-400", "0")]
+)
+def test_define_outside_float32_is_refused(value, becomes):
+    """-D eps2d=1e39 rendered an empty image (inf in float32); 1e-400 silently became 0."""
+    with pytest.raises(DefineError, match=rf"outside float32's range .* would be {becomes}\)"):
+        driver.parse_defines([f"eps2d={value}"])
+    assert driver.parse_defines(["eps2d=3e38", "x=1e-44", "z=0e9"]) == {
+        "eps2d": 3e38, "x": 1e-44, "z": 0.0,
+    }  # fmt: skip

@@ -118,6 +118,7 @@ def _inside(path: Path, folder: Path) -> bool:
 def run(args) -> int:
     import numpy as np
 
+    from ..data.files import write_atomic
     from ..data.scene_folder import load_scene
     from ..pipeline import RenderConfig, render
     from ..pipeline.params import prepare_params
@@ -156,12 +157,13 @@ def run(args) -> int:
                 RuntimeWarning,
                 stacklevel=1,
             )
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+        try:  # a new file renamed into place: a symlink at `target` is replaced, not written
             if target.suffix.lower() == ".npy":
-                np.save(target, kind_image(out, args.kind, raw=True))
+                image = kind_image(out, args.kind, raw=True)
+                write_atomic(target, lambda f, image=image: np.save(f, image))
             else:
-                save_png(target, kind_image(out, args.kind))
+                image = kind_image(out, args.kind)
+                write_atomic(target, lambda f, image=image: save_png(f, image))
         except OSError as e:
             raise XprError(f"cannot write: {e.strerror or e}", filename=str(target)) from None
         print(printable(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}"))

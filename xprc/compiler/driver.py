@@ -26,6 +26,8 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from xprc.compiler import (
     COMPILER_VERSION,
     ast,
@@ -296,8 +298,22 @@ def parse_defines(defines) -> dict[str, float | int]:
                 f"{ascii(text)}",
                 filename="<command line>",
             )
+        f32 = np.float32(value) if abs(float(value)) <= _F32_MAX else np.float32(np.inf)
+        nonzero = float(value) != 0 or (  # 1e-400 is 0.0 already in float64
+            text is not None and re.search(r"[1-9]", re.split(r"[eE]", text)[0]) is not None
+        )
+        if nonzero and not (np.isfinite(f32) and f32 != 0):
+            shown = text.strip() if text is not None else repr(value)
+            raise DefineError(
+                f"-D {name}: {ascii(shown)} is outside float32's range (renders run in float32, "
+                f"where it would be {'inf' if abs(float(value)) > 1 else '0'})",
+                filename="<command line>",
+            )
         out[name] = value
     return out
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
 # ---------------------------------------------------------------------------------------------

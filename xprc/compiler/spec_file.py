@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import stat
 
 from xprc.errors import XprError
@@ -14,6 +15,9 @@ MAX_SPEC_BYTES = 1 << 20  # the shipped specs are under 8 KiB
 
 class _Refused(Exception):
     pass
+
+
+_LONE_CR = re.compile(r"\r(?!\n)")
 
 
 def read_spec(path: pathlib.Path) -> str:
@@ -33,7 +37,9 @@ def read_spec(path: pathlib.Path) -> str:
             data = f.read(MAX_SPEC_BYTES + 1)
         if len(data) > MAX_SPEC_BYTES:
             raise _Refused(too_big)
-        return data.decode("utf-8")
+        # a UTF-8 byte-order mark (Windows editors write one) is not part of the text, and a
+        # lone CR (classic Mac line ends) is a line break, as every editor shows it
+        return _LONE_CR.sub("\n", data.decode("utf-8-sig"))
     except OSError as e:
         problem = e.strerror or str(e)
     except (UnicodeDecodeError, _Refused) as e:

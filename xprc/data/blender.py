@@ -56,7 +56,7 @@ def _unique_keys(pairs: list) -> dict:
 def _read_json(path: Path) -> dict:
     require_file(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+        data = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
     except RecursionError:
         raise DataError(path, "invalid JSON: nested too deeply") from None
     except json.JSONDecodeError as e:

@@ -181,6 +181,9 @@ def _check_ply_body(path: Path, header: plyfile.PlyData, body: bytes | int) -> N
             )
         need += el.count * row
     rows = sum(el.count for el in header.elements)
+    if header.text and b"_" in body:  # Python's int() and float() read 1_0 as 10
+        line = body[: body.index(b"_")].count(b"\n") + 1
+        raise DataError(path, f"PLY data line {line} (after the header) holds '_': not a number")
     if header.text:  # plyfile reads one row per line
         lines = sum(1 for line in body.splitlines() if line.strip())
         extra = f"{lines - rows} lines" if lines > rows else None
