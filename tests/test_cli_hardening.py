@@ -710,3 +710,25 @@ def test_render_output_replaces_a_symlink_instead_of_writing_through_it(tiny_sce
     assert victim.read_text() == "keep me"
     assert not (tmp_path / "out" / "v.png").is_symlink()
     assert np.asarray(Image.open(tmp_path / "out" / "v.png")).shape[-1] == 3
+
+
+def test_a_run_recorded_before_base_specs_were_hashed_still_renders(tiny_scene, tmp_path):
+    """Runs of a spec that extends another (student_t extends 3dgs) recorded the sha256 of its
+    own text; when SPEC_SHA256 began to cover the base, they matched no spec at all, with or
+    without --spec."""
+    import hashlib
+
+    import xprc
+    from xprc.resources import shipped_specs
+
+    spec = shipped_specs()["student_t"]
+    own = hashlib.sha256(spec.read_text(encoding="utf-8").encode("utf-8")).hexdigest()
+    assert own != xprc.load("student_t").SPEC_SHA256
+    from xprc.data.npz import save_checkpoint
+    from xprc.data.workloads import adapt_params
+
+    ckpt = tmp_path / "old.npz"
+    params = adapt_params(xprc.load("student_t"), _scene_params())
+    save_checkpoint(ckpt, {"params": params}, {"method": "StudentT", "spec_sha256": own})
+    for extra in ([], ["--spec", "student_t"], ["--spec", str(spec)]):
+        assert _render(ckpt, tiny_scene, tmp_path / "v.npy", *extra) == 0, extra

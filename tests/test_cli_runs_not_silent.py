@@ -102,15 +102,32 @@ def test_train_never_replaces_a_users_files(tiny_scene, tmp_path, capsys):
     (mine / "scene.ply").write_bytes(b"my own scene")
     (mine / "config.json").write_text('{"mine": 1}')
     argv = ["train", "--data", str(tiny_scene), "--out", str(mine), "--steps", "1"]
-    assert main(argv) == 1
-    assert capsys.readouterr().err == (
-        f"error: --out '{mine}' already holds files a run writes (config.json, scene.ply): they "
-        "would be replaced; give another folder (or move them away), or continue a run there "
-        "with --resume\n"
+    want = (
+        f"error: --out '{mine}' already holds files a new run writes (config.json, scene.ply) "
+        "and no checkpoint.npz to resume from: they would be replaced; give another folder, or "
+        "move them away\n"
     )
+    # --resume where there is nothing to resume starts a new run: refused the same way (the
+    # message used to suggest it, and it replaced both files)
+    for extra in ([], ["--resume"]):
+        assert main(argv + extra) == 1
+        assert capsys.readouterr().err == want
     assert sorted(p.name for p in mine.iterdir()) == ["config.json", "scene.ply"]
     assert (mine / "scene.ply").read_bytes() == b"my own scene"
     assert (mine / "config.json").read_text() == '{"mine": 1}'
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_can_be_run_again(tiny_scene, tmp_path):
+    """A run that stops early leaves train.log (appended to) and train.lock (taken over): they
+    blocked the corrected command."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train.log").write_text("2026-12-06 08:00:00 xprc train: an earlier attempt\n")
+    (run / "train.lock").write_text("")
+    assert main(["train", "--data", str(tiny_scene), "--out", str(run), "--steps", "1",
+                 "--eval-every", "0"]) == 0  # fmt: skip
+    assert (run / "checkpoint.npz").is_file()
+    assert "an earlier attempt" in (run / "train.log").read_text()
 
 
 def test_every_file_a_run_writes_is_guarded(tiny_scene, tmp_path, capsys):
@@ -131,7 +148,7 @@ def test_demo_never_replaces_a_users_files(tmp_path, capsys):
     (mine / "renders" / "r_0.png").write_bytes(b"my render")
     assert main(["demo", "--out", str(mine), "--steps", "1"]) == 1
     assert capsys.readouterr().err.startswith(
-        f"error: --out '{mine}' already holds files a run writes (renders/): they would be replaced"
+        f"error: --out '{mine}' already holds files a new run writes (renders/) and no "
     )
     assert (mine / "renders" / "r_0.png").read_bytes() == b"my render"
     assert [p.name for p in mine.iterdir()] == ["renders"]

@@ -80,6 +80,36 @@ def test_opencv_fisheye_lens_is_our_fisheye(tmp_path):
     np.testing.assert_allclose(v.dist, [0.01, 0.02, 0.03, 0.04] + [0] * 8, rtol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("model", "fields", "refused"),
+    [("SIMPLE_RADIAL", {"k1": 0.07}, "k2"), ("RADIAL", {"k1": 0.07, "k2": -0.01}, "p1")],
+)
+def test_nerfstudio_radial_models_are_opencv(tmp_path, model, fields, refused):
+    """SIMPLE_RADIAL (k1) and RADIAL (k1, k2) are valid nerfstudio models (they were refused)."""
+    _lens_scene(tmp_path, camera_model=model, **fields)
+    v = load_blender(tmp_path)[0]
+    assert v.model == "opencv"
+    np.testing.assert_allclose(v.dist[:2], [fields["k1"], fields.get("k2", 0.0)], rtol=1e-6)
+    assert np.count_nonzero(v.dist[2:]) == 0
+    path = _lens_scene(tmp_path, camera_model=model, **fields, **{refused: 0.01})
+    with pytest.raises(DataError, match=f"'{refused}' = 0.01 is not supported with camera_model"):
+        load_blender(tmp_path)
+    assert path.is_file()
+
+
+def test_frames_with_and_without_distortion_share_one_model(tmp_path):
+    """Per-frame k1 with one frame at 0 gave a pinhole among opencv cameras, which cannot be
+    stacked for training."""
+    path = _lens_scene(tmp_path)
+    meta = json.loads(path.read_text())
+    meta["frames"][0]["k1"] = 0.0
+    meta["frames"][1]["k1"] = 0.05
+    path.write_text(json.dumps(meta))
+    ds = load_blender(tmp_path)
+    assert [v.model for v in ds] == ["opencv", "opencv"]
+    assert ds.cameras().model == "opencv" and float(ds[0].dist[0]) == 0.0
+
+
 def test_zero_distortion_is_a_pinhole(tmp_path):
     _lens_scene(tmp_path, camera_model="OPENCV", k1=0, k2=0, p1=0, p2=0)
     assert {v.model for v in load_blender(tmp_path)} == {"pinhole"}
@@ -89,7 +119,7 @@ def test_zero_distortion_is_a_pinhole(tmp_path):
     "fields,problem",
     [
         ({"camera_model": "EQUIRECTANGULAR"}, "'camera_model' 'EQUIRECTANGULAR' is not supported "
-         "(supported: OPENCV, OPENCV_FISHEYE, PINHOLE, SIMPLE_PINHOLE)"),
+         "(supported: OPENCV, OPENCV_FISHEYE, PINHOLE, SIMPLE_PINHOLE, SIMPLE_RADIAL, RADIAL)"),
         ({"camera_model": 3}, "'camera_model' must be a string, got 3"),
         ({"k4": 0.01}, "'k4' = 0.01 is not supported with camera_model OPENCV (xprc's lens models "
          "cannot represent it)"),

@@ -9,6 +9,8 @@ import dataclasses
 import json
 import math
 import re
+import types
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -364,3 +366,29 @@ def test_primitives_left_out_of_a_step_are_warned_logged_and_totalled():
         ("up to 3 primitive(s) a step were left out of the render for a non-finite projection "
          "(see the warning and train.log)", True)
     ]  # fmt: skip
+
+
+def test_resume_of_a_run_recorded_before_base_specs_were_hashed():
+    """A checkpoint of a spec that extends another recorded the sha256 of its own text: taken
+    as this spec (with a line saying so); any other sha256 is still refused."""
+    import hashlib
+
+    import xprc
+    from xprc.method_info import MethodInfo
+    from xprc.resources import shipped_specs
+
+    method = xprc.load("student_t")
+    own = hashlib.sha256(shipped_specs()["student_t"].read_bytes()).hexdigest()
+    lines: list[str] = []
+    config = tr.TrainConfig(steps=3)
+    run = types.SimpleNamespace(
+        config=config, inputs={"spec.sha256": method.SPEC_SHA256}, info=MethodInfo.of(method),
+        log=lambda msg, always=False: lines.append(msg),
+    )  # fmt: skip
+    meta = {"config": config.trajectory(), "inputs": {"spec.sha256": own}, "steps": 3}
+    Run._check_same_options(run, meta, Path("ckpt.npz"))
+    assert lines == ["ckpt.npz records the spec's own sha256 (written before xprc hashed the base "
+                     "specs it extends): taken as this spec"]  # fmt: skip
+    meta["inputs"]["spec.sha256"] = "0" * 64
+    with pytest.raises(tr.TrainError, match="spec.sha256"):
+        Run._check_same_options(run, meta, Path("ckpt.npz"))

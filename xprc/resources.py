@@ -4,8 +4,9 @@ The repository keeps `grammar/` and `specs/` at its top; the wheel ships them in
 as `xprc/grammar` and `xprc/specs` (setup.py maps them). An editable install or a checkout finds
 them next to the package instead.
 
-A spec argument (`xprc.load(...)`, `--spec`) is a path when that path exists; otherwise a bare
-name such as `3dgs` or `3dgut.xpr` names a shipped spec. Anything else is an error that lists the
+A spec argument (`xprc.load(...)`, `--spec`) that is a bare shipped name (`3dgs`) names the
+shipped spec; `NAME.xpr` is the user's file when one exists there, else the shipped spec; a path
+with a slash, or another existing file, is a path. Anything else is an error that lists the
 shipped names.
 """
 

@@ -288,18 +288,26 @@ def _number(value: float) -> str:
 def _same_spec(rec: SpecRecord, method) -> bool:
     info = MethodInfo.of(method)
     if rec.sha256:
-        return info.spec_sha256 == rec.sha256
+        return rec.sha256 in (info.spec_sha256, legacy_sha(info))
     return info.name == rec.name
+
+
+def legacy_sha(info: MethodInfo) -> str | None:
+    """What a run trained before base specs were hashed recorded for this module's spec (None:
+    the same as its SPEC_SHA256, or no spec file)."""
+    from .compiler.driver import legacy_digest
+
+    return legacy_digest(info.spec_path) if info.spec_path is not None else None
 
 
 def shipped_spec_of(rec: SpecRecord) -> Path | None:
     """The shipped spec whose text has the recorded sha256, or None."""
-    from .compiler.driver import read_spec, spec_digest  # what compiled modules record
+    from .compiler.driver import legacy_digest, read_spec, spec_digest
     from .resources import shipped_specs
 
     if not rec.sha256:
         return None
     for path in shipped_specs().values():
-        if spec_digest(read_spec(path), path) == rec.sha256:
+        if rec.sha256 in (spec_digest(read_spec(path), path), legacy_digest(path)):
             return path
     return None

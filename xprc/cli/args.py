@@ -174,9 +174,11 @@ def check_run_folder(
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise XprError(f"--out '{out}' is a file, not a folder")
-    if path.is_dir() and not resume:
+    # --resume without a checkpoint starts a new run: the same files would be replaced
+    new_run = not resume or not (path / CHECKPOINT).is_file()
+    if path.is_dir() and new_run:
         held = [name for name in (CHECKPOINT, METRICS) if (path / name).is_file()]
-        if held:
+        if held and not resume:
             raise XprError(
                 f"--out '{out}' already holds a run ({held[0]}): continue it with --resume, "
                 "or give another folder (or remove this one) to start a new run"
@@ -185,9 +187,9 @@ def check_run_folder(
         if found:
             more = f" and {len(found) - 3} more" if len(found) > 3 else ""
             raise XprError(
-                f"--out '{out}' already holds files a run writes ({', '.join(found[:3])}"
-                f"{more}): they would be replaced; give another folder (or move them away), "
-                "or continue a run there with --resume"
+                f"--out '{out}' already holds files a new run writes ({', '.join(found[:3])}"
+                f"{more}) and no {CHECKPOINT} to resume from: they would be replaced; give "
+                "another folder, or move them away"
             )
     if data is not None and path.is_dir() and Path(data).is_dir() and os.path.samefile(path, data):
         raise XprError(

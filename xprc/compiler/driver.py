@@ -232,6 +232,17 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def legacy_digest(path) -> str | None:
+    """The SPEC_SHA256 xprc recorded before it hashed base specs (2026-12-06): the sha256 of the
+    text of the spec at `path` alone, for a spec that `extends` one (None: no such spec or file;
+    for a spec without bases the two digests are the same). Runs of that time still match."""
+    try:
+        text = read_spec(path)
+    except XprError:
+        return None
+    return _sha(text) if extends.chain(path, text) else None
+
+
 def spec_digest(text: str, path) -> str:
     """The SPEC_SHA256 a compiled module records: sha256 of the spec's text, and of the text of
     every base spec it `extends` (nearest first), so editing a base changes it too (a trained

@@ -190,7 +190,8 @@ def _blender_K(path: Path, get: dict, W: int, H: int, where: str) -> tuple[np.nd
 
 
 _LENS_KEYS = ("k1", "k2", "k3", "k4", "p1", "p2")  # nerfstudio's and instant-ngp's names
-_LENS_MODELS = ("OPENCV", "OPENCV_FISHEYE", "PINHOLE", "SIMPLE_PINHOLE")
+_LENS_MODELS = ("OPENCV", "OPENCV_FISHEYE", "PINHOLE", "SIMPLE_PINHOLE", "SIMPLE_RADIAL",
+                "RADIAL")  # fmt: skip
 
 
 def _blender_lens(path: Path, get: dict, where: str) -> tuple[str, np.ndarray]:
@@ -207,7 +208,8 @@ def _blender_lens(path: Path, get: dict, where: str) -> tuple[str, np.ndarray]:
     if not isinstance(name, str):
         raise DataError(path, f"{where}'camera_model' must be a string, got {_shown(name)}")
     refused = {"PINHOLE": _LENS_KEYS, "SIMPLE_PINHOLE": _LENS_KEYS, "OPENCV": ("k4",),
-               "OPENCV_FISHEYE": ("p1", "p2")}  # fmt: skip
+               "OPENCV_FISHEYE": ("p1", "p2"), "SIMPLE_RADIAL": ("k2", "k3", "k4", "p1", "p2"),
+               "RADIAL": ("k3", "k4", "p1", "p2")}  # fmt: skip
     if name not in refused:
         raise DataError(path, f"{where}'camera_model' {_shown(name)} is not supported "
                         f"(supported: {', '.join(_LENS_MODELS)})")  # fmt: skip
@@ -277,8 +279,8 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
     or `fl_y` beside it set fy), or from `fl_x`/`fl_y`/`cx`/`cy` when present (instant-ngp
     style, top level or per frame); a `camera_angle_x/y` that implies another focal length than
     the one used is a RuntimeWarning. The lens: nerfstudio's `camera_model` (OPENCV, the
-    default, OPENCV_FISHEYE, PINHOLE) with `k1 k2 k3 k4 p1 p2`; what xprc's models cannot
-    represent is a DataError.
+    default, OPENCV_FISHEYE, PINHOLE, SIMPLE_RADIAL, RADIAL) with `k1 k2 k3 k4 p1 p2`, one model
+    for the split; what xprc's models cannot represent is a DataError.
     RGBA images are composited on `background` (RGB in [0, 1]). `downscale` >= 1 resizes the
     images and scales K. `ROOT/points3d.ply`, when present, gives the initial point cloud.
     Every frame and image header is checked, and the memory the images need, before any image
@@ -287,9 +289,18 @@ def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downsca
     root = Path(root)
     downscale = check_downscale(downscale)
     path = root / f"transforms_{split}.json"
-    frames = _blender_frames(root, path, _read_json(path))
+    frames = _one_lens_model(_blender_frames(root, path, _read_json(path)))
     check_memory(path, [f.size for f in frames], downscale)
     return _blender_views(root, path, frames, background, downscale)
+
+
+def _one_lens_model(frames: list[_Frame]) -> list[_Frame]:
+    """One camera model for the split (its cameras are stacked): a frame without distortion is
+    an `opencv` camera with zero coefficients when another frame has some."""
+    if any(f.model == "opencv" for f in frames):
+        return [dataclasses.replace(f, model="opencv") if f.model == "pinhole" else f
+                for f in frames]  # fmt: skip
+    return frames
 
 
 def _blender_views(root: Path, path: Path, frames: list[_Frame], background, downscale):

@@ -41,7 +41,9 @@ DEMO_DATA = "scene"  # `xprc demo`: the dataset it generated, inside its run fol
 # Every name a run writes (or replaces, truncates, appends to) in its folder: a new run is
 # refused where one of them exists (`xprc.cli.args.check_run_folder`), so it never replaces a
 # user's file. `xprc demo` also writes its dataset, DEMO_DATA.
-RUN_FILES = (CHECKPOINT, METRICS, CONFIG, PLY, CURVES, SHEET, RENDERS, LOG, LOCK)
+# What a new run replaces (train.log is appended to and train.lock taken over, so a folder
+# left by a run that failed or was killed before its first checkpoint stays usable)
+RUN_FILES = (CHECKPOINT, METRICS, CONFIG, PLY, CURVES, SHEET, RENDERS)
 DEMO_FILES = (*RUN_FILES, DEMO_DATA)
 
 

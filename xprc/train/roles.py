@@ -18,6 +18,7 @@ import numpy as np
 
 from ..activations import INVERSES, inverse
 from ..conventions import PARAM_ROLES
+from ..errors import XprError
 from ..method_info import MethodInfo
 from .config import TrainError
 
@@ -67,13 +68,14 @@ def spec_location(method, name: str | None = None) -> dict:
     path = info.spec_path
     if path is None:
         return {}
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return {}
     from ..compiler import ast
-    from ..compiler.driver import spec_digest
+    from ..compiler.driver import read_spec, spec_digest
     from ..compiler.parse import parse
+
+    try:  # read as the compiler read it (a byte-order mark, lone CRs)
+        text = read_spec(Path(path))
+    except XprError:
+        return {}
 
     if spec_digest(text, path) != info.spec_sha256:
         return {}
