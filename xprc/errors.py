@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 
 def printable(text: str) -> str:
     """`text` with each unprintable character (newline, carriage return, escape, ...) written as
@@ -55,6 +57,13 @@ class DataError(XprError):
 
     def __init__(self, path, problem: str) -> None:
         super().__init__(problem, filename=str(path))
+
+
+def warn_data(path, problem: str, stacklevel: int = 2) -> None:
+    """A RuntimeWarning about input file `path` (named first, as a DataError names it), for
+    what a loader read but could not take as it is; `stacklevel` as `warnings.warn` counts from
+    the caller."""
+    warnings.warn(f"{printable(str(path))}: {problem}", RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 class CameraModelError(XprError):

@@ -107,8 +107,6 @@ def load_trained(path, train_views=None) -> Trained:
     return Trained(params, background, path, run_dir, spec, constants)
 
 
-
-
 def _constants_record(meta, where: Path) -> ConstantsRecord | None:
     """The constants recorded in checkpoint metadata `meta` (None: none recorded, as by a
     checkpoint older than the record, or one not written by the trainer)."""

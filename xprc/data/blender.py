@@ -9,13 +9,12 @@ import dataclasses
 import json
 import math
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 from ..conventions import NUM_DIST
-from ..errors import DataError, printable
+from ..errors import DataError, warn_data
 from .datasets import (
     Dataset,
     View,
@@ -190,8 +189,10 @@ def _blender_K(path: Path, get: dict, W: int, H: int, where: str) -> tuple[np.nd
 
 
 _LENS_KEYS = ("k1", "k2", "k3", "k4", "p1", "p2")  # nerfstudio's and instant-ngp's names
-_LENS_MODELS = ("OPENCV", "OPENCV_FISHEYE", "PINHOLE", "SIMPLE_PINHOLE", "SIMPLE_RADIAL",
-                "RADIAL")  # fmt: skip
+# nerfstudio's camera models xprc follows, and the coefficients each cannot take
+_LENS_REFUSED = {"OPENCV": ("k4",), "OPENCV_FISHEYE": ("p1", "p2"), "PINHOLE": _LENS_KEYS,
+                 "SIMPLE_PINHOLE": _LENS_KEYS, "SIMPLE_RADIAL": ("k2", "k3", "k4", "p1", "p2"),
+                 "RADIAL": ("k3", "k4", "p1", "p2")}  # fmt: skip
 
 
 def _blender_lens(path: Path, get: dict, where: str) -> tuple[str, np.ndarray]:
@@ -207,13 +208,10 @@ def _blender_lens(path: Path, get: dict, where: str) -> tuple[str, np.ndarray]:
     name = get.get("camera_model", "OPENCV")
     if not isinstance(name, str):
         raise DataError(path, f"{where}'camera_model' must be a string, got {_shown(name)}")
-    refused = {"PINHOLE": _LENS_KEYS, "SIMPLE_PINHOLE": _LENS_KEYS, "OPENCV": ("k4",),
-               "OPENCV_FISHEYE": ("p1", "p2"), "SIMPLE_RADIAL": ("k2", "k3", "k4", "p1", "p2"),
-               "RADIAL": ("k3", "k4", "p1", "p2")}  # fmt: skip
-    if name not in refused:
+    if name not in _LENS_REFUSED:
         raise DataError(path, f"{where}'camera_model' {_shown(name)} is not supported "
-                        f"(supported: {', '.join(_LENS_MODELS)})")  # fmt: skip
-    bad = next((k for k in refused[name] if coef.get(k)), None)
+                        f"(supported: {', '.join(_LENS_REFUSED)})")  # fmt: skip
+    bad = next((k for k in _LENS_REFUSED[name] if coef.get(k)), None)
     if bad is not None:
         why = "has no distortion" if "PINHOLE" in name else "xprc's lens models cannot represent it"
         raise DataError(path, f"{where}'{bad}' = {coef[bad]} is not supported with camera_model "
@@ -334,12 +332,8 @@ def _blender_views(root: Path, path: Path, frames: list[_Frame], background, dow
         points, colors = load_points_ply(root / "points3d.ply")
     differ = [i for i, f in enumerate(frames) if f.unused is not None]
     if differ:
-        warnings.warn(
-            f"{printable(str(path))}: {len(differ)} of {len(frames)} frames: frame {differ[0]}: "
-            f"{frames[differ[0]].unused}",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        warn_data(path, f"{len(differ)} of {len(frames)} frames: frame {differ[0]}: "
+                  f"{frames[differ[0]].unused}", stacklevel=3)  # fmt: skip
     warn_narrowed(path, narrowed, len(views))
     return Dataset(tuple(views), points, colors, root)
 

@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image
 
 from ..conventions import NUM_DIST
-from ..errors import DataError, printable
+from ..errors import DataError, printable, warn_data
 from .files import require_file
 
 __all__ = ["Dataset", "View", "split_every"]
@@ -168,13 +168,9 @@ def _rawmode(tile) -> str:
 def warn_narrowed(where: Path, narrowed: list[Path], total: int) -> None:
     """A RuntimeWarning when `read_image` read some of a dataset's `total` images at 8 bits."""
     if narrowed:
-        warnings.warn(
-            f"{printable(str(where))}: {len(narrowed)} of {total} images are 16-bit colour, "
-            f"read at 8 bits a channel (first: {printable(narrowed[0].name)}); 16-bit grey "
-            "images keep their 16 bits",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        warn_data(where, f"{len(narrowed)} of {total} images are 16-bit colour, read at 8 "
+                  f"bits a channel (first: {printable(narrowed[0].name)}); 16-bit grey images "
+                  "keep their 16 bits", stacklevel=3)  # fmt: skip
 
 
 def _channels(img: Image.Image) -> int:

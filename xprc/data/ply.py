@@ -15,14 +15,13 @@ from __future__ import annotations
 import io
 import os
 import re
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import plyfile
 
-from ..errors import DataError, printable
+from ..errors import DataError, printable, warn_data
 from .files import require_file, write_atomic
 
 __all__ = [
@@ -333,12 +332,8 @@ def load_ply(path) -> dict[str, np.ndarray]:
     if ignored:
         shown = ", ".join(printable(p) for p in ignored[:10]) + ", ..." * (len(ignored) > 10)
         what = "property" if len(ignored) == 1 else "properties"
-        warnings.warn(
-            f"{printable(str(path))}: ignored {len(ignored)} vertex {what} outside the 3DGS "
-            f"layout: {shown} (a render may differ from the tool that wrote them)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        warn_data(path, f"ignored {len(ignored)} vertex {what} outside the 3DGS layout: "
+                  f"{shown} (a render may differ from the tool that wrote them)")  # fmt: skip
     return params
 
 

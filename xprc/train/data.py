@@ -8,6 +8,7 @@ import numpy as np
 
 from ..camera import Camera
 from .config import TrainError
+from .init import numbers_text
 
 
 def stack_views(views, what: str, alphas: bool = False) -> dict:
@@ -73,13 +74,10 @@ def infer_background(views, log=None) -> np.ndarray:
     bg = np.round(np.median(np.concatenate(bgs), axis=0) * 255.0).astype(np.float32) / 255.0
     if log is not None:
         pixels = sum(len(b) for b in bgs)
-        log(f"background: {_rgb(bg)} inferred: the median colour of the {pixels:,} transparent "
-            f"pixels of {len(bgs)} of the {len(views)} training views")  # fmt: skip
+        log(f"background: {numbers_text(bg, 4)} inferred: the median colour of the {pixels:,} "
+            f"transparent pixels of {len(bgs)} of the {len(views)} training views")  # fmt: skip
     return bg
 
-
-def _rgb(c) -> str:
-    return "(" + ", ".join(f"{float(x):.4g}" for x in c) + ")"
 
 
 class ViewOrder:

@@ -83,7 +83,7 @@ def look_target(centres: np.ndarray, forwards: np.ndarray, log: Log | None = Non
         target = centres.mean(axis=0) + forwards.mean(axis=0)
         if log is not None:
             log(f"init: the {len(centres)} camera axes do not meet at a point (one view or "
-                f"parallel axes): assuming the cameras look at {_xyz(target)}, about one "
+                f"parallel axes): assuming the cameras look at {numbers_text(target)}, about one "
                 "unit in front of their mean centre")  # fmt: skip
         return target
     return np.linalg.solve(a, b)
@@ -102,8 +102,9 @@ def scene_scale(dataset, log: Log | None = None) -> float:
     return 1.0
 
 
-def _xyz(p) -> str:
-    return "(" + ", ".join(f"{float(x):.3g}" for x in p) + ")"
+def numbers_text(values, digits: int = 3) -> str:
+    """A short vector for a log line: (0.5, 1.25, -2)."""
+    return "(" + ", ".join(f"{float(x):.{digits}g}" for x in values) + ")"
 
 
 def _const(method, spec, value: float, n: int) -> np.ndarray:
@@ -194,7 +195,7 @@ def _points(dataset, config: TrainConfig, capacity: int | None, rng, log: Log):
     # free for its clones and splits (filling every slot left ADC no room from the start)
     n_rand = min(capacity or config.num_random_points, config.num_random_points)
     log(f"init: the dataset has no points (no points3d.ply or COLMAP points3D): {n_rand:,} "
-        f"random points in a box of half-width {half:.3g} around {_xyz(target)}, where the "
+        f"random points in a box of half-width {half:.3g} around {numbers_text(target)}, where the "
         "cameras look, with grey colours")  # fmt: skip
     pts = target + rng.uniform(-half, half, (n_rand, 3))
     return pts, 0.5 + 0.05 * rng.standard_normal((n_rand, 3))
