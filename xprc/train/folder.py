@@ -38,11 +38,10 @@ LOCK = "train.lock"
 LOG = "train.log"
 DEMO_DATA = "scene"  # `xprc demo`: the dataset it generated, inside its run folder
 
-# Every name a run writes (or replaces, truncates, appends to) in its folder: a new run is
-# refused where one of them exists (`xprc.cli.args.check_run_folder`), so it never replaces a
-# user's file. `xprc demo` also writes its dataset, DEMO_DATA.
-# What a new run replaces (train.log is appended to and train.lock taken over, so a folder
-# left by a run that failed or was killed before its first checkpoint stays usable)
+# Every name a new run replaces in its folder: it is refused where one of them exists
+# (`xprc.cli.args.check_run_folder`), so it never replaces a user's file. train.log is appended
+# to and train.lock taken over, so they are not here: a folder left by a run that failed or was
+# killed before its first checkpoint stays usable. `xprc demo` also writes its dataset.
 RUN_FILES = (CHECKPOINT, METRICS, CONFIG, PLY, CURVES, SHEET, RENDERS)
 DEMO_FILES = (*RUN_FILES, DEMO_DATA)
 

@@ -37,7 +37,14 @@ from . import health, losses_2dgs
 from .camera_opt import corrections_optimizer, init_corrections, pivot_depths
 from .config import TrainConfig, TrainError, TrainResult
 from .data import ViewOrder, infer_background, stack_views
-from .init import camera_poses, init_params, look_target, scene_scale, views_of
+from .init import (
+    camera_poses,
+    init_params,
+    look_target,
+    numbers_text,
+    scene_scale,
+    views_of,
+)
 from .optim import lr_arrays, optimizer
 from .outputs import RunRecord, view_names, write_outputs
 from .reports import StepReports
@@ -179,7 +186,7 @@ class Run:
             background = infer_background(train_views, note)
         else:
             background = np.asarray(bg, np.float32)
-            self.log(f"background: {tuple(float(c) for c in background)} (configured)")
+            self.log(f"background: {numbers_text(background, 4)} (configured)")
         self.scale = scene_scale(train_set, note)
         self.hyper = _hyper(method, config, self.strategy, self.scale, background)
         self.hyper["pose_pivot"] = jnp.asarray(_pivots(train_set, train_views))
