@@ -31,6 +31,7 @@ from xprc.pipeline.binning import (
     bin_and_sort,
     ellipse_hits,
     ellipse_usable,
+    spread,
     tile_rects,
 )
 
@@ -178,6 +179,28 @@ def test_bin_and_sort_with_ellipses(capacity, carry_prim):
     assert int(np.sum(bins.culled)) > 0.2 * min(total, capacity)
     if capacity < total:
         assert np.all(dropped >= 0)
+
+
+def test_dead_slots_gather_distinct_rows():
+    """The compositors' lane gather: live slots read their primitive, and the slots past the
+    kept entries (empty ones share one owner after the sort) read distinct rows, so the
+    gather's transpose does not pile their updates onto one row."""
+    rng = np.random.default_rng(4)
+    grid = TileGrid(70, 50, 8)
+    n = 60
+    centre, ellipse = random_ellipses(n, rng, grid.width, grid.height, max_axis=30.0)
+    box = np.concatenate([centre - 12, centre + 12], axis=1)
+    bins = bin_and_sort(jnp.asarray(box), jnp.ones(n, bool), jnp.asarray(rng.uniform(1, 5, n)),
+                        grid, 2000, jnp.asarray(ellipse), jnp.asarray(centre))  # fmt: skip
+    prim = np.asarray(bins.prim)
+    kept = np.arange(prim.size) < int(bins.tile_start[-1])
+    dead = prim[~kept]
+    assert dead.size > n and np.bincount(dead).max() > dead.size // 2  # the shared row
+    index = np.asarray(spread(bins.prim, jnp.asarray(kept), n))
+    np.testing.assert_array_equal(index[kept], prim[kept])
+    assert index.min() >= 0 and index.max() < n
+    counts = np.bincount(index[~kept], minlength=n)
+    assert counts.max() - counts.min() <= 1  # spread evenly over the rows
 
 
 # ------------------------------------------------------------------------------ renders

@@ -292,6 +292,17 @@ def id_bounds(sorted_ids, ids: int) -> jax.Array:
     return bounds.astype(jnp.int32)
 
 
+def spread(prim: jax.Array, live: jax.Array, n: int) -> jax.Array:
+    """Gather index of per-slot rows: `prim` where `live`, elsewhere the slot's position mod n.
+
+    Dead slots (padding, culled, past the kept entries) are masked after the gather, so any row
+    will do; distinct rows matter for the gather's transpose, a scatter-add of their zero
+    cotangents. One shared row (the garden frame's 37,124 empty slots all belonged to one
+    primitive) serialises that scatter on a TPU."""
+    position = jnp.arange(prim.size, dtype=jnp.int32).reshape(prim.shape)
+    return jnp.where(live, prim, position % max(n, 1))
+
+
 def _sort_entries(tile, prim, ids: int, carry_prim: bool | None):
     """The slots sorted by (sort id, slot): (sorted ids [E] int32, their primitives [E])."""
     capacity = tile.shape[0]

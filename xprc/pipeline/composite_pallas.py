@@ -48,7 +48,7 @@ from jax.extend.core import Var
 
 from ..errors import XprError
 from ..method_info import MethodInfo
-from .binning import Bins, TileGrid
+from .binning import Bins, TileGrid, spread
 from .composite_scan import clamp_alpha, tile_pixels
 from .config import RenderConfig
 
@@ -177,7 +177,8 @@ def composite_pallas(
     table = jnp.concatenate([attrs, values], axis=-1)
     # one row gather of the sorted entries, padded to whole chunks (slots past the kept
     # entries belong to no tile: the kernels mask them)
-    lanes = table[bins.prim]
+    kept = jnp.arange(bins.prim.shape[0], dtype=jnp.int32) < bins.tile_start[-1]
+    lanes = table[spread(bins.prim, kept, table.shape[0])]
     pad = -lanes.shape[0] % b
     if pad:
         lanes = jnp.concatenate([lanes, jnp.zeros((pad, lanes.shape[1]), dtype)])

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from ..runtime import EXACT
-from .binning import Bins, TileGrid
+from .binning import Bins, TileGrid, spread
 from .config import RenderConfig
 
 
@@ -43,7 +43,7 @@ class Layout(NamedTuple):
 
     item_tile: [I] the tile of each item (num_tiles: capacity padding)
     ok:        [I, B] lane holds a real entry
-    prim:      [I, B] its primitive (0 on padding lanes)
+    prim:      [I, B] its primitive (any index on padding lanes: `gather` masks them)
     """
 
     item_tile: jax.Array
@@ -74,15 +74,14 @@ def layout(bins: Bins, grid: TileGrid, config: RenderConfig) -> Layout:
     pos = j[:, None] * b + lane[None, :]  # position inside the tile's list
     ok = (item_tile < num_tiles)[:, None] & (pos < counts[safe_tile][:, None])
     entry = jnp.where(ok, bins.tile_start[safe_tile][:, None] + pos, 0)
-    prim = jnp.where(ok, bins.prim[entry], 0)
-    return Layout(item_tile, ok, prim)
+    return Layout(item_tile, ok, bins.prim[entry])
 
 
 def gather(x: jax.Array, lay: Layout) -> jax.Array:
     """Per-lane rows [I, B, ...] of a per-primitive array; padding lanes read zeros, never a
     real primitive's values (a NaN there would leak)."""
     ok = lay.ok.reshape(lay.ok.shape + (1,) * (x.ndim - 1))
-    return jnp.where(ok, x[lay.prim], 0)
+    return jnp.where(ok, x[spread(lay.prim, lay.ok, x.shape[0])], 0)
 
 
 def group_rays(rays, tiles, grid: TileGrid, dtype):
