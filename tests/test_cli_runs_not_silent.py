@@ -152,3 +152,14 @@ def test_demo_never_replaces_a_users_files(tmp_path, capsys):
     )
     assert (mine / "renders" / "r_0.png").read_bytes() == b"my render"
     assert [p.name for p in mine.iterdir()] == ["renders"]
+
+
+def test_render_says_which_folder_it_created(run_aa, tiny_scene, tmp_path, capsys):
+    target = tmp_path / "new" / "deeper" / "v.png"
+    capsys.readouterr()
+    assert _render(run_aa, tiny_scene, target, *TRAINED_WITH) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert target.is_file()
+    assert out[-1] == f"created the folder {target.parent}"
+    assert _render(run_aa, tiny_scene, target, *TRAINED_WITH) == 0  # it exists now: no line
+    assert "created the folder" not in capsys.readouterr().out

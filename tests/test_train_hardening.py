@@ -373,7 +373,8 @@ def test_train_log_records_the_console_and_is_appended_on_resume(scene, tmp_path
         r"inputs: \{.*\}",
         "resuming a 3-step run as a 4-step run: the learning-rate and SH schedules follow the "
         "new length",
-        f"resuming from {re.escape(str(tmp_path / 'checkpoint.npz'))} at step 3",
+        f"resuming from {re.escape(str(tmp_path / 'checkpoint.npz'))} at step 3 "
+        r"\(its parameters replace the initial ones above\)",
         rf"step 4/4: loss {number}, psnr {number}, primitives 200",
         rf"step 4: final test PSNR {number} SSIM {number}, 200 primitives, {number} steps/s, "
         rf"{number} s of training",

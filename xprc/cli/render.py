@@ -146,6 +146,7 @@ def run(args) -> int:
     bg = np.asarray(next(b for b in choices if b is not None), np.float32)
     config = RenderConfig(max_entries=args.max_entries)
     mode = "RGB+ED" if args.kind == "depth" else "RGB"
+    made = sorted({str(t.parent) for t in targets if not t.parent.exists()})
     for (i, view), target in zip(chosen, targets, strict=True):
         # Lossless unless --max-entries is given; then a drop warns with the count (render).
         out = render(method, trained.params, view.camera(), background=bg, mode=mode, config=config)
@@ -167,4 +168,6 @@ def run(args) -> int:
         except OSError as e:
             raise XprError(f"cannot write: {e.strerror or e}", filename=str(target)) from None
         print(printable(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}"))
+    for folder in made:  # write_atomic makes a missing folder; said, not silent
+        print(printable(f"created the folder {folder}"))
     return 0
