@@ -1,7 +1,8 @@
 """`cameras pinhole, fisheye`: the camera models a spec accepts (issue 13). Checked at compile
 time (located errors), the default when a spec declares none, inherited through `extends`,
 exposed as CAMERA_MODELS in the generated module, enforced by `xprc.render` and iterated by
-`xprc verify`."""
+`xprc verify`. And the pixels of a lens camera's image outside its model's valid domain: counted
+by every render (`stats['lens_outside']`) and warned about."""
 
 import re
 
@@ -206,3 +207,149 @@ def test_verify_iterates_the_accepted_models_and_refuses_others(capsys):
     assert cli.main(["verify", "3dgs", "--models", "opencv"]) == 1
     err = capsys.readouterr().err
     assert "camera model 'opencv' is not one the spec accepts (pinhole: " in err
+
+
+# ------------------------------------- pixels outside the lens's valid domain (nothing silent)
+
+LENS_W, LENS_H = 40, 30
+
+
+@pytest.fixture(scope="module")
+def blob(tmp_path_factory):
+    """BLOB for every model: no rays in its response, yet its renders count `lens_outside`."""
+    path = tmp_path_factory.mktemp("lens") / "blob.xpr"
+    path.write_text(BLOB.format(cameras="", extra="x = 1"))
+    return driver.load(path)
+
+
+def _blob_params(n: int = 3):
+    import numpy as np
+
+    means = np.array([[-0.3, 0.1, 0.0], [0.2, -0.2, 0.5], [0.0, 0.0, 1.0]], np.float32)[:n]
+    return {"means": means, "opacities": np.zeros(n, np.float32)}
+
+
+def _lens_camera(model: str, dist, fov: float):
+    """float32 (as a dataset's), off-centre principal point and fx != fy: the pixel-centre
+    conventions matter."""
+    import numpy as np
+
+    from xprc.camera import Camera
+
+    cam = look_at([0.0, 0.0, -4.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0], LENS_W, LENS_H, fov,
+                  model=model, dtype=np.float32)  # fmt: skip
+    K = np.array(cam.K)
+    K[1, 1] *= 1.07
+    K[0, 2] += 1.3
+    K[1, 2] -= 0.7
+    dist = None if dist is None else np.asarray(dist, np.float32)
+    return Camera(viewmat=cam.viewmat, K=K, width=LENS_W, height=LENS_H, model=model, dist=dist)
+
+
+def _normalised_radius(cam):
+    """NumPy: each pixel centre's distance from the principal point in normalised units."""
+    import numpy as np
+
+    K = np.asarray(cam.K)
+    px, py = np.meshgrid(np.arange(LENS_W) + 0.5, np.arange(LENS_H) + 0.5)
+    return np.hypot((px - K[0, 2]) / K[0, 0], (py - K[1, 2]) / K[1, 1])
+
+
+def _smallest_positive_root(coefficients):
+    """The smallest positive real root of a polynomial (NumPy order: highest power first)."""
+    import numpy as np
+
+    roots = np.roots(coefficients)
+    real = roots[(np.abs(roots.imag) < 1e-12) & (roots.real > 0)].real
+    return float(real.min())
+
+
+def _render_stats(method, cam, params=None):
+    import jax
+
+    from xprc import render
+
+    out = render(method, _blob_params() if params is None else params, cam)
+    return jax.device_get(out.stats)
+
+
+def test_fisheye_pixels_beyond_the_image_circle_are_counted_and_warned(blob):
+    """theta_d = theta (1 + k1 theta^2 + k2 theta^4) folds back at theta_max, the smallest
+    positive root of 1 + 3 k1 t^2 + 5 k2 t^4 (NumPy); the pixels whose distorted radius is over
+    theta_d(theta_max) have no ray. A 200-degree field of view puts the corners beyond it."""
+    import numpy as np
+
+    k1, k2 = -0.06, 0.001
+    theta_max = np.sqrt(_smallest_positive_root([5 * k2, 3 * k1, 1.0]))  # in t^2
+    td_max = theta_max * (1 + k1 * theta_max**2 + k2 * theta_max**4)
+    cam = _lens_camera("fisheye", [k1, k2, 0.0, 0.0], 200.0)
+    radius = _normalised_radius(cam)
+    assert np.abs(radius - td_max).min() > 1e-4  # no pixel centre on the edge (float32)
+    outside = radius > td_max
+    want = int(outside.sum())
+    assert 0 < want < LENS_W * LENS_H
+    assert np.array_equal(~np.asarray(cam.pixel_valid(*np.meshgrid(
+        np.arange(LENS_W) + 0.5, np.arange(LENS_H) + 0.5))), outside)  # fmt: skip
+    message = (
+        rf"^{want:,} pixel\(s\) lie outside the fisheye lens model's valid domain \(beyond "
+        r"theta_max, .* the image circle\); they show the content of a ray whose angle was clipped"
+    )
+    with pytest.warns(RuntimeWarning, match=message):
+        stats = _render_stats(blob, cam)
+    assert stats["lens_outside"].dtype == np.int32 and int(stats["lens_outside"]) == want
+    # under the caller's own jit the count is reported at run time
+    import jax
+
+    from xprc import fit_config, render
+
+    config = fit_config(blob, _blob_params(), cam)
+    jitted = jax.jit(lambda p, c: render(blob, p, c, config=config).stats["lens_outside"])
+    with pytest.warns(RuntimeWarning, match=message):
+        assert int(jax.block_until_ready(jitted(_blob_params(), cam))) == want
+    # a batch: each camera is its own image, the pixels add up
+    from xprc.camera import Camera
+
+    with pytest.warns(RuntimeWarning, match=rf"^{2 * want:,} pixel\(s\) of 2 cameras' images "):
+        stats = _render_stats(blob, Camera.stack([cam, cam]))
+    assert stats["lens_outside"].tolist() == [want, want]
+    # no primitives: the same count, nothing rendered to warn about
+    assert int(_render_stats(blob, cam, _blob_params(0))["lens_outside"]) == want
+
+
+def test_opencv_pixels_outside_the_radial_factor_range_are_counted(blob):
+    """Radial distortion r_d = r (1 + k1 r^2 + k2 r^4): the domain's factor 1 + k1 u + k2 u^2
+    (u = r^2) reaches 0.8 at the smallest positive root u0 (NumPy), below the fold (r_d still
+    increasing there); a pixel is inside exactly when its distorted radius is below
+    r_d(sqrt(u0)). A 110-degree field of view reaches beyond it, 50 degrees does not."""
+    import numpy as np
+
+    k1, k2 = -0.3, 0.02
+    u0 = _smallest_positive_root([k2, k1, 0.2])  # 1 + k1 u + k2 u^2 = 0.8
+    assert 1 + 3 * k1 * u0 + 5 * k2 * u0**2 > 0  # monotonic up to the domain's edge
+    rd_max = np.sqrt(u0) * 0.8
+    cam = _lens_camera("opencv", [k1, k2], 110.0)
+    radius = _normalised_radius(cam)
+    assert np.abs(radius - rd_max).min() > 1e-4
+    want = int((radius > rd_max).sum())
+    assert 0 < want < LENS_W * LENS_H
+    message = rf"^{want:,} pixel\(s\) lie outside the opencv lens model's valid domain "
+    with pytest.warns(RuntimeWarning, match=message):
+        assert int(_render_stats(blob, cam)["lens_outside"]) == want
+    # the same lens at 50 degrees stays inside it: 0, and no warning (warnings are errors)
+    assert int(_render_stats(blob, _lens_camera("opencv", [k1, k2], 50.0))["lens_outside"]) == 0
+
+
+def test_mild_lenses_and_pinholes_report_no_pixels_outside(blob):
+    """Ordinary cameras: undistortion converges in float32 (residual ~1e-7, tolerance 1e-4)."""
+    import numpy as np
+
+    mild = [0.1, -0.02, 0.003, 0.01, -0.004, 0.001, 0.002, -0.003, 0.001, -0.0005, -0.002, 4e-4]
+    cams = [
+        _lens_camera("opencv", mild, 70.0),
+        _lens_camera("fisheye", [0.05, -0.01, 0.002, -0.0005], 120.0),
+        _lens_camera("pinhole", None, 70.0),
+    ]
+    for cam in cams:
+        assert int(_render_stats(blob, cam)["lens_outside"]) == 0
+        assert int(cam.lens_outside(np.float32)) == 0
+    assert bool(np.all(np.asarray(cams[2].pixel_valid(0.5, [0.5, 1e6]))))

@@ -368,6 +368,34 @@ def test_primitives_left_out_of_a_step_are_warned_logged_and_totalled():
     ]  # fmt: skip
 
 
+def test_pixels_outside_the_lens_domain_are_warned_once_logged_and_totalled():
+    """A fisheye dataset whose image corners lie beyond the image circle: every step's view has
+    such pixels; warned at the first step only (naming the model), changes in train.log."""
+    log_lines: list[tuple[str, bool | None]] = []
+
+    def log(msg, always=False):
+        log_lines.append((msg, always))
+
+    log.file = lambda msg: log_lines.append((msg, None))
+    run = StepReports(log, MCMC(METHOD), "mcmc", "fisheye")
+    with pytest.warns(RuntimeWarning, match=r"training step 3: 1,200 pixel\(s\) lie outside the "
+                      r"fisheye lens model's valid domain \(beyond theta_max"):  # fmt: skip
+        run.lens(3, 1200)
+    for step, count in ((4, 1200), (5, 800), (6, 1200)):
+        run.lens(step, count)  # no second warning (filterwarnings = error)
+    assert log_lines == [
+        ("step 3: 1,200 pixel(s) outside the lens's valid domain", None),
+        ("step 5: 800 pixel(s) outside the lens's valid domain", None),
+        ("step 6: 1,200 pixel(s) outside the lens's valid domain", None),
+    ]
+    log_lines.clear()
+    run.finish()
+    assert log_lines == [
+        ("up to 1,200 pixel(s) a step lay outside the lens model's valid domain and showed "
+         "guessed content (see the warning and train.log)", True)
+    ]  # fmt: skip
+
+
 def test_resume_of_a_run_recorded_before_base_specs_were_hashed():
     """A checkpoint of a spec that extends another recorded the sha256 of its own text: taken
     as this spec (with a line saying so); any other sha256 is still refused."""

@@ -203,7 +203,8 @@ def sharded_views(method, per_view, mesh: Mesh, mode="RGB", config: RenderConfig
 
     per_view(out: RenderOutput, target, extra) -> {name: scalar} for one camera; `sums` holds
     each name summed over the batch, `stats` the largest `dropped`, `entries_needed` and
-    `nonfinite` of any camera and the batch's total `alpha_out_of_range`. `params` must
+    `nonfinite` of any camera and the batch's totals of `alpha_out_of_range` and
+    `lens_outside` (pixels: each camera is its own image). `params` must
     already be checked (`prepare_params`).
     """
     config = config or RenderConfig()
@@ -217,8 +218,8 @@ def sharded_views(method, per_view, mesh: Mesh, mode="RGB", config: RenderConfig
             k: jax.lax.pmax(jnp.max(out.stats[k]).astype(jnp.int32), AXIS)
             for k in ("dropped", "entries_needed", "nonfinite")  # the same primitives per view
         }
-        clamped = jnp.sum(out.stats["alpha_out_of_range"]).astype(jnp.int32)
-        stats["alpha_out_of_range"] = jax.lax.psum(clamped, AXIS)
+        for k in ("alpha_out_of_range", "lens_outside"):  # per pixel: summed over the views
+            stats[k] = jax.lax.psum(jnp.sum(out.stats[k]).astype(jnp.int32), AXIS)
         return sums, stats
 
     return jax.shard_map(

@@ -282,6 +282,29 @@ class Camera:
         domain = self._lens.domain(x, y, z, self.dist)
         return valid if domain is None else valid & domain
 
+    def pixel_valid(self, px, py):
+        """Bool: the ray through pixel (px, py) is in the model's valid domain (elementwise;
+        no gradient). `fisheye`: inside the image circle, `theta_d <= theta_d(theta_max)`
+        (beyond it no angle reaches the pixel and `pixel_rays` clips the angle); `opencv`: the
+        undistorted point's radial factor is inside (0.8, 1.2) and distorting it gives back the
+        pixel (undistortion converged). Everywhere for `pinhole` and `ortho`."""
+        a, b, _ = self._normalised(px, py)
+        inside = self._lens.pixel_domain(a, b, self.dist)
+        return jnp.ones(a.shape, bool) if inside is None else inside
+
+    def lens_outside(self, dtype=None) -> jax.Array:
+        """int32: how many of the image's pixel centres `(j + 0.5, i + 0.5)` fail `pixel_valid`
+        (computed in `dtype`, the camera's by default); a constant 0, without any work, for
+        models valid everywhere. The renderer's `stats['lens_outside']`."""
+        dt = self.K.dtype if dtype is None else dtype
+        px = jnp.arange(self.width, dtype=dt)[None, :] + 0.5
+        py = jnp.arange(self.height, dtype=dt)[:, None] + 0.5
+        a, b, _ = self._normalised(px, py)
+        inside = self._lens.pixel_domain(a, b, self.dist)
+        if inside is None:
+            return jnp.int32(0)
+        return jnp.sum(~inside, dtype=jnp.int32)
+
     def jacobian(self, x, y, z):
         """d(u, v)/d(x, y, z) at camera-space points: (j00, j01, j02, j10, j11, j12)."""
         x, y, z, dt = self._cast(x, y, z)
@@ -326,6 +349,16 @@ class Camera:
     def _dtype(self, *xs):
         dt = jnp.result_type(*xs)
         return dt if jnp.issubdtype(dt, jnp.floating) else self.K.dtype
+
+    def _normalised(self, px, py):
+        """Pixels -> normalised distorted coordinates ((px - cx) / fx, (py - cy) / fy) and the
+        dtype, broadcast; without gradient (for the domain tests)."""
+        px, py = jnp.broadcast_arrays(jnp.asarray(px), jnp.asarray(py))
+        dt = self._dtype(px, py)
+        K = jax.lax.stop_gradient(self.K).astype(dt)
+        a = (px.astype(dt) - K[0, 2]) / K[0, 0]
+        b = (py.astype(dt) - K[1, 2]) / K[1, 1]
+        return a, b, dt
 
     def _cast(self, x, y, z):
         x, y, z = jnp.broadcast_arrays(*(jnp.asarray(a) for a in (x, y, z)))

@@ -29,6 +29,14 @@ def domain(x, y, z, dist):
     return theta < theta_max(dist).astype(x.dtype)
 
 
+def pixel_domain(a, b, dist):
+    """Some theta in [0, theta_max] reaches the pixel's radius: theta_d <= theta_d(theta_max).
+    Beyond it (outside the image circle) `rays` clips the angle: the ray is a guess."""
+    limit = theta_max(dist).astype(a.dtype)
+    td_max = limit * _poly(limit * limit, lax.stop_gradient(dist[:4]).astype(a.dtype))
+    return jnp.sqrt(a * a + b * b) <= td_max
+
+
 def jacobian(x, y, z, fx, fy, dist):
     """pixel = f (x, y) s(rho^2, z) + c; the chain rule needs only ds/drho^2 and ds/dz."""
     dist = dist.astype(x.dtype)

@@ -16,6 +16,7 @@ from .lens import NEWTON_STEPS, central_rays
 CENTRAL = True
 DIST_USED = 12  # the dist coefficients the model reads (k1..k6, p1, p2, s1..s4)
 focal = pinhole.focal
+PIXEL_TOL = 1e-4  # a pixel whose undistortion re-distorts further off (normalised) is outside
 
 
 def project(x, y, z, fx, fy, cx, cy, dist):
@@ -29,6 +30,18 @@ def domain(x, y, z, dist):
     a, b = x / zs, y / zs
     r = radial_factor(a * a + b * b, dist.astype(x.dtype))
     return (r > 0.8) & (r < 1.2)
+
+
+def pixel_domain(a, b, dist):
+    """The undistorted point's radial factor is inside (0.8, 1.2) and distorting it gives back
+    the pixel (Newton converged; float32 gets within ~2e-7 on ordinary lenses)."""
+    dist = lax.stop_gradient(dist).astype(a.dtype)
+    ua, ub = undistort(a, b, dist)
+    r = radial_factor(ua * ua + ub * ub, dist)
+    fa, fb = distort(ua, ub, dist)
+    tol = PIXEL_TOL * jnp.maximum(1.0, jnp.maximum(jnp.abs(a), jnp.abs(b)))
+    back = (jnp.abs(fa - a) <= tol) & (jnp.abs(fb - b) <= tol)
+    return (r > 0.8) & (r < 1.2) & back
 
 
 def jacobian(x, y, z, fx, fy, dist):

@@ -19,6 +19,10 @@ def domain(x, y, z, dist):
     return None
 
 
+def pixel_domain(a, b, dist):
+    return None
+
+
 def jacobian(x, y, z, fx, fy, dist):
     zero = jnp.zeros_like(x)
     return fx + zero, zero, zero, zero, fy + zero, zero

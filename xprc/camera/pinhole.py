@@ -21,6 +21,10 @@ def domain(x, y, z, dist):
     return None
 
 
+def pixel_domain(a, b, dist):
+    return None
+
+
 def jacobian(x, y, z, fx, fy, dist):
     zero = jnp.zeros_like(x)
     iz = 1.0 / jnp.where(z == 0, 1.0, z)

@@ -150,17 +150,41 @@ def alpha_message(count: int) -> str:
     )
 
 
-def report_overflow(stats: dict, policy: str, stacklevel: int = 3) -> int:
+_LENS_DOMAINS = {  # model -> (where its domain ends, what the pixels beyond show)
+    "fisheye": ("beyond theta_max, the first maximum of theta_d(theta): outside the image "
+                "circle", "the content of a ray whose angle was clipped"),
+    "opencv": ("their undistortion leaves the radial factor range (0.8, 1.2) or does not "
+               "converge", "the content of a guessed ray"),
+}  # fmt: skip
+
+
+def lens_message(count: int, model: str | None = None, cameras: int = 1) -> str:
+    name = f"the {model} lens model's" if model else "the camera model's"
+    where, shows = _LENS_DOMAINS.get(model, ("no ray reaches them", "a guessed ray's content"))
+    over = f" of {cameras:,} cameras' images" if cameras > 1 else ""
+    return (
+        f"{count:,} pixel(s){over} lie outside {name} valid domain ({where}); they show "
+        f"{shows}, and specs that test camera.project_valid (3dgut) do not draw primitives "
+        "centred there. Crop the images to the valid region or check the lens coefficients; "
+        "stats['lens_outside'] counts them"
+    )
+
+
+def report_overflow(stats: dict, policy: str, stacklevel: int = 3, model: str | None = None) -> int:
     """Apply the overflow policy to concrete render stats; returns the dropped count.
 
-    Primitives left out for non-finite values, and alphas clamped into range, are reported as
-    warnings unless ignored."""
+    Primitives left out for non-finite values, alphas clamped into range and pixels outside
+    the `model` lens's valid domain are reported as warnings unless ignored."""
     # a batch renders the same primitives from each camera (max) at different pixels (sum)
     for key, message, total in (("nonfinite", nonfinite_message, np.max),
                                 ("alpha_out_of_range", alpha_message, np.sum)):  # fmt: skip
         count = int(total(np.asarray(stats.get(key, 0)).astype(np.int64)))
         if count and policy != "ignore":
             warnings.warn(message(count), RuntimeWarning, stacklevel=stacklevel)
+    outside = np.asarray(stats.get("lens_outside", 0)).astype(np.int64)
+    if outside.any() and policy != "ignore":  # each camera its own image: pixels add up
+        text = lens_message(int(outside.sum()), model, outside.size)
+        warnings.warn(text, RuntimeWarning, stacklevel=stacklevel)
     dropped = np.asarray(stats["dropped"])
     if policy == "ignore" or not np.any(dropped > 0):
         return int(np.sum(dropped, dtype=np.int64))
@@ -175,16 +199,17 @@ def report_overflow(stats: dict, policy: str, stacklevel: int = 3) -> int:
     return total
 
 
-def runtime_overflow_check(policy: str, stats: dict) -> None:
+def runtime_overflow_check(policy: str, stats: dict, model: str | None = None) -> None:
     """Inside a trace: warn or raise at run time when entries were dropped (and warn about
-    primitives left out for non-finite values and clamped alphas)."""
+    primitives left out for non-finite values, clamped alphas and pixels outside the `model`
+    lens's valid domain)."""
     if policy == "ignore":
         return
     names = ("dropped", "entries_needed", "entry_capacity", "entries_saturated", "nonfinite",
-             "alpha_out_of_range")  # fmt: skip
+             "alpha_out_of_range", "lens_outside")  # fmt: skip
 
     def callback(*values):
-        report_overflow(dict(zip(names, values, strict=True)), policy, stacklevel=2)
+        report_overflow(dict(zip(names, values, strict=True)), policy, stacklevel=2, model=model)
 
     jax.debug.callback(callback, *(stats[k] for k in names))
 

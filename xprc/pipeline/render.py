@@ -55,7 +55,9 @@ class RenderOutput:
            entries the spec's `ellipse` rejected; entries_needed counts rectangle entries) and
            ellipse_fallback (primitives whose ellipse is unusable and that keep the rectangle),
            alpha_out_of_range ((pixel, primitive) evaluations inside the image whose alpha
-           was NaN or outside [0, 1] (signed: (-1, 1)) and was clamped; warned about)
+           was NaN or outside [0, 1] (signed: (-1, 1)) and was clamped; warned about),
+           lens_outside (pixel centres whose ray is outside the lens model's valid domain,
+           `Camera.lens_outside`: their content is a guess; 0 for pinhole and ortho; warned about)
     """
 
     def __init__(self, image, alpha, depth, stats, mode, extra=None, distortion=None):
@@ -97,6 +99,7 @@ def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
         "ellipse_fallback": jnp.int32(0),
         "nonfinite": jnp.int32(0),
         "alpha_out_of_range": jnp.int32(0),
+        "lens_outside": camera.lens_outside(dtype),
     }
     image = color if mode.startswith("RGB") else None
     distortion = jnp.zeros((h, w, 1), dtype) if config.distortion else None
@@ -163,9 +166,10 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
         "ellipse_fallback": bins.fallback,
         "nonfinite": jnp.sum(~finite).astype(jnp.int32),
         "alpha_out_of_range": clamped,
+        "lens_outside": camera.lens_outside(dtype),  # at the pixel centres the rays use
     }
     if check:
-        cap.runtime_overflow_check(config.on_overflow, stats)
+        cap.runtime_overflow_check(config.on_overflow, stats, camera.model)
     image = color if mode.startswith("RGB") else None
     distortion = img[..., -1:] if config.distortion else None
     return RenderOutput(image, weight, depth_img, stats, mode, extra, distortion)
@@ -326,7 +330,7 @@ def render(
         if config.max_entries is None:
             config = sized_config(method, params, camera, config)
         out = _call_compiled(info, method, mode, config, batched, (params, camera, background))
-        cap.report_overflow(out.stats, config.on_overflow)
+        cap.report_overflow(out.stats, config.on_overflow, model=camera.model)
         return out
     return _compiled(method, mode, config, batched, True)(params, camera, background)
 

@@ -203,7 +203,7 @@ class Run:
         self.order = ViewOrder(config.seed, len(train_views))
         self.history: list[dict] = []
         self.evals: list[dict] = []
-        self.reports = StepReports(self.log, self.strategy, config.strategy)
+        self.reports = StepReports(self.log, self.strategy, config.strategy, cams[0].model)
         self.elapsed_before = 0.0
         self.interrupted = False
         self.saved_step: int | None = None  # the step of the checkpoint in the run folder
@@ -289,7 +289,8 @@ class Run:
         self.eval_capacity.bucket = int(meta.get("eval_entry_capacity", self.eval_capacity.bucket))
         self.reports.events.update(meta.get("densification", {}))
         self.saved_step = self.step
-        self.log(f"resuming from {path} at step {self.step}")
+        self.log(f"resuming from {path} at step {self.step} (its parameters replace the "
+                 "initial ones above)", always=True)
 
     def _check_same_options(self, meta: dict, path: Path) -> None:
         """A resumed run continues the checkpoint's exactly only with the same options and

@@ -27,8 +27,8 @@ from .strategies.make import make_strategy
 
 # Incremented each time the train step is traced: a test proves "compiled once per run".
 TRACE_COUNT = {"train_step": 0, "eval": 0}
-# render stats a step returns: for the capacity (dropped, needed) and the clamped-alpha warning
-STATS = ("dropped", "entries_needed", "alpha_out_of_range", "nonfinite")
+# render stats a step returns: for the capacity (dropped, needed) and the warnings (reports.py)
+STATS = ("dropped", "entries_needed", "alpha_out_of_range", "nonfinite", "lens_outside")
 
 
 @dataclasses.dataclass(frozen=True)
