@@ -163,3 +163,42 @@ def test_render_says_which_folder_it_created(run_aa, tiny_scene, tmp_path, capsy
     assert out[-1] == f"created the folder {target.parent}"
     assert _render(run_aa, tiny_scene, target, *TRAINED_WITH) == 0  # it exists now: no line
     assert "created the folder" not in capsys.readouterr().out
+
+
+class _View:
+    def __init__(self, name):
+        self.name = name
+
+
+def test_view_names_that_match_several_views_are_refused():
+    from xprc.cli.render import _pick_views
+    from xprc.errors import XprError
+
+    views = [_View(n) for n in ("./test/a/r_0.png", "./test/b/r_0.png", "./test/r_1.png")]
+    with pytest.raises(XprError, match=r"--view 'r_0' names 2 views of the test split \("
+                       r"'./test/a/r_0.png', './test/b/r_0.png'\); give the name with its "
+                       r"folder and extension, or an index"):  # fmt: skip
+        _pick_views(views, "r_0", "test")
+    assert _pick_views(views, "test/b/r_0.png", "test") == [(1, views[1])]
+    assert _pick_views(views, "r_1", "test") == [(2, views[2])]
+    # the same image in two formats: named apart by the extension
+    twins = [_View("r_0.png"), _View("r_0.jpg")]
+    with pytest.raises(XprError, match="names 2 views"):
+        _pick_views(twins, "r_0", "test")
+    assert _pick_views(twins, "r_0.jpg", "test") == [(1, twins[1])]
+
+
+def test_digits_that_are_an_index_and_another_views_name_are_refused():
+    from xprc.cli.render import _pick_views
+    from xprc.errors import XprError
+
+    views = [_View(f"images/{n}.png") for n in (0, 8, 16, 24, 32, 40, 48, 56, 64)]
+    with pytest.raises(XprError, match=r"--view 8 is ambiguous: view 8 is 'images/64.png', and "
+                       r"view 1 is named 'images/8.png'; give '#8' for the index, or the "
+                       r"image's file name for the other"):  # fmt: skip
+        _pick_views(views, "8", "test")
+    assert _pick_views(views, "#8", "test") == [(8, views[8])]
+    assert _pick_views(views, "8.png", "test") == [(1, views[1])]
+    assert _pick_views(views, "0", "test") == [(0, views[0])]  # index and name agree
+    with pytest.raises(XprError, match=r"--view #9: the test split has 9 views \(0..8\)"):
+        _pick_views(views, "#9", "test")

@@ -144,6 +144,11 @@ def test_blender_downscale(tmp_path):
     np.testing.assert_array_equal(half.viewmat, full.viewmat)
     with pytest.raises(ValueError, match="downscale must be a number >= 1"):
         load_blender(tmp_path, downscale=0.5)
+    assert load_blender(tmp_path, downscale=8)[0].image.shape == (1, 1, 3)
+    # (it was read as one pixel, whatever the factor)
+    with pytest.raises(DataError, match=r"--downscale 17 leaves no pixel of this 8x8 image "
+                       r"\(it can be at most 8\)"):  # fmt: skip
+        load_blender(tmp_path, downscale=17)
 
 
 def test_blender_instant_ngp_intrinsics_and_points(tmp_path):

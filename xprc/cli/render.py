@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--split", default="test", choices=("train", "test"), help="dataset split")
     p.add_argument(
-        "--view", default="0", help="view index, image name (e.g. r_0, test/r_0.png) or 'all'"
+        "--view", default="0", help="view index (or '#3'), image name (e.g. r_0, test/r_0.png) or 'all'"
     )
     p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
     p.add_argument(
@@ -50,32 +50,58 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _pick_views(views, view: str, split: str) -> list:
     if view == "all":
         return list(enumerate(views))
-    if view.isascii() and view.isdigit():  # (int() takes other scripts' digits too)
-        i = int(view)
+    index = view.removeprefix("#")
+    named = [] if view.startswith("#") else _named_views(views, view)
+    if index.isascii() and index.isdigit():  # (int() takes other scripts' digits too)
+        i = int(index)
         if i >= len(views):
             raise XprError(
-                f"--view {i}: the {split} split has {len(views)} views (0..{len(views) - 1})"
+                f"--view {view}: the {split} split has {len(views)} views (0..{len(views) - 1})"
+            )
+        others = [(j, v) for j, v in named if j != i]
+        if others:  # digits that also name another view (COLMAP's 0.png, 1.png, ...)
+            j, v = others[0]
+            raise XprError(
+                f"--view {view} is ambiguous: view {i} is '{views[i].name}', and view {j} is "
+                f"named '{v.name}'; give '#{i}' for the index, or the image's file name for the "
+                "other"
             )
         return [(i, views[i])]
-
-    def stem(name: str) -> str:  # 'test/r_0.png' -> 'test/r_0'; '' and '.' have no suffix
-        return str(Path(name).with_suffix("")) if Path(name).name else name
-
-    def names(v) -> set[str]:
-        full = v.name.replace("\\", "/").removeprefix("./")
-        return {v.name, full, Path(full).name, Path(full).stem, stem(full)}
-
-    query = view.replace("\\", "/").removeprefix("./")
-    wanted = {query, stem(query)}
-    chosen = [(i, v) for i, v in enumerate(views) if wanted & names(v)]
-    if not chosen:
+    if not named:
         shown = ", ".join(Path(v.name).name for v in views[:12])
         more = f", ... ({len(views)} in all)" if len(views) > 12 else ""
         raise XprError(
             f"--view '{view}': no such image in the {split} split; its views are {shown}{more} "
             f"(or an index 0..{len(views) - 1}, or 'all')"
         )
-    return chosen
+    exact = [(i, v) for i, v in named if _clean(v.name) == _clean(view)]
+    if len(named) > 1 and len(exact) != 1:  # r_0 of test/a/ and test/b/, or r_0.png and .jpg
+        shown = ", ".join(f"'{v.name}'" for _, v in named[:6])
+        raise XprError(
+            f"--view '{view}' names {len(named)} views of the {split} split ({shown}); give the "
+            "name with its folder and extension, or an index"
+        )
+    return exact or named
+
+
+def _clean(name: str) -> str:
+    return name.replace("\\", "/").removeprefix("./")
+
+
+def _named_views(views, view: str) -> list:
+    """The (index, view) pairs whose image `view` names: its full name, its file name, either
+    without the extension."""
+
+    def stem(name: str) -> str:  # 'test/r_0.png' -> 'test/r_0'; '' and '.' have no suffix
+        return str(Path(name).with_suffix("")) if Path(name).name else name
+
+    def names(v) -> set[str]:
+        full = _clean(v.name)
+        return {v.name, full, Path(full).name, Path(full).stem, stem(full)}
+
+    query = _clean(view)
+    wanted = {query, stem(query)}
+    return [(i, v) for i, v in enumerate(views) if wanted & names(v)]
 
 
 def _output_paths(output: str, chosen, split: str, many: bool) -> list[Path]:

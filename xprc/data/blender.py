@@ -309,7 +309,7 @@ def _blender_views(root: Path, path: Path, frames: list[_Frame], background, dow
         where = f"frame {i}: "
         img = read_image(f.image, f"{path.name} frame {i}", narrowed)
         W, H = img.size
-        size = scaled_size(W, H, downscale)
+        size = scaled_size(W, H, downscale, f.image)
         image, alpha = to_view_image(img, size, background)
         views.append(
             View(

@@ -505,7 +505,7 @@ def load_colmap(
         cam = cameras[img.camera_id]
         path = path_inside(image_root, img.name, images_file, f"image {img.id}: name")
         pil = read_image(path, f"{img_file}, image id {img.id}", narrowed)
-        size = scaled_size(cam.width, cam.height, downscale)
+        size = scaled_size(cam.width, cam.height, downscale, path)
         got = pil.size
         ok = (
             all(abs(g - s) <= 1 for g, s in zip(got, size, strict=True))

@@ -261,10 +261,18 @@ def to_view_image(img: Image.Image, size: tuple[int, int], background) -> tuple:
     return np.clip(out, 0.0, 1.0).astype(np.float32), alpha.astype(np.float32)
 
 
-def scaled_size(width: int, height: int, downscale: float) -> tuple[int, int]:
+def scaled_size(width: int, height: int, downscale: float, image=None) -> tuple[int, int]:
+    """The size of a `width` x `height` image read at 1/downscale. With `image` (the file, for
+    the message), a factor that leaves no whole pixel is a DataError (it was read as 1 pixel)."""
     if downscale == 1:
         return width, height
-    return max(1, round(width / downscale)), max(1, round(height / downscale))
+    w, h = round(width / downscale), round(height / downscale)
+    if image is not None and min(w, h) < 1:
+        raise DataError(
+            image, f"--downscale {downscale:g} leaves no pixel of this {width}x{height} image "
+            f"(it can be at most {min(width, height)})",
+        )  # fmt: skip
+    return max(1, w), max(1, h)
 
 
 def scale_K(K: np.ndarray, sx: float, sy: float) -> np.ndarray:
