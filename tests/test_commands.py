@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -201,9 +203,22 @@ def test_render_kinds(tiny_scene, tiny_run, tmp_path, capsys):
     covered = alpha[..., 0] > 0.5
     assert np.all(np.isfinite(depth)) and 1.0 < np.median(depth[covered]) < 10.0  # camera at 4
     png = tmp_path / "depth.png"
+    capsys.readouterr()
     assert main(["render", str(tiny_run), "--data", str(tiny_scene), "--kind", "depth",
                  "-o", str(png)]) == 0  # fmt: skip
-    assert np.asarray(Image.open(png)).shape == (32, 40, 3)
+    grey = np.asarray(Image.open(png))
+    assert grey.shape == (32, 40, 3)
+    # the console says what the grey levels mean: the range, in the .npy's units
+    note = capsys.readouterr().out.splitlines()[-1]
+    m = re.fullmatch(r"  depth: (\S+) \(white\) to (\S+) \(black\), this view's 1st to 99th "
+                     r"percentile; (\d+) covered pixel\(s\) beyond them clipped; pixels with "
+                     r"alpha <= 0.5 black; -o NAME.npy keeps the values", note)  # fmt: skip
+    assert m, note
+    lo, hi = np.percentile(depth[covered, 0], (1, 99))
+    np.testing.assert_allclose([float(m[1]), float(m[2])], [lo, hi], rtol=1e-3)
+    assert int(m[3]) == np.sum((depth[covered, 0] < lo) | (depth[covered, 0] > hi))
+    nearest = np.unravel_index(np.argmin(np.where(covered, depth[..., 0], np.inf)), covered.shape)
+    assert grey[nearest][0] == 255  # near is white
 
 
 RENDER_ERRORS = [

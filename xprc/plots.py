@@ -39,12 +39,21 @@ def kind_image(out, kind: str, raw: bool = False) -> np.ndarray:
     depth = np.asarray(out.depth, np.float32)
     if raw:
         return depth
-    covered = alpha[..., 0] > 0.5
-    if not covered.any():
+    covered, lo, hi = depth_scale(out)
+    if lo is None:
         return np.zeros((*depth.shape[:2], 3), np.float32)
-    lo, hi = np.percentile(depth[covered, 0], (1, 99))
     scaled = np.where(covered[..., None], 1.0 - (depth - lo) / max(hi - lo, 1e-6), 0.0)
     return np.repeat(np.clip(scaled, 0.0, 1.0), 3, axis=-1).astype(np.float32)
+
+
+def depth_scale(out) -> tuple[np.ndarray, float | None, float | None]:
+    """(covered [H, W]: alpha > 0.5, lo, hi): the depths `kind_image` maps to white and black,
+    the 1st and 99th percentiles of the covered pixels' (None, None when none is covered)."""
+    covered = np.asarray(out.alpha, np.float32)[..., 0] > 0.5
+    if not covered.any():
+        return covered, None, None
+    lo, hi = np.percentile(np.asarray(out.depth, np.float32)[covered, 0], (1, 99))
+    return covered, float(lo), float(hi)
 
 
 def comparison_sheet(dest, pairs: Sequence[tuple], labels=("ground truth", "render")) -> None:

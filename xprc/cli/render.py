@@ -84,6 +84,24 @@ def _pick_views(views, view: str, split: str) -> list:
     return exact or named
 
 
+def _depth_note(out) -> str:
+    """What a depth PNG's grey levels mean (each view is scaled on its own)."""
+    import numpy as np
+
+    from ..plots import depth_scale
+
+    covered, lo, hi = depth_scale(out)
+    if lo is None:
+        return "  depth: no pixel is covered (alpha > 0.5): the PNG is black"
+    depth = np.asarray(out.depth, np.float32)[covered, 0]
+    clipped = int(np.sum((depth < lo) | (depth > hi)))
+    return (
+        f"  depth: {lo:.4g} (white) to {hi:.4g} (black), this view's 1st to 99th percentile; "
+        f"{clipped} covered pixel(s) beyond them clipped; pixels with alpha <= 0.5 black; "
+        "-o NAME.npy keeps the values"
+    )
+
+
 def _clean(name: str) -> str:
     return name.replace("\\", "/").removeprefix("./")
 
@@ -194,6 +212,8 @@ def run(args) -> int:
         except OSError as e:
             raise XprError(f"cannot write: {e.strerror or e}", filename=str(target)) from None
         print(printable(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}"))
+        if args.kind == "depth" and target.suffix.lower() == ".png":
+            print(_depth_note(out))
     for folder in made:  # write_atomic makes a missing folder; said, not silent
         print(printable(f"created the folder {folder}"))
     return 0
