@@ -21,7 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--split", default="test", choices=("train", "test"), help="dataset split")
     p.add_argument(
-        "--view", default="0", help="view index (or '#3'), image name (e.g. r_0, test/r_0.png) or 'all'"
+        "--view",
+        default="0",
+        help="view index (or '#3'), image name (e.g. r_0, test/r_0.png) or 'all'",
     )
     p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
     p.add_argument(
