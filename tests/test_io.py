@@ -262,6 +262,20 @@ def test_points_ply_without_colours_is_grey(tmp_path):
     np.testing.assert_array_equal(cols, 0.5)
 
 
+def test_points_ply_properties_it_does_not_read_are_named(tmp_path):
+    """Colours as r g b (not red green blue) read as grey, and an alpha is dropped: said."""
+    path = tmp_path / "p.ply"
+    cols = {c: np.arange(3.0) for c in "xyz"} | {c: np.full(3, 200, np.uint8) for c in "rgb"}
+    write_vertex_ply(path, cols | {"alpha": np.ones(3), "nx": np.zeros(3)})
+    with pytest.warns(RuntimeWarning) as record:
+        _, grey = load_points_ply(path)
+    np.testing.assert_array_equal(grey, 0.5)
+    assert [str(w.message) for w in record] == [
+        f"{path}: ignored 4 point properties: r, g, b, alpha (points are read from x y z, "
+        "colours from red green blue)"
+    ]
+
+
 def test_points_ply_missing_coordinates(tmp_path):
     path = tmp_path / "p.ply"
     write_vertex_ply(path, {"x": np.zeros(2), "z": np.zeros(2)})

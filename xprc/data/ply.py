@@ -401,4 +401,14 @@ def load_points_ply(path) -> tuple[np.ndarray, np.ndarray]:
             )
     else:
         colors = np.full_like(points, 0.5)
+    ignored = [p for p in v.dtype.names if p not in _POINT_PROPERTIES]
+    if ignored:  # e.g. colours as r g b, or an alpha: read as grey or dropped, unsaid
+        shown = ", ".join(printable(p) for p in ignored[:10]) + ", ..." * (len(ignored) > 10)
+        what = "property" if len(ignored) == 1 else "properties"
+        warn_data(path, f"ignored {len(ignored)} point {what}: {shown} (points are read from "
+                  "x y z, colours from red green blue)")  # fmt: skip
     return points.reshape(-1, 3), colors.reshape(-1, 3)
+
+
+# what a point cloud is read from; normals (COLMAP and 3DGS write them) are not needed
+_POINT_PROPERTIES = frozenset(("x", "y", "z", "red", "green", "blue", "nx", "ny", "nz"))
