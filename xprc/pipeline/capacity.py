@@ -150,22 +150,24 @@ def alpha_message(count: int) -> str:
     )
 
 
-_LENS_DOMAINS = {  # model -> (where its domain ends, what the pixels beyond show)
+_LENS_DOMAINS = {  # model -> (where its domain ends, what that means for those pixels)
     "fisheye": ("beyond theta_max, the first maximum of theta_d(theta): outside the image "
-                "circle", "the content of a ray whose angle was clipped"),
-    "opencv": ("their undistortion leaves the radial factor range (0.8, 1.2) or does not "
-               "converge", "the content of a guessed ray"),
+                "circle", "no ray reaches them, so they show the content of a ray whose angle "
+                "was clipped"),
+    "opencv": ("the radial factor of their undistorted point leaves (0.8, 1.2), where the "
+               "model's projection is defined, or their undistortion did not converge",
+               "their rays are exact where undistortion converged, a guess where it did not"),
 }  # fmt: skip
 
 
 def lens_message(count: int, model: str | None = None, cameras: int = 1) -> str:
     name = f"the {model} lens model's" if model else "the camera model's"
-    where, shows = _LENS_DOMAINS.get(model, ("no ray reaches them", "a guessed ray's content"))
+    where, means = _LENS_DOMAINS.get(model, ("no ray reaches them", "they show a guessed ray"))
     over = f" of {cameras:,} cameras' images" if cameras > 1 else ""
     return (
-        f"{count:,} pixel(s){over} lie outside {name} valid domain ({where}); they show "
-        f"{shows}, and specs that test camera.project_valid (3dgut) do not draw primitives "
-        "centred there. Crop the images to the valid region or check the lens coefficients; "
+        f"{count:,} pixel(s){over} lie outside {name} valid domain ({where}); {means}, and "
+        "specs that test camera.project_valid (3dgut) do not draw primitives centred there. "
+        "Crop the images to the valid region or check the lens coefficients; "
         "stats['lens_outside'] counts them"
     )
 
