@@ -494,6 +494,24 @@ USAGE_ERRORS = [
 ]  # fmt: skip
 
 
+RUN_ERRORS = [  # values argparse takes that the command refuses, one line each
+    (["train", "--data", "d", "--out", "o", "--port", "9000"],
+     "--port set the viewer's address: add --view to start it"),
+    (["train", "--data", "d", "--out", "o", "--host", "::1", "--port", "9000"],
+     "--host and --port set the viewer's address: add --view to start it"),
+    (["verify", "3dgs", "--tol", "nan"], "--tol must be a finite number >= 0, got nan"),
+    (["verify", "3dgs", "--tol", "-1"], "--tol must be a finite number >= 0, got -1.0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv,message", RUN_ERRORS, ids=[" ".join(a) for a, _ in RUN_ERRORS])
+def test_options_the_command_refuses_name_themselves(argv, message, capsys, tmp_path):
+    from xprc.cli import main
+
+    assert main(argv) == 1
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+
 @pytest.mark.parametrize(
     "argv,message", USAGE_ERRORS, ids=[" ".join(a)[:60] for a, _ in USAGE_ERRORS]
 )

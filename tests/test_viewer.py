@@ -202,3 +202,11 @@ def test_watch_picks_up_each_checkpoint(tmp_path):
         np.testing.assert_array_equal(viewer.background, [1, 1, 1])
     finally:
         viewer.stop()
+
+
+def test_url_of_an_ipv6_host_is_bracketed():
+    from xprc.viewer import http_url
+
+    assert http_url("::1", 8099) == "http://[::1]:8099"
+    assert http_url("127.0.0.1", 8080) == "http://127.0.0.1:8080"
+    assert http_url("localhost", 80) == "http://localhost:80"

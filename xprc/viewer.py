@@ -109,6 +109,11 @@ def _check_host(host: str, port: int) -> None:
         raise XprError(f"viewer: cannot listen on {host}:{port} ({why})") from None
 
 
+def http_url(host: str, port: int) -> str:
+    """The address to open; an IPv6 host in brackets (RFC 3986: `http://[::1]:8080`)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 @dataclasses.dataclass
 class _ClientState:
     key: tuple | None = None  # the camera, size, kind and scene version last rendered
@@ -172,7 +177,7 @@ class Viewer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.server.get_host()}:{self.server.get_port()}"
+        return http_url(self.server.get_host(), self.server.get_port())
 
     def _load(self, scene) -> None:
         if isinstance(scene, dict):

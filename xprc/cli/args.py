@@ -130,11 +130,25 @@ def devices_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+VIEWER_HOST, VIEWER_PORT = "127.0.0.1", 8080
+
+
 def viewer_options(p: argparse.ArgumentParser) -> None:
+    """--host and --port; None when not given (`viewer_address` fills in the defaults), so
+    that `train` can refuse them without --view instead of ignoring them."""
     p.add_argument(
-        "--host", type=host_name, default="127.0.0.1", help="viewer: address to listen on"
+        "--host", type=host_name, default=None,
+        help=f"viewer: address to listen on (default {VIEWER_HOST})",
+    )  # fmt: skip
+    p.add_argument(
+        "--port", type=port_number, default=None, help=f"viewer: port (default {VIEWER_PORT})"
     )
-    p.add_argument("--port", type=port_number, default=8080, help="viewer: port")
+
+
+def viewer_address(args) -> tuple[str, int]:
+    """(host, port) of the viewer options, defaults filled in."""
+    host = VIEWER_HOST if args.host is None else args.host
+    return host, VIEWER_PORT if args.port is None else args.port
 
 
 def spec_args(p: argparse.ArgumentParser) -> None:

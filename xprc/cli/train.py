@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import printable
+from ..errors import XprError, printable
 from ..train.folder import CHECKPOINT
 from ..train.strategies import STRATEGIES
 from .args import (
@@ -17,6 +17,7 @@ from .args import (
     positive_int,
     seed_int,
     spec_option,
+    viewer_address,
     viewer_options,
 )
 
@@ -89,6 +90,9 @@ def run(args) -> int:
     from ..distributed import setup_devices
     from ..train import TrainConfig, train
 
+    given = [o for o, v in (("--host", args.host), ("--port", args.port)) if v is not None]
+    if given and not args.view:  # (they were ignored without a word)
+        raise XprError(f"{' and '.join(given)} set the viewer's address: add --view to start it")
     check_run_folder(args.out, args.data, resume=args.resume)
     devices = setup_devices(args.devices)
     method = load_method(args)
@@ -111,13 +115,14 @@ def run(args) -> int:
         from ..trained import inferred_background
         from ..viewer import Viewer
 
+        host, port = viewer_address(args)
         server = Viewer(
             method,
             Path(args.out),
             train_set.views,
             background=inferred_background(train_set.views),
-            host=args.host,
-            port=args.port,
+            host=host,
+            port=port,
             wait=True,
         )
         server.watch()

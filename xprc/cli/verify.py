@@ -42,8 +42,10 @@ def run(args) -> int:
     twice = [m for i, m in enumerate(models or ()) if m in models[:i]]
     if twice:  # each model's checks would run (and be reported) twice
         raise XprError(f"--models: camera model '{twice[0]}' is listed twice")
-    if args.seeds < 1 or not math.isfinite(args.tol) or args.tol < 0:
-        raise XprError("--seeds must be >= 1 and --tol a finite number >= 0")
+    if args.seeds < 1:
+        raise XprError(f"--seeds must be >= 1, got {args.seeds}")
+    if not math.isfinite(args.tol) or args.tol < 0:
+        raise XprError(f"--tol must be a finite number >= 0, got {args.tol}")
     report = verify_file(
         args.spec, args.defines, models=models, seeds=tuple(range(args.seeds)), tol=args.tol
     )

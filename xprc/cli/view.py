@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import printable
 from ..train.folder import DEMO_DATA
-from .args import SCENE_HELP, path_arg, rgb, spec_option, viewer_options
+from .args import SCENE_HELP, path_arg, rgb, spec_option, viewer_address, viewer_options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,14 +47,8 @@ def run(args) -> int:
 
         views = load_scene(data)[0].views
     method = scene_method(load_trained(scene, views), args.spec, args.defines)
-    viewer = Viewer(
-        method,
-        scene,
-        views,
-        background=args.background,
-        host=args.host,
-        port=args.port,
-    )
+    host, port = viewer_address(args)
+    viewer = Viewer(method, scene, views, background=args.background, host=host, port=port)
     print(printable(f"viewer: {viewer.url} (Ctrl-C to stop)"), flush=True)
     try:
         while True:
