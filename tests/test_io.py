@@ -276,6 +276,22 @@ def test_points_ply_properties_it_does_not_read_are_named(tmp_path):
     ]
 
 
+def test_ply_elements_beside_the_vertices_are_named(tmp_path):
+    """A mesh PLY's faces are not read: said, with their count."""
+    path = tmp_path / "mesh.ply"
+    vertex = np.zeros(3, dtype=[(c, "<f4") for c in "xyz"])
+    face = np.array([([0, 1, 2],)], dtype=[("vertex_indices", "O")])
+    elements = [plyfile.PlyElement.describe(vertex, "vertex"),
+                plyfile.PlyElement.describe(face, "face")]  # fmt: skip
+    plyfile.PlyData(elements).write(str(path))
+    with pytest.warns(RuntimeWarning) as record:
+        pts, _ = load_points_ply(path)
+    assert pts.shape == (3, 3)
+    assert [str(w.message) for w in record] == [
+        f"{path}: read only its 'vertex' element; ignored face (1)"
+    ]
+
+
 def test_points_ply_missing_coordinates(tmp_path):
     path = tmp_path / "p.ply"
     write_vertex_ply(path, {"x": np.zeros(2), "z": np.zeros(2)})

@@ -11,6 +11,7 @@ import os
 import shutil
 import struct
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -176,8 +177,13 @@ LOADS = {
 def test_ply_header_variants_that_load(tmp_path, data):
     path = tmp_path / "p.ply"
     path.write_bytes(data)
-    points, _ = load_points_ply(path)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        points, _ = load_points_ply(path)
     np.testing.assert_array_equal(points, [[1.0, 2.0, 3.0]])
+    flag = f"{path}: ignored 1 point property: flag (points are read from x y z, colours from " \
+        "red green blue)"  # fmt: skip
+    assert [str(w.message) for w in record] == ([flag] if b" flag" in data else [])
 
 
 TRUNCATED = (

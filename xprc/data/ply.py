@@ -269,6 +269,10 @@ def _vertex(path: Path, ply: plyfile.PlyData) -> np.ndarray:
     if "vertex" not in ply:
         names = ", ".join(repr(el.name) for el in ply.elements) or "none"
         raise DataError(path, f"no 'vertex' element (elements: {names})")
+    others = [el for el in ply.elements if el.name != "vertex" and len(el.data)]
+    if others:  # a mesh's faces, say: nothing of them is read
+        shown = ", ".join(f"{printable(el.name)} ({len(el.data):,})" for el in others[:5])
+        warn_data(path, f"read only its 'vertex' element; ignored {shown}", stacklevel=3)
     return np.array(ply["vertex"].data)  # a copy: no memory map of the file outlives the read
 
 
