@@ -66,6 +66,19 @@ def test_blender_transforms_with_a_byte_order_mark_loads(tmp_path):
     assert len(load_blender(tmp_path, "train")) == 3
 
 
+def test_blender_frames_that_repeat_an_image_are_named(tmp_path):
+    meta = blender_scene(tmp_path)
+    meta["frames"].append(dict(meta["frames"][1], file_path="train/r_1.png"))  # the same file
+    path = tmp_path / "transforms_train.json"
+    path.write_text(json.dumps(meta))
+    with pytest.warns(RuntimeWarning) as record:
+        assert len(load_blender(tmp_path, "train")) == 4
+    assert [str(w.message) for w in record] == [
+        f"{path}: 1 frame(s) list an image an earlier frame lists (frame 3 repeats frame 1: "
+        "train/r_1.png); each listing is a view of its own"
+    ]
+
+
 def project(view: View, p):
     pc = view.viewmat[:3, :3].astype(np.float64) @ p + view.viewmat[:3, 3]
     uv = view.K.astype(np.float64) @ (pc / pc[2])
@@ -607,6 +620,31 @@ def test_colmap_txt_malformed_lines(tmp_path):
         load_colmap,
         tmp_path,
     )
+
+
+@pytest.mark.parametrize("fmt", ["bin", "txt"])
+def test_colmap_repeated_point_ids_are_refused(tmp_path, fmt):
+    """A POINT3D_ID twice (the point was kept twice, without a word)."""
+    sparse = tmp_path / "sparse" / "0"
+    colmap_scene(tmp_path, fmt)
+    twice = [*POINTS, (1, [4.0, 5.0, 6.0], [0, 0, 0], 0.1, [])]
+    (write_colmap_bin if fmt == "bin" else write_colmap_txt)(sparse, points=twice)
+    where = "point 3 of 3: POINT3D_ID 1 repeats point 1" if fmt == "bin" else (
+        "line 4: POINT3D_ID 1 repeats line 2")  # fmt: skip
+    expect(sparse / f"points3D.{fmt}", where, load_colmap, tmp_path)
+
+
+def test_colmap_models_beside_sparse_0_are_named(tmp_path):
+    colmap_scene(tmp_path)
+    write_colmap_bin(tmp_path / "sparse" / "1")
+    write_colmap_bin(tmp_path / "sparse" / "2")
+    with pytest.warns(RuntimeWarning) as record:
+        views = load_colmap(tmp_path)
+    assert len(views) == len(IMAGES)
+    assert [str(w.message) for w in record] == [
+        f"{tmp_path / 'sparse'}: holds 3 COLMAP models: only sparse/0 is read, not sparse/1, "
+        "sparse/2 (COLMAP splits what it cannot join; each model has its own images and frame)"
+    ]
 
 
 def test_colmap_image_errors(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..conventions import NUM_DIST
-from ..errors import DataError, warn_data
+from ..errors import DataError, printable, warn_data
 from .datasets import (
     Dataset,
     View,
@@ -267,7 +267,20 @@ def _blender_frames(root: Path, path: Path, meta: dict) -> list[_Frame]:
         out.append(
             _Frame(frame["file_path"], img_path, c2w, K, (W, H, channels), model, dist, unused)
         )
+    _repeated_images(path, out)
     return out
+
+
+def _repeated_images(path: Path, frames: list[_Frame]) -> None:
+    """Warn when frames list the same image (each listing is a view: trained on as often)."""
+    seen: dict[Path, int] = {}
+    repeats = [(i, seen.setdefault(f.image.resolve(), i)) for i, f in enumerate(frames)]
+    repeats = [(i, j) for i, j in repeats if i != j]
+    if repeats:
+        i, j = repeats[0]
+        warn_data(path, f"{len(repeats)} frame(s) list an image an earlier frame lists (frame "
+                  f"{i} repeats frame {j}: {printable(frames[i].name)}); each listing is a "
+                  "view of its own", stacklevel=3)  # fmt: skip
 
 
 def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downscale=1) -> Dataset:

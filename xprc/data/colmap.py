@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..conventions import NUM_DIST
-from ..errors import DataError
+from ..errors import DataError, warn_data
 from .datasets import (
     MAX_IMAGE_PIXELS,
     Dataset,
@@ -206,9 +206,12 @@ def _read_points_bin(path: Path) -> tuple[np.ndarray, np.ndarray]:
     n = r.count("the header", "points", 51)
     xyz = np.empty((n, 3), np.float64)
     rgb = np.empty((n, 3), np.uint8)
+    seen: dict[int, int] = {}
     for k in range(n):
         what = f"point {k + 1} of {n}"
-        _, x, y, z, cr, cg, cb, _err, track = r.read("Q3d3BdQ", what)
+        pid, x, y, z, cr, cg, cb, _err, track = r.read("Q3d3BdQ", what)
+        if seen.setdefault(pid, k) != k:
+            raise DataError(path, f"{what}: POINT3D_ID {pid} repeats point {seen[pid] + 1}")
         r.skip(8 * track, what)  # (image_id, point2D_idx) per observation
         xyz[k] = (x, y, z)
         rgb[k] = (cr, cg, cb)
@@ -334,11 +337,14 @@ def _read_images_txt(path: Path) -> dict[int, ColmapImage]:
 
 def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:
     xyz, rgb = [], []
+    seen: dict[int, int] = {}  # POINT3D_ID -> its line
     what = "POINT3D_ID X Y Z R G B ERROR TRACK[]"
     for lineno, line in _text_lines(path):
         if not _is_data(line):
             continue
-        _, x, y, z, cr, cg, cb, _err = _parse(path, lineno, line.split(), "ifffiiif", what)
+        pid, x, y, z, cr, cg, cb, _err = _parse(path, lineno, line.split(), "ifffiiif", what)
+        if seen.setdefault(pid, lineno) != lineno:  # (a second copy of the point, unsaid)
+            raise DataError(path, f"line {lineno}: POINT3D_ID {pid} repeats line {seen[pid]}")
         xyz.append((x, y, z))
         if not all(0 <= c <= 255 for c in (cr, cg, cb)):  # COLMAP writes uint8 colours
             shown = " ".join(str(c)[:24] for c in (cr, cg, cb))
@@ -359,6 +365,20 @@ def find_file(sparse: Path, stem: str) -> Path:
             require_file(path)
             return path
     raise DataError(sparse / f"{stem}.bin", f"file not found (nor {stem}.txt)")
+
+
+def _other_models(sparse: Path) -> None:
+    """Warn when sparse/ holds models beside 0: COLMAP writes several when it cannot join the
+    images into one reconstruction, and only sparse/0 is read."""
+    if not (sparse / "0").is_dir():
+        return
+    others = sorted(p.name for p in sparse.iterdir() if p.name.isdigit() and p.name != "0"
+                    and p.is_dir())  # fmt: skip
+    if others:
+        listed = ", ".join(f"sparse/{name}" for name in others[:5])
+        warn_data(sparse, f"holds {len(others) + 1} COLMAP models: only sparse/0 is read, not "
+                  f"{listed} (COLMAP splits what it cannot join; each model has its own "
+                  "images and frame)", stacklevel=3)  # fmt: skip
 
 
 def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
@@ -479,6 +499,7 @@ def load_colmap(
     sparse = root / "sparse" / "0"
     if not os.path.lexists(sparse) and (root / "sparse").is_dir():
         sparse = root / "sparse"
+    _other_models(root / "sparse")
     cameras, images, xyz, rgb = read_colmap_model(sparse)  # sparse/0 when neither is a folder
     if not images:
         raise DataError(find_file(sparse, "images"), "no registered images")
