@@ -79,6 +79,21 @@ def test_blender_frames_that_repeat_an_image_are_named(tmp_path):
     ]
 
 
+def test_blender_multi_page_image_reads_its_first_page_and_says_so(tmp_path):
+    meta = blender_scene(tmp_path)
+    pages = [Image.fromarray(np.full((8, 8, 3), v, np.uint8)) for v in (10, 200)]
+    tif = tmp_path / "train" / "r_0.tif"
+    pages[0].save(tif, save_all=True, append_images=pages[1:])
+    meta["frames"][0]["file_path"] = "./train/r_0.tif"
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    with pytest.warns(RuntimeWarning) as record:
+        views = load_blender(tmp_path, "train")
+    assert [str(w.message) for w in record] == [
+        f"{tif}: holds 2 frames (pages); only the first is read"
+    ]  # (and no ResourceWarning: the file is closed; warnings are errors here)
+    np.testing.assert_allclose(views[0].image, 10 / 255, atol=1e-6)
+
+
 def project(view: View, p):
     pc = view.viewmat[:3, :3].astype(np.float64) @ p + view.viewmat[:3, 3]
     uv = view.K.astype(np.float64) @ (pc / pc[2])

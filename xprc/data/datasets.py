@@ -145,6 +145,12 @@ def read_image(path: Path, referenced_by: str, narrowed: list[Path]) -> Image.Im
         except (OSError, SyntaxError, ValueError) as e:
             raise DataError(path, f"unreadable image ({e})") from None
         on_error.pop_all()
+    frames = getattr(img, "n_frames", 1)
+    if frames > 1:  # a multi-page TIFF, an animated GIF: Pillow keeps the file open for them
+        warn_data(path, f"holds {frames} frames (pages); only the first is read", stacklevel=3)
+        first = img.copy()
+        img.close()
+        img = first
     if img.mode.startswith("I;16"):
         return img
     if img.mode in ("I", "F"):
