@@ -766,6 +766,8 @@ DEFINE_CASES = [
                    "0.5 or 1e-3, got '1_0'"),
     ({"k": "\u0663"}, "<command line>: error: -D k: value must be a decimal number such as 2, "
                        "0.5 or 1e-3, got '\\u0663'"),
+    # the last one won, without a word
+    (["k=1", "k = 2"], "<command line>: error: -D k is given twice (1, 2): give it once"),
 ]
 
 

@@ -138,10 +138,10 @@ def viewer_options(p: argparse.ArgumentParser) -> None:
     that `train` can refuse them without --view instead of ignoring them."""
     p.add_argument(
         "--host", type=host_name, default=None,
-        help=f"viewer: address to listen on (default {VIEWER_HOST})",
+        help=f"viewer: address to listen on (default: {VIEWER_HOST})",
     )  # fmt: skip
     p.add_argument(
-        "--port", type=port_number, default=None, help=f"viewer: port (default {VIEWER_PORT})"
+        "--port", type=port_number, default=None, help=f"viewer: port (default: {VIEWER_PORT})"
     )
 
 

@@ -26,8 +26,6 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from xprc.compiler import (
     COMPILER_VERSION,
     ast,
@@ -272,6 +270,12 @@ def parse_defines(defines) -> dict[str, float | int]:
             if not isinstance(d, str) or "=" not in d:
                 raise DefineError(f"-D expects NAME=VALUE, got '{d}'", filename="<command line>")
             name, value = d.split("=", 1)
+            twice = [v for n, v in items if n == name.strip()]
+            if twice:  # (the last one won, without a word)
+                raise DefineError(
+                    f"-D {name.strip()} is given twice ({twice[0]}, {value.strip()}): give it once",
+                    filename="<command line>",
+                )
             items.append((name.strip(), value.strip()))
     out: dict[str, float | int] = {}
     for name, value in items:
@@ -309,22 +313,15 @@ def parse_defines(defines) -> dict[str, float | int]:
                 f"{ascii(text)}",
                 filename="<command line>",
             )
-        f32 = np.float32(value) if abs(float(value)) <= _F32_MAX else np.float32(np.inf)
-        nonzero = float(value) != 0 or (  # 1e-400 is 0.0 already in float64
-            text is not None and re.search(r"[1-9]", re.split(r"[eE]", text)[0]) is not None
-        )
-        if nonzero and not (np.isfinite(f32) and f32 != 0):
+        becomes = parse.float32_becomes(value, text.strip() if text is not None else None)
+        if becomes is not None:  # the same test as the spec's own numbers (parse.py)
             shown = text.strip() if text is not None else repr(value)
             raise DefineError(
-                f"-D {name}: {ascii(shown)} is outside float32's range (renders run in float32, "
-                f"where it would be {'inf' if abs(float(value)) > 1 else '0'})",
+                f"-D {name}: " + parse.outside_float32(ascii(shown), becomes),
                 filename="<command line>",
             )
         out[name] = value
     return out
-
-
-_F32_MAX = float(np.finfo(np.float32).max)
 
 
 # ---------------------------------------------------------------------------------------------

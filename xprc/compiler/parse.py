@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 import lark
+import numpy as np
 from lark import Token, Transformer, v_args
 
 from xprc.compiler import ast
@@ -21,6 +23,12 @@ MAX_SIZE_DIGITS = 6  # a size or degree in a type, `sh(3)`
 # Deepest nesting of the parse tree (brackets, calls, unary signs, terms of one sum...). The
 # later stages recurse over it; driver.py runs them with a stack sized for this depth.
 MAX_DEPTH = 2000
+
+# float32, what renders and training run in: its largest value, and its smallest normal one.
+# XLA flushes smaller (subnormal) float32 values to zero on CPU, GPU and TPU alike, so a guard
+# `max(x, 1e-40)` is `max(x, 0)` once traced.
+F32_MAX = float(np.finfo(np.float32).max)  # 3.4028235e38
+F32_TINY = float(np.finfo(np.float32).tiny)  # 1.1754944e-38
 
 # How tokens are named in "expected ..." messages.
 _TOKEN_TEXT = {
@@ -175,6 +183,9 @@ class _Build(Transformer):
         value = int(text.lstrip("0") or "0") if text.isdigit() else float(text)
         if not math.isfinite(value):
             raise _Located("number too large (beyond the float64 range)", _loc(c[0]))
+        becomes = float32_becomes(value, text)
+        if becomes is not None:
+            raise _Located(outside_float32(f"number {text}", becomes), _loc(c[0]))
         return ast.Num(_loc(c[0]), value, text)
 
     def name(self, meta, c):
@@ -194,6 +205,34 @@ class _Build(Transformer):
         return ast.Comprehension(
             ast.Loc(meta.line, meta.column), body, str(var), _loc(var), start, stop
         )
+
+
+def float32_becomes(value, text: str | None = None) -> str | None:
+    """What float32 makes of a finite nonzero number it cannot hold: 'inf' beyond F32_MAX, '0'
+    below F32_TINY (a subnormal is flushed to zero); None for a number it holds, and for zero.
+    `text`, the number as written, tells 1e-400 (already 0.0 in float64) from a written zero.
+    The one test for spec literals, folded constants, inits and `-D` values."""
+    try:
+        x = float(value)
+    except OverflowError:  # an integer past float64
+        return "inf"
+    nonzero = x != 0 or (
+        text is not None and re.search(r"[1-9]", re.split(r"[eE]", text)[0]) is not None
+    )
+    if not nonzero:
+        return None
+    with np.errstate(over="ignore"):  # rounded as float32 reads it: 3.4028235e38 is its max
+        f32 = abs(float(np.float32(x)))
+    if f32 > F32_MAX:
+        return "inf"
+    return "0" if f32 < F32_TINY else None
+
+
+def outside_float32(shown: str, becomes: str) -> str:
+    """The message for a number float32 cannot hold: `shown` is how the number is named."""
+    return (
+        f"{shown} is outside float32's range (renders run in float32, where it would be {becomes})"
+    )
 
 
 class _Located(Exception):

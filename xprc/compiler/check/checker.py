@@ -40,6 +40,7 @@ from xprc.compiler.names import (
     vec_size,
     work,
 )
+from xprc.compiler.parse import float32_becomes, outside_float32
 from xprc.errors import (
     DefineError,
     DuplicateError,
@@ -257,6 +258,15 @@ class Checker(OutputChecks, ParamChecks, CallChecks, StatementChecks, ExprChecks
                 raise self.err(
                     StaticError,
                     f"constant '{item.name}' is not finite (it folds to {value.extra})",
+                    item.value.loc,
+                )
+            # Literals are checked as read; a fold past float32's max (1e20 * 1e20) here. A fold
+            # below its smallest normal is left alone: sigmoid(-700) is 0 in float32 too.
+            becomes = float32_becomes(value.extra)
+            if becomes == "inf":
+                raise self.err(
+                    StaticError,
+                    outside_float32(f"constant '{item.name}' = {value.extra!r}", becomes),
                     item.value.loc,
                 )
             self.ctx.consts[item.name] = Binding("const", value, item.loc)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from xprc.activations import init_problem
 from xprc.compiler import ast
 from xprc.compiler.ast import SCALAR, Loc, MatT, ScalarT, VecT
 from xprc.compiler.check import invert
@@ -22,6 +23,7 @@ from xprc.compiler.names import (
     unparse,
     vec_size,
 )
+from xprc.compiler.parse import float32_becomes, outside_float32
 from xprc.errors import (
     DuplicateError,
     StaticError,
@@ -148,12 +150,33 @@ class ParamChecks:
                         f"{c.key} of '{p.name}' must be a finite number{bound}, got {x!r}",
                         v.loc,
                     )
+                becomes = float32_becomes(x)  # a fold (a literal is checked as it is read)
+                if becomes == "inf":  # (one below float32's smallest normal: 0, as computed)
+                    raise self.err(
+                        StaticError, outside_float32(f"{c.key} {x!r} of '{p.name}'", becomes), v.loc
+                    )
                 if c.key == "lr":
                     info.lr = x
                 else:
                     info.init = x
-                    if info.activation not in (*NAMED_ACTIVATIONS, "identity"):
+                    if info.activation in (*NAMED_ACTIVATIONS, "identity"):
+                        self.init_in_range(p, info, x, v.loc)
+                    else:
                         info.init_raw = self.init_raw(p, x, v.loc)
+
+    def init_in_range(self, p: ast.Param, info: ast.ParamInfo, value: float, loc: Loc) -> None:
+        """A numeric init through a named activation: the trainer inverts it (activations.py),
+        clipping what it cannot invert, so a value it would change is an error here."""
+        problem = init_problem(info.activation, value, math.prod(info.shape))
+        if problem is None:
+            return
+        kind, why = problem
+        head = f"init {value!r} of '{p.name}'"
+        if kind == "unreachable":
+            text = f"{head}: no raw value gives it through the activation '{unparse(p.activation)}'"
+        else:
+            text = f"{head}: too close to the edge of the activation '{unparse(p.activation)}'"
+        raise self.err(StaticError, f"{text} ({why})", loc)
 
     def init_raw(self, p: ast.Param, value: float, loc: Loc) -> float:
         """The raw value whose activation (applied per component) is `value`."""
