@@ -216,6 +216,29 @@ def test_fisheye_limit_is_the_first_maximum_of_theta_d():
     np.testing.assert_allclose(1 + 9 * -0.05 * lim4**8, 0.0, atol=1e-9)
 
 
+def test_fisheye_pixels_beyond_the_image_circle_get_the_nearest_valid_ray():
+    """Beyond theta_d(theta_max) no angle reaches a pixel: its ray is the one at theta_max in
+    the pixel's direction (a Newton step from the fold threw it behind the camera); pixels
+    inside still round-trip."""
+    k1 = -0.2
+    cam = Camera(viewmat=np.eye(4), K=np.diag([30.0, 30.0, 1.0]), width=W, height=H,
+                 model="fisheye", dist=[k1, 0.0, 0.0, 0.0])  # fmt: skip
+    limit = 1 / np.sqrt(-3 * k1)
+    td_max = limit * (1 + k1 * limit**2)
+    radius = np.array([0.3, 0.9 * td_max, 1.01 * td_max, 1.5 * td_max, 3.0])  # normalised
+    azimuth = np.array([0.0, 1.0, 2.0, -2.5, 0.7])
+    px, py = 30.0 * radius * np.cos(azimuth), 30.0 * radius * np.sin(azimuth)
+    _, d = cam.pixel_rays(px, py)
+    d = np.asarray(d)
+    polar = np.arccos(d[:, 2] / np.linalg.norm(d, axis=1))
+    beyond = radius > td_max
+    np.testing.assert_allclose(polar[beyond], limit, atol=1e-6)
+    np.testing.assert_allclose(np.arctan2(d[:, 1], d[:, 0]), azimuth, atol=1e-6)
+    u, v = cam.project(d[~beyond, 0], d[~beyond, 1], d[~beyond, 2])
+    np.testing.assert_allclose(np.stack([u, v], 1), np.stack([px, py], 1)[~beyond], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(cam.pixel_valid(px, py)), ~beyond)
+
+
 def test_opencv_invalid_where_radial_factor_leaves_range():
     cam = Camera(viewmat=np.eye(4), K=np.diag([30.0, 30.0, 1.0]), width=W, height=H,
                  model="opencv", dist=[0.5])  # fmt: skip

@@ -292,8 +292,8 @@ def test_fisheye_pixels_beyond_the_image_circle_are_counted_and_warned(blob):
         np.arange(LENS_W) + 0.5, np.arange(LENS_H) + 0.5))), outside)  # fmt: skip
     message = (
         rf"^{want:,} pixel\(s\) lie outside the fisheye lens model's valid domain \(beyond "
-        r"theta_max, .* the image circle\); no ray reaches them, so they show the content of a "
-        r"ray whose angle was clipped"
+        r"theta_max, .* the image circle\); no ray reaches them, so they show the nearest valid "
+        r"ray's content, at theta_max"
     )
     with pytest.warns(RuntimeWarning, match=message):
         stats = _render_stats(blob, cam)

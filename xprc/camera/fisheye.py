@@ -31,7 +31,7 @@ def domain(x, y, z, dist):
 
 def pixel_domain(a, b, dist):
     """Some theta in [0, theta_max] reaches the pixel's radius: theta_d <= theta_d(theta_max).
-    Beyond it (outside the image circle) `rays` clips the angle: the ray is a guess."""
+    Beyond it (outside the image circle) `rays` gives the nearest valid ray, at theta_max."""
     limit = theta_max(dist).astype(a.dtype)
     td_max = limit * _poly(limit * limit, lax.stop_gradient(dist[:4]).astype(a.dtype))
     return jnp.sqrt(a * a + b * b) <= td_max
@@ -159,10 +159,12 @@ def _unproject(a, b, dist, theta_max):
     theta, _, _ = lax.fori_loop(0, NEWTON_STEPS, body, (theta0, lo0, hi0))
     theta = sk(theta)
     # Differentiable final Newton step (implicit-function gradients w.r.t. pixel and k).
-    # Pixels beyond the lens limit (no solution) stay finite: bounded step, clipped angle.
     slope = jnp.maximum(_dtheta(theta, k), 1e-6)
-    theta = theta - (theta * _poly(theta * theta, k) - td) / slope
-    theta = jnp.clip(theta, 0.0, np.pi)
+    stepped = jnp.clip(theta - (theta * _poly(theta * theta, k) - td) / slope, 0.0, np.pi)
+    # A pixel beyond the image circle has no solution: the search stops at theta_max, where the
+    # slope is 0 and a Newton step would throw the ray behind the camera. It keeps theta_max,
+    # the nearest valid ray (counted: Camera.lens_outside).
+    theta = jnp.where(td_fixed > sk(td_max), sk(theta_max), stepped)
     # sin(theta)/theta_d -> 1 on the axis.
     sin_over_td = jnp.where(nz, jnp.sin(theta) / jnp.where(nz, td, 1.0), 1.0)
     return jnp.stack([a * sin_over_td, b * sin_over_td, jnp.cos(theta)], axis=-1)

@@ -152,8 +152,8 @@ def alpha_message(count: int) -> str:
 
 _LENS_DOMAINS = {  # model -> (where its domain ends, what that means for those pixels)
     "fisheye": ("beyond theta_max, the first maximum of theta_d(theta): outside the image "
-                "circle", "no ray reaches them, so they show the content of a ray whose angle "
-                "was clipped"),
+                "circle", "no ray reaches them, so they show the nearest valid ray's content, "
+                "at theta_max"),
     "opencv": ("the radial factor of their undistorted point leaves (0.8, 1.2), where the "
                "model's projection is defined, or their undistortion did not converge",
                "their rays are exact where undistortion converged, a guess where it did not"),
