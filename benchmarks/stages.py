@@ -2,13 +2,15 @@
 
     python benchmarks/stages.py                    # garden workload, 3DGS, 3DGUT, octahedron
     python benchmarks/stages.py --methods 3dgs,2dgs --compositors xla,pallas
+    python benchmarks/stages.py --methods 3dgrt_k1 --totals-only --dense none  # two compiles
 
 For each spec and compositor, on the garden workload (a random scene of its size without it):
 the counting pass, projection, projection + binning + sort, the whole forward (the rest is
 compositing, with its layout and gather), forward + backward, XLA compile times, and the dense
 same-maths baseline (`benchmarks/dense.py`) for the forward's ratio. On a CPU the Pallas kernels
 run interpreted (correct, not fast): measure them on a TPU. Prints a markdown table and writes
-benchmarks/results/stages.json.
+benchmarks/results/stages.json, after each spec too, and each compile time and camera's time on
+stderr as it comes (a device run cut short by its time limit keeps them).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from benchmarks.run import SPECS, fmt_table, machine, workload, write_json  # no
 from xprc.camera import Camera  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
 from xprc.data.workloads import adapt_params  # noqa: E402
+from xprc.method_info import MethodInfo  # noqa: E402
 from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
 from xprc.pipeline import capacity as cap  # noqa: E402
 from xprc.pipeline.binning import TileGrid, bin_and_sort  # noqa: E402
@@ -50,6 +53,11 @@ def timed(fn, *args, repeat=5):
     return statistics.median(times)
 
 
+def _say(line: str) -> None:
+    """Progress on stderr, at once (a device run cut short by its time limit keeps it)."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def stage_fns(method, config: RenderConfig, grid: TileGrid):
     """Jitted prefixes of the render: projection, and projection + binning + sort."""
 
@@ -66,7 +74,7 @@ def stage_fns(method, config: RenderConfig, grid: TileGrid):
     return jax.jit(project), jax.jit(binned)
 
 
-def measure(method, params, cams, compositor: str, repeat: int, dense: bool):
+def measure(method, params, cams, compositor: str, repeat: int, dense: bool, totals_only=False):
     params = prepare_params(method, {k: jnp.asarray(v) for k, v in params.items()})
     config = RenderConfig(compositor=compositor, on_overflow="ignore")
     config = sized_config(method, params, Camera.stack(cams), config)
@@ -80,27 +88,35 @@ def measure(method, params, cams, compositor: str, repeat: int, dense: bool):
         return jnp.sum(fwd(p, c, None).image)
 
     grad = jax.jit(jax.grad(loss))
+    name = MethodInfo.of(method).name
     t0 = time.perf_counter()
     fwd_c = fwd.lower(params, cam, None).compile()
     t1 = time.perf_counter()
+    _say(f"[compile] {name} {compositor}: forward {t1 - t0:.1f} s")
     grad_c = grad.lower(params, cam).compile()
     t2 = time.perf_counter()
+    _say(f"[compile] {name} {compositor}: gradient {t2 - t1:.1f} s")
     row = {"compositor": compositor, "entry_capacity": config.max_entries,
            "compile_fwd_s": t1 - t0, "compile_grad_s": t2 - t1}  # fmt: skip
     per = {k: [] for k in ("count", "project", "bin_sort", "forward", "fwd_bwd", "dense")}
     for c in cams:
+        per["forward"].append(timed(fwd_c, params, c, None, repeat=repeat))
+        per["fwd_bwd"].append(timed(grad_c, params, c, repeat=repeat))
+        _say(f"[time] {name} {compositor}: forward {per['forward'][-1] * 1e3:.1f} ms, fwd+bwd "
+             f"{per['fwd_bwd'][-1] * 1e3:.1f} ms")  # fmt: skip
+        if totals_only:
+            continue
         per["count"].append(timed(count, params, c, repeat=repeat))
         per["project"].append(timed(project, params, c, repeat=repeat))
         per["bin_sort"].append(timed(binned, params, c, repeat=repeat))
-        per["forward"].append(timed(fwd_c, params, c, None, repeat=repeat))
-        per["fwd_bwd"].append(timed(grad_c, params, c, repeat=repeat))
         if dense:
             d = dense_fn(method, dataclasses.replace(config, compositor="xla"))
             per["dense"].append(timed(d, params, c, repeat=repeat))
     for k, v in per.items():
         row[f"{k}_s"] = float(np.mean(v)) if v else None
-    row["composite_s"] = row["forward_s"] - row["bin_sort_s"]
-    row["bin_sort_only_s"] = row["bin_sort_s"] - row["project_s"]
+    if not totals_only:
+        row["composite_s"] = row["forward_s"] - row["bin_sort_s"]
+        row["bin_sort_only_s"] = row["bin_sort_s"] - row["project_s"]
     if row["dense_s"]:
         row["forward_vs_dense"] = row["forward_s"] / row["dense_s"]
     return row
@@ -119,6 +135,10 @@ def main(argv=None):
         help="comma list of methods to time the dense baseline for (default: all)",
     )  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="a small random scene (smoke run)")
+    ap.add_argument(
+        "--totals-only", action="store_true",
+        help="time only the forward and fwd+bwd (two compilations a spec instead of five)",
+    )  # fmt: skip
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "stages.json"))
     args = ap.parse_args(argv)
     on_tpu = jax.default_backend() == "tpu"
@@ -132,11 +152,13 @@ def main(argv=None):
         for comp in compositors:
             row = measure(method, adapt_params(method, params), cams, comp,
                           1 if args.quick else args.repeat,
-                          dense=comp == compositors[0] and name in dense)  # fmt: skip
+                          dense=comp == compositors[0] and name in dense,
+                          totals_only=args.totals_only)  # fmt: skip
             row["method"] = name
             results["rows"].append(row)
-            print(f"[done] {name} {comp}: forward {row['forward_s'] * 1e3:.1f} ms, fwd+bwd "
-                  f"{row['fwd_bwd_s'] * 1e3:.1f} ms", file=sys.stderr, flush=True)  # fmt: skip
+            _say(f"[done] {name} {comp}: forward {row['forward_s'] * 1e3:.1f} ms, fwd+bwd "
+                 f"{row['fwd_bwd_s'] * 1e3:.1f} ms")  # fmt: skip
+            write_json(args.out, results, "(so far) ")  # a run cut short keeps what it measured
 
     def ms(key):
         return lambda r: "-" if r.get(key) is None else f"{r[key] * 1e3:.1f}"
