@@ -202,3 +202,10 @@ def test_digits_that_are_an_index_and_another_views_name_are_refused():
     assert _pick_views(views, "0", "test") == [(0, views[0])]  # index and name agree
     with pytest.raises(XprError, match=r"--view #9: the test split has 9 views \(0..8\)"):
         _pick_views(views, "#9", "test")
+
+
+def test_digits_past_the_views_that_name_one_are_that_view():
+    from xprc.cli.render import _pick_views
+
+    views = [_View(f"images/{n}.png") for n in (1, 12, 20)]
+    assert _pick_views(views, "12", "test") == [(1, views[1])]

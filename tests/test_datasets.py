@@ -94,6 +94,45 @@ def test_blender_multi_page_image_reads_its_first_page_and_says_so(tmp_path):
     np.testing.assert_allclose(views[0].image, 10 / 255, atol=1e-6)
 
 
+def test_a_damaged_later_frame_is_an_unreadable_image(tmp_path):
+    """The first frame decodes, counting the frames fails: a DataError, not a traceback."""
+    from xprc.data.datasets import read_image
+
+    frames = [Image.fromarray(np.full((8, 8, 3), v, np.uint8)) for v in (10, 200)]
+    whole = tmp_path / "whole.gif"
+    frames[0].save(whole, save_all=True, append_images=frames[1:])
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.gif"
+
+    def frames_countable(n: int) -> bool:
+        cut.write_bytes(data[:n])
+        try:
+            with Image.open(cut) as im:
+                return im.n_frames > 0
+        except Exception:
+            return False
+
+    # the longest cut whose frames cannot be counted (the second frame's data is damaged)
+    n = next(n for n in range(len(data) - 1, 0, -1) if not frames_countable(n))
+    cut.write_bytes(data[:n])
+    with Image.open(cut) as im:
+        im.load()  # frame 0 is intact: only the count fails
+    with pytest.raises(DataError, match=r"unreadable image"):
+        read_image(cut, "test", [])
+
+
+def test_a_jpeg_preview_is_not_a_page(tmp_path):
+    """Camera JPEGs carry an MPF preview (Pillow: MPO, 2 frames): no warning."""
+    from xprc.data.datasets import read_image
+
+    photo = Image.fromarray(np.full((16, 16, 3), 90, np.uint8))
+    path = tmp_path / "cam.jpg"
+    photo.save(path, format="MPO", save_all=True, append_images=[photo.resize((4, 4))])
+    with Image.open(path) as im:
+        assert im.format == "MPO" and im.n_frames == 2
+    assert read_image(path, "test", []).size == (16, 16)  # (warnings are errors here)
+
+
 def project(view: View, p):
     pc = view.viewmat[:3, :3].astype(np.float64) @ p + view.viewmat[:3, 3]
     uv = view.K.astype(np.float64) @ (pc / pc[2])
@@ -174,9 +213,10 @@ def test_blender_downscale(tmp_path):
         load_blender(tmp_path, downscale=0.5)
     assert load_blender(tmp_path, downscale=8)[0].image.shape == (1, 1, 3)
     # (it was read as one pixel, whatever the factor)
-    with pytest.raises(DataError, match=r"--downscale 17 leaves no pixel of this 8x8 image "
-                       r"\(it can be at most 8\)"):  # fmt: skip
-        load_blender(tmp_path, downscale=17)
+    for factor in (9, 17):
+        with pytest.raises(DataError, match=rf"downscale {factor} leaves less than a pixel of "
+                           r"this 8x8 image \(it can be at most 8\)"):  # fmt: skip
+            load_blender(tmp_path, downscale=factor)
 
 
 def test_blender_instant_ngp_intrinsics_and_points(tmp_path):

@@ -354,3 +354,20 @@ def test_mild_lenses_and_pinholes_report_no_pixels_outside(blob):
         assert int(_render_stats(blob, cam)["lens_outside"]) == 0
         assert int(cam.lens_outside(np.float32)) == 0
     assert bool(np.all(np.asarray(cams[2].pixel_valid(0.5, [0.5, 1e6]))))
+
+
+def test_lens_outside_of_a_stack_says_so():
+    """One camera at a time (the renderer vmaps): a stack was a broadcasting TypeError."""
+    import jax
+    import numpy as np
+    import pytest
+
+    from xprc.camera import Camera
+    from xprc.camera.camera import CameraError
+
+    cam = _lens_camera("fisheye", [-0.06, 0.001, 0.0, 0.0], 200.0)
+    both = Camera.stack([cam, cam])
+    with pytest.raises(CameraError, match="take one camera, not a Camera.stack: jax.vmap"):
+        both.lens_outside()
+    counts = jax.vmap(lambda c: c.lens_outside())(both)
+    np.testing.assert_array_equal(counts, [int(cam.lens_outside())] * 2)

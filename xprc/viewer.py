@@ -106,7 +106,8 @@ def _check_host(host: str, port: int) -> None:
             probe.bind(address)
     except (OSError, UnicodeError) as e:
         why = getattr(e, "strerror", None) or str(e)
-        raise XprError(f"viewer: cannot listen on {host}:{port} ({why})") from None
+        where = http_url(host, port).removeprefix("http://")  # ([::1]:8080)
+        raise XprError(f"viewer: cannot listen on {where} ({why})") from None
 
 
 def http_url(host: str, port: int) -> str:

@@ -353,6 +353,9 @@ class Camera:
     def _normalised(self, px, py):
         """Pixels -> normalised distorted coordinates ((px - cx) / fx, (py - cy) / fy) and the
         dtype, broadcast; without gradient (for the domain tests)."""
+        if self.K.ndim != 2:  # (K[0, 2] would be a row of camera 0, dist[:4] four cameras)
+            raise CameraError("pixel_valid / lens_outside take one camera, not a Camera.stack: "
+                              "jax.vmap over the stack")  # fmt: skip
         px, py = jnp.broadcast_arrays(jnp.asarray(px), jnp.asarray(py))
         dt = self._dtype(px, py)
         K = jax.lax.stop_gradient(self.K).astype(dt)

@@ -10,8 +10,8 @@ model where it uses them):
   `near < z < far` (None: everywhere).
 - `pixel_domain(a, b, dist) -> bool array | None`: the normalised distorted pixel
   `((u - cx) / fx, (v - cy) / fy)` has a ray in the valid domain (None: every pixel does); the
-  renderer counts the image's pixel centres outside it (`stats['lens_outside']`, warned about),
-  whose rays are guesses.
+  renderer counts the image's pixel centres outside it (`stats['lens_outside']`, warned about:
+  `capacity.lens_message` says what each model's pixels there show).
 - `jacobian(x, y, z, fx, fy, dist) -> (j00, j01, j02, j10, j11, j12)`: d(u, v)/d(x, y, z).
 - `rays(a, b, dist) -> (origin, direction)`: camera-space rays [..., 3] through the normalised
   pixel `((u - cx) / fx, (v - cy) / fy)`; a central model's directions have unit length.

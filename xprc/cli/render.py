@@ -54,8 +54,8 @@ def _pick_views(views, view: str, split: str) -> list:
         return list(enumerate(views))
     index = view.removeprefix("#")
     named = [] if view.startswith("#") else _named_views(views, view)
-    if index.isascii() and index.isdigit():  # (int() takes other scripts' digits too)
-        i = int(index)
+    if index.isascii() and index.isdigit() and not (named and int(index) >= len(views)):
+        i = int(index)  # (int() takes other scripts' digits too; '12' past the views: a name)
         if i >= len(views):
             raise XprError(
                 f"--view {view}: the {split} split has {len(views)} views (0..{len(views) - 1})"

@@ -142,15 +142,16 @@ def read_image(path: Path, referenced_by: str, narrowed: list[Path]) -> Image.Im
         on_error.callback(img.close)
         try:
             img.load()
-        except (OSError, SyntaxError, ValueError) as e:
+            frames = getattr(img, "n_frames", 1)  # (walks every frame: a damaged one raises)
+        except (OSError, SyntaxError, ValueError, IndexError, EOFError) as e:
             raise DataError(path, f"unreadable image ({e})") from None
-        on_error.pop_all()
-    frames = getattr(img, "n_frames", 1)
-    if frames > 1:  # a multi-page TIFF, an animated GIF: Pillow keeps the file open for them
-        warn_data(path, f"holds {frames} frames (pages); only the first is read", stacklevel=3)
-        first = img.copy()
-        img.close()
-        img = first
+        if frames == 1:
+            on_error.pop_all()
+        else:  # Pillow keeps a multi-frame file open: a copy of frame 0, and the file closed
+            if img.format != "MPO":  # (a camera JPEG's embedded preview is not a page)
+                warn_data(path, f"holds {frames} frames (pages); only the first is read",
+                          stacklevel=3)  # fmt: skip
+            img = img.copy()
     if img.mode.startswith("I;16"):
         return img
     if img.mode in ("I", "F"):
@@ -269,16 +270,15 @@ def to_view_image(img: Image.Image, size: tuple[int, int], background) -> tuple:
 
 def scaled_size(width: int, height: int, downscale: float, image=None) -> tuple[int, int]:
     """The size of a `width` x `height` image read at 1/downscale. With `image` (the file, for
-    the message), a factor that leaves no whole pixel is a DataError (it was read as 1 pixel)."""
+    the message), a factor larger than a side is a DataError (it was read as 1 pixel)."""
     if downscale == 1:
         return width, height
-    w, h = round(width / downscale), round(height / downscale)
-    if image is not None and min(w, h) < 1:
+    if image is not None and min(width, height) < downscale:
         raise DataError(
-            image, f"--downscale {downscale:g} leaves no pixel of this {width}x{height} image "
-            f"(it can be at most {min(width, height)})",
+            image, f"downscale {downscale:g} leaves less than a pixel of this {width}x{height} "
+            f"image (it can be at most {min(width, height)})",
         )  # fmt: skip
-    return max(1, w), max(1, h)
+    return max(1, round(width / downscale)), max(1, round(height / downscale))
 
 
 def scale_K(K: np.ndarray, sx: float, sy: float) -> np.ndarray:

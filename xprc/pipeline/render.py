@@ -57,7 +57,7 @@ class RenderOutput:
            alpha_out_of_range ((pixel, primitive) evaluations inside the image whose alpha
            was NaN or outside [0, 1] (signed: (-1, 1)) and was clamped; warned about),
            lens_outside (pixel centres whose ray is outside the lens model's valid domain,
-           `Camera.lens_outside`: their content is a guess; 0 for pinhole and ortho; warned about)
+           `Camera.lens_outside`; 0 for pinhole and ortho; warned about, saying what it means)
     """
 
     def __init__(self, image, alpha, depth, stats, mode, extra=None, distortion=None):

@@ -94,75 +94,83 @@ class ParamChecks:
             seen.add(c.key)
             v = c.value
             if c.key == "role":
-                if v.id not in ROLES:
-                    hint = suggest(v.id, ROLES) or " (expected position, opacity or scale)"
-                    raise self.err(UnknownNameError, f"unknown role '{v.id}'{hint}", v.loc)
-                need = {"position": VecT(3), "opacity": SCALAR}.get(v.id)
-                if v.id == "scale" and not isinstance(info.type, (ScalarT, VecT)):
-                    raise self.err(
-                        XprTypeError,
-                        f"role 'scale' needs a scalar or vector parameter, '{p.name}' is "
-                        f"{declared}",
-                        v.loc,
-                    )
-                if need is not None and ast.plain(info.type) != need:
-                    raise self.err(
-                        XprTypeError,
-                        f"role '{v.id}' needs a {need} parameter, '{p.name}' is {declared}",
-                        v.loc,
-                    )
-                info.role = v.id
+                info.role = self.role(p, info, v, declared)
             elif c.key == "init" and isinstance(v, ast.Name) and v.id in INIT_RULES:
-                if v.id == "points" and ast.plain(info.type) != VecT(3):
-                    raise self.err(
-                        XprTypeError,
-                        f"init 'points' needs a vec3 parameter, '{p.name}' is {declared}",
-                        v.loc,
-                    )
-                if v.id == "colors" and ast.plain(info.type) != VecT(3) and info.kind != "sh":
-                    raise self.err(
-                        XprTypeError,
-                        f"init 'colors' needs a vec3 or sh parameter, '{p.name}' is {declared}",
-                        v.loc,
-                    )
-                info.init = v.id
+                info.init = self.init_rule(p, info, v, declared)
             else:
-                if c.key == "init" and isinstance(v, ast.Name) and v.id not in self.ctx.consts:
-                    hint = suggest(v.id, INIT_RULES) or (
-                        " (expected " + ", ".join(INIT_RULES) + " or a number)"
-                    )
-                    raise self.err(UnknownNameError, f"unknown init rule '{v.id}'{hint}", v.loc)
-                what = "a compile-time number"
-                if c.key == "init":
-                    what = "a rule name or " + what
-                value = self.expr(v, Scope("constant"))
-                if not _is_num(value):
-                    raise self.err(
-                        StaticError,
-                        f"{c.key} of '{p.name}' must be {what}, got {value.type}",
-                        v.loc,
-                    )
-                x = float(value.extra)
-                if not math.isfinite(x) or (c.key == "lr" and x < 0):
-                    bound = " >= 0" if c.key == "lr" else ""
-                    raise self.err(
-                        StaticError,
-                        f"{c.key} of '{p.name}' must be a finite number{bound}, got {x!r}",
-                        v.loc,
-                    )
-                becomes = float32_becomes(x)  # a fold (a literal is checked as it is read)
-                if becomes == "inf":  # (one below float32's smallest normal: 0, as computed)
-                    raise self.err(
-                        StaticError, outside_float32(f"{c.key} {x!r} of '{p.name}'", becomes), v.loc
-                    )
-                if c.key == "lr":
-                    info.lr = x
-                else:
-                    info.init = x
-                    if info.activation in (*NAMED_ACTIVATIONS, "identity"):
-                        self.init_in_range(p, info, x, v.loc)
-                    else:
-                        info.init_raw = self.init_raw(p, x, v.loc)
+                self.number_clause(p, info, c.key, v)
+
+    def role(self, p: ast.Param, info: ast.ParamInfo, v, declared: str) -> str:
+        """A `role` clause's name, checked against the parameter's type."""
+        if v.id not in ROLES:
+            hint = suggest(v.id, ROLES) or " (expected position, opacity or scale)"
+            raise self.err(UnknownNameError, f"unknown role '{v.id}'{hint}", v.loc)
+        need = {"position": VecT(3), "opacity": SCALAR}.get(v.id)
+        if v.id == "scale" and not isinstance(info.type, (ScalarT, VecT)):
+            raise self.err(
+                XprTypeError,
+                f"role 'scale' needs a scalar or vector parameter, '{p.name}' is {declared}",
+                v.loc,
+            )
+        if need is not None and ast.plain(info.type) != need:
+            raise self.err(
+                XprTypeError,
+                f"role '{v.id}' needs a {need} parameter, '{p.name}' is {declared}",
+                v.loc,
+            )
+        return v.id
+
+    def init_rule(self, p: ast.Param, info: ast.ParamInfo, v, declared: str) -> str:
+        """An `init` rule name (points, colors, ...), checked against the parameter's type."""
+        if v.id == "points" and ast.plain(info.type) != VecT(3):
+            raise self.err(
+                XprTypeError,
+                f"init 'points' needs a vec3 parameter, '{p.name}' is {declared}",
+                v.loc,
+            )
+        if v.id == "colors" and ast.plain(info.type) != VecT(3) and info.kind != "sh":
+            raise self.err(
+                XprTypeError,
+                f"init 'colors' needs a vec3 or sh parameter, '{p.name}' is {declared}",
+                v.loc,
+            )
+        return v.id
+
+    def number_clause(self, p: ast.Param, info: ast.ParamInfo, key: str, v) -> None:
+        """A numeric `lr` or `init` (a compile-time expression) -> info.lr / .init (and the raw
+        value of an init through an activation expression)."""
+        if key == "init" and isinstance(v, ast.Name) and v.id not in self.ctx.consts:
+            hint = suggest(v.id, INIT_RULES) or (
+                " (expected " + ", ".join(INIT_RULES) + " or a number)"
+            )
+            raise self.err(UnknownNameError, f"unknown init rule '{v.id}'{hint}", v.loc)
+        what = "a compile-time number"
+        if key == "init":
+            what = "a rule name or " + what
+        value = self.expr(v, Scope("constant"))
+        if not _is_num(value):
+            raise self.err(
+                StaticError, f"{key} of '{p.name}' must be {what}, got {value.type}", v.loc
+            )
+        x = float(value.extra)
+        if not math.isfinite(x) or (key == "lr" and x < 0):
+            bound = " >= 0" if key == "lr" else ""
+            raise self.err(
+                StaticError, f"{key} of '{p.name}' must be a finite number{bound}, got {x!r}", v.loc
+            )
+        becomes = float32_becomes(x)  # a fold (a literal is checked as it is read)
+        if becomes == "inf":  # (one below float32's smallest normal: 0, as computed)
+            raise self.err(
+                StaticError, outside_float32(f"{key} {x!r} of '{p.name}'", becomes), v.loc
+            )
+        if key == "lr":
+            info.lr = x
+            return
+        info.init = x
+        if info.activation in (*NAMED_ACTIVATIONS, "identity"):
+            self.init_in_range(p, info, x, v.loc)
+        else:
+            info.init_raw = self.init_raw(p, x, v.loc)
 
     def init_in_range(self, p: ast.Param, info: ast.ParamInfo, value: float, loc: Loc) -> None:
         """A numeric init through a named activation: the trainer inverts it (activations.py),
