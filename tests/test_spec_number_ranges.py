@@ -15,6 +15,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from test_errors import BASE  # the same small spec
 
 from xprc.activations import INVERSES, init_problem, inverse
 from xprc.compiler import driver, parse
@@ -23,21 +24,6 @@ from xprc.resources import shipped_specs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SPEC_3DGS = (ROOT / "specs" / "3dgs.xpr").read_text()
-
-BASE = """primitive Blob
-param means : vec3
-param opacities : scalar = sigmoid(raw)
-const k = 2
-projection {
-  p = camera.world_to_camera(means)
-  emit centre = camera.project(p), depth = p.z, radius = 3.0, valid = p.z > camera.near
-}
-response {
-  d = pixel - centre
-  alpha = min(0.99, opacities * exp(-dot(d, d)))
-}
-color = [1, 1, 1]
-"""
 
 
 def sub(old, new, text=BASE):
