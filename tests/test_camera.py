@@ -372,6 +372,14 @@ def test_constructor_keeps_dtypes_pads_dist_and_validates():
         (dict(dist=np.zeros(13)), "dist must have at most 12 entries, got (13,)"),
         (dict(width=0), "width and height must be positive ints, got 0x6"),
         (dict(near=2.0, far=1.0), "need 0 <= near < far, got near=2.0, far=1.0"),
+        # only fx, fy, cx, cy are read: these rendered as if the entry were not there
+        (dict(K=K * 2),
+         "K's last row must be [0, 0, 1], got [0.0, 0.0, 2.0] (divide K by K[2, 2])"),
+        (dict(K=K + np.array([[0, 3, 0], [0, 0, 0], [0, 0, 0]], np.float32)),
+         "K has a skew or shear (K[0, 1] = 3.0, K[1, 0] = 0.0): the camera models have none; "
+         "only fx, fy, cx and cy are read"),
+        (dict(viewmat=np.vstack([np.eye(4)[:3], [1.0, 2.0, 3.0, 4.0]])),
+         "viewmat's last row must be [0, 0, 0, 1]; off by 3"),
     ]:
         base = dict(viewmat=np.eye(4), K=K, width=8, height=6)
         with pytest.raises(CameraError) as info:
@@ -536,3 +544,25 @@ def test_coefficients_the_model_does_not_read_are_refused(model, dist, slots):
     ok = Camera(viewmat=np.eye(4), K=K, width=64, height=48, model=model, dist=dist[:used] or None)
     assert ok.model == model
     Camera(viewmat=np.eye(4), K=K, width=64, height=48, model="opencv", dist=[0.1] * 12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "msg"),
+    [
+        # a pinhole's focal length is 0 at 180 degrees: an almost empty render
+        (dict(fov_deg=180), "look_at: fov_deg=180 for a pinhole camera: expected a field of view "
+                            "in (0, 180) degrees"),
+        (dict(fov_deg=0, model="opencv"), "look_at: fov_deg=0 for a opencv camera: expected a "
+                                          "field of view in (0, 180) degrees"),
+        (dict(fov_deg=400, model="fisheye"), "look_at: fov_deg=400 for a fisheye camera: "
+                                             "expected a field of view in (0, 360) degrees"),
+        (dict(eye=[0.0, 0.0, 0.0]), "look_at: `eye` and `target` are the same point"),
+    ],
+)  # fmt: skip
+def test_look_at_refuses_a_view_it_cannot_make(kwargs, msg):
+    base = dict(eye=[0.0, 0.0, -4.0], target=[0.0, 0.0, 0.0], up=[0.0, -1.0, 0.0], width=8,
+                height=6)  # fmt: skip
+    with pytest.raises(CameraError) as info:
+        look_at(**{**base, **kwargs})
+    assert str(info.value) == f"<camera>: error: {msg}"
+    assert look_at(**{**base, "fov_deg": 200, "model": "fisheye"}).model == "fisheye"

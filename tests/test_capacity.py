@@ -201,16 +201,26 @@ def test_eager_explicit_capacity_policies(gs):
 
 
 @pytest.mark.parametrize(
-    "config,message",
+    "options,message",
     [
-        (RenderConfig(on_overflow="loud"), "on_overflow='loud': expected one of warn, raise"),
-        (RenderConfig(max_entries=0), "max_entries=0: expected None"),
-        (RenderConfig(max_entries=-5), "max_entries=-5: expected None"),
+        (dict(on_overflow="loud"), "on_overflow='loud': expected one of warn, raise"),
+        (dict(max_entries=0), "max_entries=0: expected None or a whole number >= 1"),
+        (dict(max_entries=-5), "max_entries=-5: expected None"),
+        # these divided by zero deep in the pipeline, or rendered black without a word
+        (dict(tile_size=0), r"tile_size=0: expected a whole number of pixels >= 1"),
+        (dict(tile_size=16.0), r"tile_size=16.0: expected a whole number of pixels >= 1"),
+        (dict(chunk=0), r"chunk=0: expected a whole number >= 1"),
+        (dict(group=-1), r"group=-1: expected a whole number >= 1"),
+        (dict(alpha_min=2.0), r"alpha_min=2.0: expected a number in \[0, 1\)"),
+        (dict(alpha_min=float("nan")), r"alpha_min=nan: expected a number in \[0, 1\)"),
+        (dict(t_min=1.0), r"t_min=1.0: expected a number in \[0, 1\)"),
+        (dict(entries_per_primitive=0), r"entries_per_primitive=0: expected a finite number > 0"),
+        (dict(distortion="yes"), r"distortion='yes': expected True or False"),
     ],
 )
-def test_bad_config_is_a_clear_error(gs, config, message):
+def test_bad_config_is_a_clear_error(gs, options, message):
     with pytest.raises(XprError, match=message):
-        render(gs, random_scene(4), camera(), config=config)
+        render(gs, random_scene(4), camera(), config=RenderConfig(**options))
 
 
 # ------------------------------------------------------------------------ overflow-safe count

@@ -238,6 +238,13 @@ def test_save_ply_bad_params(tmp_path):
     assert str(e.value) == (
         f"{path}: error: cannot save: sh has shape [7, 3, 3], want [N, (d+1)^2, 3] with N = 7"
     )
+    with pytest.raises(DataError) as e:  # a Beta scene's kernel shapes (they were dropped)
+        save_ply(path, p | {"betas": np.zeros(7)})
+    assert str(e.value) == (
+        f"{path}: error: cannot save: betas is not in the 3DGS PLY layout (means, quats, scales, "
+        "opacities, sh), and a viewer would render without them; keep such a scene as a "
+        "checkpoint (xprc train writes one)"
+    )
     assert not path.exists()
 
 

@@ -225,6 +225,21 @@ def test_bad_inputs_raise_xpr_errors(spec_method):
     text = dict(params, opacities=np.asarray(params["opacities"]).astype(str))
     with pytest.raises(XprError, match=r"parameter 'opacities' holds <U\d+, not real numbers"):
         render(spec_method, text, cam)  # (was a TypeError traceback from jnp.asarray)
+    # each of these was a traceback from deep inside JAX or the pipeline
+    whole = dict(params, opacities=np.ones(10, np.int32))
+    with pytest.raises(XprError, match=r"parameter 'opacities' holds int32: raw parameters are "
+                       r"floating point"):  # fmt: skip
+        render(spec_method, whole, cam)
+    with pytest.raises(XprError, match=r"parameters must be a dict of arrays keyed by name "
+                       r"\(means, .*\), got list"):  # fmt: skip
+        render(spec_method, list(params.values()), cam)
+    with pytest.raises(XprError, match=r"camera must be an xprc.Camera .*, got list"):
+        render(spec_method, params, [cam])
+    with pytest.raises(XprError, match=r"camera must be an xprc.Camera .*, got ndarray"):
+        render(spec_method, params, np.eye(4))
+    stacks = Camera.stack([Camera.stack([cam, cam])] * 2)
+    with pytest.raises(XprError, match=r"camera: a stack of \(2, 2\) cameras"):
+        render(spec_method, params, stacks)
 
 
 def test_antialiased_mode_matches_reference():

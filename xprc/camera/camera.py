@@ -41,6 +41,7 @@ def check_model(model: str) -> None:
         raise CameraError(f"unknown camera model {model!r}; expected one of {MODELS}")
 
 
+_FORM_TOL = 1e-6  # K's skew (relative to its focal length), K's and viewmat's last rows
 _ROTATION_TOL = 1e-3  # |R R^T - I| and |det R - 1|: float32 poses are good to ~1e-6
 
 
@@ -64,6 +65,7 @@ def _check_values(viewmat, K, dist) -> None:
         if bad.any():
             i = np.unravel_index(np.argmax(bad), bad.shape)
             raise CameraError(f"focal lengths must be positive, got fx={fx[i]}, fy={fy[i]}")
+        _check_K_form(k)
     if d is not None and not np.isfinite(d).all():
         raise CameraError("dist must be finite")
     if v is None:
@@ -78,6 +80,27 @@ def _check_values(viewmat, K, dist) -> None:
         raise CameraError(
             "viewmat[:3, :3] must be a rotation (R R^T = I, det R = 1); "
             f"off by {float(error.max()):.3g}"
+        )
+    bottom = np.abs(v[..., 3, :] - [0.0, 0.0, 0.0, 1.0]).max(initial=0.0)
+    if bottom > _FORM_TOL:
+        raise CameraError(f"viewmat's last row must be [0, 0, 0, 1]; off by {float(bottom):.3g}")
+
+
+def _check_K_form(k: np.ndarray) -> None:
+    """K is [[fx, 0, cx], [0, fy, cy], [0, 0, 1]]: only those four entries are read, so a skew
+    or a last row other than [0, 0, 1] (a K from a projection matrix, not divided by K[2, 2])
+    rendered as if it were not there."""
+    last = np.abs(k[..., 2, :] - [0.0, 0.0, 1.0]).max(initial=0.0)
+    if last > _FORM_TOL:
+        row = np.reshape(k[..., 2, :], (-1, 3))[0].tolist()
+        raise CameraError(f"K's last row must be [0, 0, 1], got {row} (divide K by K[2, 2])")
+    scale = np.maximum(np.abs(k[..., 0, 0]), np.abs(k[..., 1, 1]))
+    off = np.maximum(np.abs(k[..., 0, 1]), np.abs(k[..., 1, 0])) / scale
+    if (off > _FORM_TOL).any():
+        i = np.unravel_index(np.argmax(off), off.shape)
+        raise CameraError(
+            f"K has a skew or shear (K[0, 1] = {k[..., 0, 1][i]}, K[1, 0] = {k[..., 1, 0][i]}): "
+            "the camera models have none; only fx, fy, cx and cy are read"
         )
 
 
@@ -417,6 +440,13 @@ def look_at(
     eye, target, up = (np.asarray(v, dtype=np.float64) for v in (eye, target, up))
     fwd = target - eye
     dist_to_target = float(np.linalg.norm(fwd))
+    if not dist_to_target > 0:
+        raise CameraError("look_at: `eye` and `target` are the same point")
+    check_model(model)
+    widest = 360.0 if model == "fisheye" else 180.0  # (a pinhole's focal length is 0 at 180)
+    if not 0 < fov_deg < widest and not (model == "ortho" and ortho_width is not None):
+        raise CameraError(f"look_at: fov_deg={fov_deg!r} for a {model} camera: expected a "
+                          f"field of view in (0, {widest:g}) degrees")  # fmt: skip
     fwd = fwd / dist_to_target
     right = np.cross(fwd, up)
     n = np.linalg.norm(right)
@@ -428,7 +458,6 @@ def look_at(
     viewmat = np.eye(4)
     viewmat[:3, :3] = R
     viewmat[:3, 3] = -R @ eye
-    check_model(model)
     f = LENSES[model].focal(width, np.deg2rad(fov_deg) / 2, dist_to_target, ortho_width)
     K = np.array([[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]])
     if dist is not None:

@@ -70,6 +70,13 @@ def save_ply(path, params: Mapping) -> None:
     missing = [k for k in GAUSSIAN_KEYS if k not in params]
     if missing:
         raise DataError(path, f"cannot save: missing parameters {', '.join(missing)}")
+    extra = [printable(str(k)) for k in params if k not in GAUSSIAN_KEYS]
+    if extra:  # (they were left out of the file without a word)
+        raise DataError(
+            path, f"cannot save: {', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not in "
+            "the 3DGS PLY layout (means, quats, scales, opacities, sh), and a viewer would render "
+            "without them; keep such a scene as a checkpoint (xprc train writes one)",
+        )  # fmt: skip
     means = np.asarray(params["means"], dtype=np.float32)
     quats = np.asarray(params["quats"], dtype=np.float32)
     scales = np.asarray(params["scales"], dtype=np.float32)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+
+import numpy as np
 
 MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
 BACKWARDS = ("custom", "autodiff")
@@ -72,6 +75,26 @@ class RenderConfig:
                 f"RenderConfig.compositor={self.compositor!r}: expected one of "
                 f"{', '.join(COMPOSITORS)}"
             )
+        for name, ok, expected in self._checks():
+            if not ok(getattr(self, name)):
+                raise XprError(f"RenderConfig.{name}={getattr(self, name)!r}: expected {expected}")
+
+    @staticmethod
+    def _checks():
+        """(field, test, what it expects): numbers that would divide by zero deep in the
+        pipeline, or render black without a word (alpha_min 2, t_min 1)."""
+        count = _whole(lambda v: v >= 1)
+        return (
+            ("tile_size", count, "a whole number of pixels >= 1"),
+            ("chunk", count, "a whole number >= 1"),
+            ("group", count, "a whole number >= 1"),
+            ("max_entries", lambda v: v is None or count(v), "None or a whole number >= 1"),
+            ("memory_budget", lambda v: v is None or count(v), "None or a number of bytes >= 1"),
+            ("entries_per_primitive", _real(lambda v: v > 0), "a finite number > 0"),
+            ("alpha_min", _real(lambda v: 0 <= v < 1), "a number in [0, 1)"),
+            ("t_min", _real(lambda v: 0 <= v < 1), "a number in [0, 1)"),
+            ("distortion", lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
+        )  # fmt: skip
 
     def entry_capacity(self, num_primitives: int, num_tiles: int) -> int:
         """The static entry capacity: explicit, or derived from the scene size."""
@@ -79,6 +102,18 @@ class RenderConfig:
             return int(self.max_entries)
         derived = math.ceil(self.entries_per_primitive * num_primitives) + 4 * num_tiles
         return max(1024, derived)
+
+
+def _whole(test):
+    """A check for whole numbers (not bool, not float) that pass `test`."""
+    return lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool) and test(v)
+
+
+def _real(test):
+    """A check for finite real numbers (not bool) that pass `test`."""
+    return lambda v: (
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and test(v)
+    )
 
 
 def entry_bucket(needed: int, minimum: int = 1024) -> int:

@@ -3,6 +3,8 @@ entry count both start here)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jax.numpy as jnp
 
 from ..errors import XprError
@@ -26,6 +28,11 @@ def prepare_params(method, params: dict) -> dict:
     `method`: a method module or its MethodInfo."""
     info = MethodInfo.of(method)
     table = info.param_table
+    if not isinstance(params, Mapping):
+        raise XprError(
+            f"parameters must be a dict of arrays keyed by name ({', '.join(table)}), got "
+            f"{type(params).__name__}"
+        )
     missing = [name for name in table if name not in params]
     if missing:
         raise XprError(
@@ -42,6 +49,11 @@ def prepare_params(method, params: dict) -> dict:
         if problem:  # (jnp.asarray of text is a TypeError traceback)
             raise XprError(problem)
         arr = jnp.asarray(params[name])
+        if not jnp.issubdtype(arr.dtype, jnp.floating):  # (an activation's TypeError in JAX)
+            raise XprError(
+                f"parameter '{name}' holds {arr.dtype}: raw parameters are floating point "
+                "(float32, or float64 with jax_enable_x64)"
+            )
         want = tuple(spec.shape)
         expected = "[" + ", ".join(["N", *map(str, want)]) + "]"  # [N] for a scalar
         if arr.ndim != len(want) + 1:

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import compile_cache
+from ..camera import Camera
 from ..errors import XprError
 from ..method_info import MethodInfo
 from ..runtime import check_camera
@@ -150,7 +151,9 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     # D / ED: the response's per-pixel depth when it emits one, else the sort depth
     depth_img = None
     if mode.endswith("ED"):
-        depth_img = img[..., z_at : z_at + 1] / jnp.maximum(weight, 1e-10)
+        # (a signed response's weight can be negative: divided by as it is, kept off zero)
+        safe = jnp.where(jnp.abs(weight) > 1e-10, weight, 1e-10)
+        depth_img = img[..., z_at : z_at + 1] / safe
     elif mode.endswith("D"):
         depth_img = img[..., z_at : z_at + 1]
     saturated = bins.needed >= INT32_MAX
@@ -314,6 +317,7 @@ def render(
     if mode not in MODES:
         raise XprError(f"unknown render mode '{mode}' (expected one of {', '.join(MODES)})")
     info = MethodInfo.of(method)  # checked once here; the helpers take it for the method
+    _check_camera_type(camera)
     check_camera(info, camera)  # a camera model the spec does not accept: CameraModelError
     config = config or RenderConfig()
     cap.check_policy(config)
@@ -333,6 +337,21 @@ def render(
         cap.report_overflow(out.stats, config.on_overflow, model=camera.model)
         return out
     return _compiled(method, mode, config, batched, True)(params, camera, background)
+
+
+def _check_camera_type(camera) -> None:
+    """An `xprc.Camera`, one or a `Camera.stack` (a list, a bare matrix or a stack of stacks
+    failed deep inside the pipeline)."""
+    if not isinstance(camera, Camera):
+        raise XprError(
+            f"camera must be an xprc.Camera (Camera(...), look_at(...) or Camera.stack([...]) "
+            f"of them), got {type(camera).__name__}"
+        )
+    if len(camera.batch_shape) > 1:
+        raise XprError(
+            f"camera: a stack of {camera.batch_shape} cameras; render takes one camera or one "
+            "Camera.stack of them (stack the cameras themselves, not stacks)"
+        )
 
 
 def fit_config(method, params: dict, cameras, config: RenderConfig | None = None, margin=1.25):
