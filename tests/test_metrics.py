@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
+from xprc.errors import XprError
 from xprc.metrics import gaussian_window, image_metrics, psnr, ssim, ssim_radius
 
 
@@ -130,3 +131,85 @@ def test_ssim_at_eleven_pixels_keeps_the_standard_window_without_warning():
     assert float(ssim(jnp.asarray(a), jnp.asarray(b))) == pytest.approx(
         _skimage_ssim(a, b), abs=1e-10
     )
+
+
+# ------------------------------------------------------------------ inputs (nothing silent)
+
+
+def _uint8_pair(seed: int = 7, h: int = 24, w: int = 20):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    b = np.clip(a.astype(np.int64) + rng.integers(-40, 41, a.shape), 0, 255).astype(np.uint8)
+    return a, b
+
+
+def _numpy_psnr(a, b, data_range):
+    """PSNR written out in float64 NumPy, independent of xprc and scikit-image."""
+    mse = np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)
+    return 10.0 * np.log10(data_range**2 / mse)
+
+
+def test_psnr_of_uint8_images_is_computed_in_floating_point():
+    """The audit: uint8 a - b wrapped (29.70 dB instead of 26.24)."""
+    a, b = _uint8_pair()
+    expect = _numpy_psnr(a, b, 255.0)
+    assert float(psnr(a, b, data_range=255)) == pytest.approx(expect, abs=1e-4)
+    assert float(psnr(jnp.asarray(a), jnp.asarray(b), 255)) == pytest.approx(expect, abs=1e-4)
+    floats = float(psnr(a / 255.0, b / 255.0))
+    assert floats == pytest.approx(_numpy_psnr(a / 255.0, b / 255.0, 1.0), abs=1e-4)
+    assert floats == pytest.approx(expect, abs=1e-4)
+    # one integer and one float image (both on the 0..255 scale)
+    assert float(psnr(a, b.astype(np.float32), 255)) == pytest.approx(expect, abs=1e-4)
+
+
+def test_ssim_of_uint8_images_equals_ssim_of_the_same_images_in_zero_one():
+    a, b = _uint8_pair()
+    got = float(ssim(a, b, data_range=255))
+    want = float(ssim(jnp.asarray(a / 255.0), jnp.asarray(b / 255.0)))
+    assert got == pytest.approx(want, abs=1e-5)
+    assert got == pytest.approx(_skimage_ssim(a / 255.0, b / 255.0), abs=1e-4)
+    assert got < 0.99  # the audit's 0.9987 was the uint8 values against data_range 1
+
+
+@pytest.mark.parametrize("fn", [psnr, ssim])
+def test_an_integer_image_without_data_range_is_an_error(fn):
+    a, b = _uint8_pair()
+    name = fn.__name__
+    with pytest.raises(XprError) as e:
+        fn(a, b)
+    assert str(e.value) == (
+        f"error: {name}: a is a uint8 image: give data_range (255 for uint8 images); the default "
+        "data_range, 1.0, is for floating images in [0, 1]"
+    )
+    with pytest.raises(XprError) as e:
+        fn(a / 255.0, b.astype(np.int32))
+    assert str(e.value).startswith(f"error: {name}: b is a int32 image: give data_range")
+
+
+@pytest.mark.parametrize("fn", [psnr, ssim])
+def test_images_of_different_shapes_are_an_error(fn):
+    """The audit: psnr(img[H, W, 3], img[H, W, 1]) broadcast and gave 9.38 dB."""
+    a, _ = _pair(4, 16, 16, 0.1)
+    with pytest.raises(XprError) as e:
+        fn(a, a[..., :1])
+    assert str(e.value) == (
+        f"error: {fn.__name__}: a and b must have the same shape, got a (16, 16, 3) and "
+        "b (16, 16, 1)"
+    )
+
+
+def test_bad_data_range_empty_and_flat_images_are_errors():
+    a, b = _pair(4, 16, 16, 0.1)
+    for bad, shown in ((0, "0"), (-1.0, "-1.0"), (float("nan"), "nan"), (float("inf"), "inf")):
+        with pytest.raises(XprError) as e:
+            psnr(a, b, bad)
+        assert str(e.value) == (
+            f"error: psnr: data_range must be a positive finite number, got {shown}"
+        )
+    with pytest.raises(XprError, match=r"^error: ssim: data_range must be a number, got '1'$"):
+        ssim(a, b, "1")
+    with pytest.raises(XprError, match=r"^error: psnr: the images are empty \(shape \(0, 3\)\)$"):
+        psnr(np.zeros((0, 3)), np.zeros((0, 3)))
+    with pytest.raises(XprError) as e:
+        ssim(a[..., 0], b[..., 0])
+    assert str(e.value) == "error: ssim: images must be [H, W, C], got shape (16, 16)"

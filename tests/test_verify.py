@@ -17,6 +17,7 @@ from conftest import ROOT
 
 from xprc import cli, verify
 from xprc.compiler import driver
+from xprc.errors import XprError
 
 SPEC_3DGS = (ROOT / "specs" / "3dgs.xpr").read_text()
 GAUSSIAN = "density(g) = exp(-0.5 * g)"
@@ -177,3 +178,68 @@ def test_verify_cli_rejects_bad_options(capsys):
     )
     assert cli.main(["verify", "3dgs", "--models", "pinhole, pinhole"]) == 1
     assert capsys.readouterr().err == "error: --models: camera model 'pinhole' is listed twice\n"
+
+
+# -------------------------------------------------------------- arguments of verify.verify
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"seeds": ()}, "verify: seeds is empty: nothing would be verified (give at least one)"),
+        ({"scenes": []}, "verify: scenes is empty: nothing would be verified (give at least one)"),
+        ({"models": ()}, "verify: models is empty: nothing would be verified (give at least one)"),
+        (
+            {"scenes": ("randm",)},
+            "verify: scenes: unknown scene 'randm' (expected random, large, near, edge-on, behind)",
+        ),
+        (
+            {"scenes": "random"},
+            "verify: scenes must be a sequence of scene names, got str 'random'",
+        ),
+        ({"scenes": ("near", "near")}, "verify: scenes: 'near' is listed twice"),
+        ({"seeds": 3}, "verify: seeds must be a sequence of non-negative integers, got int 3"),
+        ({"seeds": (0, 1.5)}, "verify: seeds must hold non-negative integers, got 1.5"),
+        ({"seeds": (True,)}, "verify: seeds must hold non-negative integers, got True"),
+        ({"seeds": (-1,)}, "verify: seeds: -1 is negative (seeds are integers >= 0)"),
+        ({"models": ("pinhole", "pinhole")}, "verify: models: 'pinhole' is listed twice"),
+        ({"n": 0}, "verify: n must be a positive integer, got 0"),
+        ({"tile": 0}, "verify: tile must be a positive integer, got 0"),
+        ({"width": 4.0}, "verify: width must be a positive integer, got 4.0"),
+        ({"height": -2}, "verify: height must be a positive integer, got -2"),
+        ({"tol": float("nan")}, "verify: tol must be a finite number >= 0, got nan"),
+        ({"tol": -1e-6}, "verify: tol must be a finite number >= 0, got -1e-06"),
+    ],
+)
+def test_verify_rejects_bad_arguments_before_rendering(kwargs, message, monkeypatch):
+    """The audit: seeds=() reported ok having checked 0 renders, scenes=('randm',) rendered
+    another scene and said ok, n=0 and tile=0 failed deep inside (ValueError,
+    ZeroDivisionError)."""
+    method = driver.load(ROOT / "specs" / "3dgs.xpr")
+    monkeypatch.setattr(verify, "render_pair", lambda *a: pytest.fail("rendered"))
+    with pytest.raises(XprError) as e:
+        verify.verify(method, "3dgs", **kwargs)
+    assert str(e.value) == f"error: {message}"
+
+
+def test_verify_of_a_name_says_to_load_it_first():
+    with pytest.raises(XprError) as e:
+        verify.verify("3dgs")
+    assert str(e.value) == (
+        "error: expected a method module from xprc.load(...), got str '3dgs' (load it first: "
+        "xprc.load('3dgs'))"
+    )
+
+
+def test_scene_of_an_unknown_kind_is_an_error():
+    method = driver.load(ROOT / "specs" / "3dgs.xpr")
+    with pytest.raises(XprError, match=r"^error: unknown scene 'randm' \(expected random, "):
+        verify.scene(method, "randm", 4, 0)
+
+
+def test_a_report_of_no_renders_is_never_ok():
+    worst = verify.Escape(0.0, "random", "pinhole", None, None, 0.0)
+    report = verify.Report("3dgs", 0, worst, verify.TOL)
+    assert not report.ok
+    assert report.format() == "3dgs: nothing verified (0 renders): not a pass"
+    assert verify.Report("3dgs", 1, worst, verify.TOL).ok

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import os
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence, Set
 
 from .errors import XprError
 
@@ -66,9 +67,15 @@ class MethodInfo:
     @classmethod
     def of(cls, method) -> MethodInfo:
         """The constants of `method` (a module or any object with them as attributes), each
-        checked; a missing one takes its default. A MethodInfo is returned as it is."""
+        checked; a missing one takes its default. A MethodInfo is returned as it is.
+
+        A value that cannot be a method module (a spec's name or path, a mapping, a sequence,
+        an array, a number, None) is an XprError saying to load it first, unless it has one of
+        a method's attributes (FUNCTIONS, the constants): wrappers that forward attributes to a
+        module are judged by what they have, not by their type."""
         if isinstance(method, MethodInfo):
             return method
+        _check_is_method(method)
         label = _label(method)
         values = {}
         for f in dataclasses.fields(cls):
@@ -90,6 +97,34 @@ def constant(field: str) -> str:
 
 # The constants codegen writes, in the order it writes them (SPEC_PATH is the loader's).
 GENERATED = tuple(constant(f.name) for f in dataclasses.fields(MethodInfo) if f.name != "spec_path")
+
+# The functions a method module defines (codegen writes them; the pipeline calls them).
+FUNCTIONS = ("activate", "project", "response")
+
+
+def _check_is_method(method) -> None:
+    """An XprError for a plain value given where a method module belongs (`render("3dgs", ...)`
+    read no constant from the string and failed later, naming its parameters or a strategy)."""
+    if any(hasattr(method, a) for a in (*FUNCTIONS, *GENERATED, constant("spec_path"))):
+        return  # a module, or something forwarding to one (tests' and verify's wrappers)
+    if isinstance(method, str | bytes | os.PathLike):
+        text = os.fsdecode(method) if isinstance(method, bytes | os.PathLike) else method
+        shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
+        raise XprError(
+            f"expected a method module from xprc.load(...), got {type(method).__name__} "
+            f"{shown} (load it first: xprc.load({shown}))"
+        )
+    if (
+        method is None
+        or isinstance(method, numbers.Number | Mapping | Sequence | Set)
+        or (hasattr(method, "shape") and hasattr(method, "dtype"))
+    ):
+        raise XprError(
+            f"expected a method module from xprc.load(...), got "
+            f"{'None' if method is None else type(method).__name__} (load "
+            "the spec first: method = xprc.load('3dgs'); the parameters come after it: "
+            "xprc.render(method, params, camera))"
+        )
 
 
 def _label(method) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import warnings
 from dataclasses import dataclass
 
@@ -68,10 +69,13 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.worst.diff <= self.tol and self.nonfinite is None
+        """Every render held its footprints; a report of no renders is never ok."""
+        return self.cases > 0 and self.worst.diff <= self.tol and self.nonfinite is None
 
     def format(self) -> str:
         w = self.worst
+        if self.cases <= 0:
+            return f"{self.spec}: nothing verified (0 renders): not a pass"
         head = (
             f"{self.spec}: largest difference {w.diff:.3g} over {self.cases} renders "
             f"(tolerance {self.tol:g})"
@@ -198,9 +202,11 @@ def scene(method, kind: str, n: int, seed: int) -> dict:
         size = rng.uniform(0.02, 0.2, n)
     elif kind == "edge-on":
         means, size = rng.normal(0, 0.6, (n, 3)), rng.uniform(0.2, 0.8, n)
-    else:  # partly behind the camera plane
+    elif kind == "behind":  # partly behind the camera plane
         means = np.c_[rng.normal(0, 0.4, (n, 2)), rng.uniform(-4.4, -3.7, n)]
         size = rng.uniform(0.3, 1.0, n)
+    else:
+        raise XprError(f"unknown scene {kind!r} (expected {', '.join(SCENES)})")
     out = {}
     for p in specs:
         shape = (n, *p.shape)
@@ -314,6 +320,7 @@ def accepted_models(method, models=None, name: str = "spec") -> tuple[str, ...]:
     accepted = MODELS if accepted is None else accepted  # None: every model
     if models is None:
         return accepted
+    models = _sequence("models", models, "camera model names", str)
     for m in models:
         if m not in MODELS:
             raise XprError(f"unknown camera model '{m}' (expected {', '.join(MODELS)})")
@@ -339,10 +346,28 @@ def verify(
     tol: float = TOL,
 ) -> Report:
     """Render each (scene, seed, model) with the spec's footprints and with whole-image ones;
-    `models` None: every model the spec accepts."""
+    `models` None: every model the spec accepts. models, scenes and seeds are non-empty
+    sequences without repeats (scenes from SCENES, seeds non-negative integers); n, width,
+    height and tile positive integers; tol a finite number >= 0. Anything else is an XprError
+    naming the argument, before anything is rendered."""
     import jax.numpy as jnp
 
-    models = accepted_models(method, models, name)
+    info = MethodInfo.of(method)  # not a method module: the error says so before the rest
+    models = accepted_models(info, models, name)
+    scenes = _sequence("scenes", scenes, "scene names", str)
+    for kind in scenes:
+        if kind not in SCENES:
+            raise XprError(f"verify: scenes: unknown scene {kind!r} (expected {', '.join(SCENES)})")
+    seeds = _sequence("seeds", seeds, "non-negative integers", numbers.Integral)
+    for seed in seeds:
+        if seed < 0:
+            raise XprError(f"verify: seeds: {seed} is negative (seeds are integers >= 0)")
+    for arg, value in (("n", n), ("width", width), ("height", height), ("tile", tile)):
+        if not _is_int(value) or value < 1:
+            raise XprError(f"verify: {arg} must be a positive integer, got {value!r}")
+    real = isinstance(tol, numbers.Real) and not isinstance(tol, bool)
+    if not (real and math.isfinite(tol) and tol >= 0):
+        raise XprError(f"verify: tol must be a finite number >= 0, got {tol!r}")
     config = config_for(n, width, height, tile)
     worst = Escape(0.0, scenes[0], models[0], None, None, 0.0)
     nonfinite = None
@@ -374,6 +399,29 @@ def verify(
                         prim, alpha = _escaped(method, raw, cam, pixel, tile, config.alpha_min)
                     worst = Escape(value, kind, model, pixel, prim, alpha)
     return Report(name, cases, worst, tol, nonfinite)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _sequence(arg: str, value, what: str, kind) -> tuple:
+    """`value` as a tuple: a non-empty sequence of `kind`, each once; else an XprError."""
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+        raise XprError(
+            f"verify: {arg} must be a sequence of {what}, got {type(value).__name__} {shown}"
+        )
+    items = tuple(value)
+    if not items:
+        raise XprError(f"verify: {arg} is empty: nothing would be verified (give at least one)")
+    for item in items:
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise XprError(f"verify: {arg} must hold {what}, got {item!r}")
+    twice = [x for i, x in enumerate(items) if x in items[:i]]
+    if twice:  # each check would run (and count) twice
+        raise XprError(f"verify: {arg}: {twice[0]!r} is listed twice")
+    return items
 
 
 def verify_file(path, defines=None, **kwargs) -> Report:
