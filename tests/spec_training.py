@@ -44,7 +44,7 @@ def demo_scene():
 
 def config(steps=STEPS, **kw) -> tr.TrainConfig:
     """A short MCMC schedule: relocation every steps/6 from steps/3, SH degree up every steps/3,
-    a faster colour learning rate (the spec's own lr wins), one evaluation at the end."""
+    the spec's own learning rates, one evaluation at the end."""
     base = dict(
         steps=steps,
         sh_degree_interval=steps // 3,
@@ -56,7 +56,6 @@ def config(steps=STEPS, **kw) -> tr.TrainConfig:
         log_every=10,
         progress=False,
         save_renders=False,
-        lr={"sh": 1e-2},
     )
     base.update(kw)
     return tr.TrainConfig(**base)

@@ -123,7 +123,7 @@ def _config(**kw):
         checkpoint_every=100,
         log_every=10,
         progress=False,
-        lr={"sh": 1e-2},  # a faster colour fit for a short run (the spec's own lr wins)
+        lr={"sh": 1e-2},  # a faster colour fit for a short run (METHOD gives sh no lr)
     )
     base.update(kw)
     return tr.TrainConfig(**base)
@@ -551,6 +551,8 @@ def test_specs_train(scene, spec, tmp_path):
     assert result.metrics["psnr"] - result.initial_psnr >= 5.0, (spec, result.evals)
     # LinPrim's sizes are abs-activated lengths, not 3DGS log-scales: no 3DGS PLY for them.
     assert (tmp_path / "scene.ply").is_file() == (spec in ("3dgs", "3dgut"))
+    said = f"no scene.ply: {method.NAME}'s parameters are not the 3DGS PLY layout, which viewers "
+    assert (said in (tmp_path / "train.log").read_text()) == (spec not in ("3dgs", "3dgut"))
 
 
 def test_signed_opacity_relocation_keeps_scooping_components_alive():

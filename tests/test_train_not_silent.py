@@ -391,8 +391,8 @@ def test_pixels_outside_the_lens_domain_are_warned_once_logged_and_totalled():
     log_lines.clear()
     run.finish()
     assert log_lines == [
-        ("up to 1,200 pixel(s) a step lay outside the lens model's valid domain and showed "
-         "guessed content (see the warning and train.log)", True)
+        ("up to 1,200 pixel(s) a step lay outside the lens model's valid domain (see the "
+         "warning and train.log)", True)
     ]  # fmt: skip
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import numbers
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,9 +41,14 @@ class TrainConfig:
                          control in a static capacity); see docs/training.md.
     capacity:            static primitive count; None: the number of initial points (mcmc) or
                          `adc_capacity_factor` times it (adc, which needs free slots to grow).
-    lr / lr_default:     learning rates by parameter name / for parameters with neither a spec
-                         `lr` nor an entry in `lr` (a ParamSpec's own `lr` wins over both).
+    lr / lr_default:     learning rates by parameter name, which override the spec's `lr` (each
+                         override is logged; a name that is no parameter is an error) / for
+                         parameters with neither an entry in `lr` nor a spec `lr` (a value set
+                         that no parameter uses is logged). Finite and >= 0 (0 freezes one).
     position_lr_final:   the position lr decays exponentially to this fraction of its start.
+    init_opacity:        the initial activated opacity, in (0, 1), of the `role opacity` parameter
+                         when the spec gives it no `init` (a value set that the spec's `init`
+                         overrides is logged).
     sh_degree_interval:  raise the active SH degree by one every this many steps.
     refine_every / refine_from / refine_until: densification events (relocation for mcmc,
                          clone/split/prune for adc) every `refine_every` steps in [from, until);
@@ -65,8 +71,9 @@ class TrainConfig:
     pose_opt / intrinsics_opt: learn per-view pose corrections / shared intrinsics and lens
                          coefficients with learning rates `pose_lr` / `intrinsics_lr`.
     pose_lr_final:       the pose lr decays exponentially to this fraction of its start.
-    background:          RGB the images were composited on; None: inferred from the views
-                         (median colour where alpha is 0), black without alpha.
+    background:          RGB (three numbers in [0, 1]) the images were composited on; None:
+                         inferred from the views (median colour where alpha is 0), black
+                         without alpha.
     random_background:   each step (and view) re-composite the ground truth on a random colour
                          ~ U[0, 1]^3 and render on it (gsplat's random_bkgd), so alpha must be
                          right at silhouettes; needs alpha in every training view. Evaluation
@@ -82,6 +89,9 @@ class TrainConfig:
                          pipeline's ordered sum); see xprc/train/losses_2dgs.py.
     distortion_from / normal_from: the steps they start at; None: the paper's 3000 and 7000 of
                          its 30k steps as fractions of `steps` (1/10 and 7/30).
+
+    Every field's type and range is checked on construction (`_FIELDS`: counts are integers,
+    rates and weights finite numbers >= 0, ...): a bad one is a TrainError naming the field.
     """
 
     steps: int = 7000
@@ -133,34 +143,17 @@ class TrainConfig:
     normal_from: int | None = None
 
     def __post_init__(self) -> None:
-        seed = self.seed
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-            raise TrainError(f"seed must be an integer, got {seed!r}")
-        if not 0 <= int(seed) <= SEED_MAX:
-            raise TrainError(f"seed must be in 0..{SEED_MAX} (2**32 - 1), got {int(seed)}")
-        if self.strategy not in STRATEGIES:
-            raise TrainError(
-                f"unknown strategy {self.strategy!r} (expected {' or '.join(STRATEGIES)})"
-            )
-        for name in ("steps", "refine_every", "eval_every", "checkpoint_every", "log_every"):
-            if int(getattr(self, name)) < 0:
-                raise TrainError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.regularisers not in REGULARISERS:
-            raise TrainError(
-                f"unknown regularisers {self.regularisers!r} (expected auto, on or off)"
-            )
-        if self.distortion_form not in ("squared", "l1"):
-            raise TrainError(
-                f"unknown distortion_form {self.distortion_form!r} (expected squared or l1)"
-            )
-        if self.random_background not in (True, False):  # 0 and 1 pass
-            raise TrainError(f"random_background must be a bool, got {self.random_background!r}")
-        for name in ("position_lr_final", "pose_lr_final"):
-            value = float(getattr(self, name))
-            if not 0.0 < value < float("inf"):
-                raise TrainError(f"{name} must be a positive number, got {getattr(self, name)!r}")
-        if self.capacity is not None and int(self.capacity) < 1:
-            raise TrainError(f"capacity must be >= 1, got {self.capacity}")
+        """Every field's type and range (`_FIELDS`); a bad one is a TrainError naming it."""
+        for name, rule in _FIELDS.items():
+            value = getattr(self, name)
+            if value is None and rule.optional:
+                continue
+            object.__setattr__(self, name, rule.check(name, value))
+        object.__setattr__(self, "lr", _lr_table(self.lr))
+        if self.background is not None:
+            object.__setattr__(self, "background", _colour("background", self.background))
+        if not isinstance(self.render, RenderConfig):
+            raise TrainError(f"render must be a RenderConfig, got {_shown(self.render)}")
 
     def until(self) -> int:
         """The end of the densification window."""
@@ -222,6 +215,195 @@ class TrainConfig:
         render = out.pop("render")  # one key per render option: a difference names the option
         out.update({f"render.{k}": v for k, v in render.items() if k not in _RENDER_POLICY})
         return json.loads(json.dumps(out, default=str))
+
+
+INT32_MAX = 2**31 - 1  # step counts and intervals are int32 inside the compiled step
+
+
+def _shown(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclasses.dataclass(frozen=True)
+class _Int:
+    """An integer field in lo..hi (bool refused); `words` replaces the range in messages."""
+
+    lo: int
+    hi: int = INT32_MAX
+    optional: bool = False
+    words: str | None = None
+
+    def check(self, name: str, value):
+        either = " or None" if self.optional else ""
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            kind = "an integer" if self.words else f"an integer >= {self.lo}"
+            raise TrainError(f"{name} must be {kind}{either}, got {_shown(value)}")
+        if not self.lo <= int(value) <= self.hi:
+            low = int(value) < self.lo
+            words = self.words or (f"an integer >= {self.lo}" if low else
+                                   f"an integer <= {self.hi:,} (int32)")  # fmt: skip
+            raise TrainError(f"{name} must be {words}{either}, got {int(value)}")
+        return int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Num:
+    """A finite number field in [lo, hi] (open ends with lo_open / hi_open)."""
+
+    lo: float
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+    optional: bool = False
+
+    def words(self) -> str:
+        if self.hi == math.inf:
+            return "a positive number" if self.lo_open else f"a finite number >= {self.lo:g}"
+        return (f"a number in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}"
+                f"{')' if self.hi_open else ']'}")  # fmt: skip
+
+    def check(self, name: str, value):
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        v = float(value) if ok else math.nan
+        ok = ok and math.isfinite(v) and (self.lo < v if self.lo_open else self.lo <= v)
+        if not (ok and (v < self.hi if self.hi_open else v <= self.hi)):
+            either = " or None" if self.optional else ""
+            raise TrainError(f"{name} must be {self.words()}{either}, got {_shown(value)}")
+        return v
+
+
+@dataclasses.dataclass(frozen=True)
+class _Choice:
+    options: tuple
+    optional: bool = False
+
+    def check(self, name: str, value):
+        if not isinstance(value, str) or value not in self.options:
+            said = ", ".join(self.options[:-1]) + " or " + self.options[-1]
+            raise TrainError(f"unknown {name} {_shown(value)} (expected {said})")
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bool:
+    optional: bool = False
+
+    def check(self, name: str, value):
+        try:  # True, False, 0, 1 and NumPy's bools pass
+            ok = value in (True, False) and not isinstance(value, float)
+        except (TypeError, ValueError):  # an array
+            ok = False
+        if not ok:
+            raise TrainError(f"{name} must be a bool, got {_shown(value)}")
+        return bool(value)
+
+
+_COUNT, _SOME, _WEIGHT = _Int(0), _Int(1), _Num(0.0)
+_FRACTION = _Num(0.0, lo_open=True)  # a positive number (a decay's final fraction, a factor)
+# every field but lr, background and render (checked in __post_init__), with its type and range
+_FIELDS = {
+    "steps": _COUNT, "seed": _Int(0, SEED_MAX, words=f"in 0..{SEED_MAX} (2**32 - 1)"),
+    "strategy": _Choice(STRATEGIES), "capacity": _Int(1, optional=True),
+    "adc_capacity_factor": _Num(1.0), "num_random_points": _SOME, "lr_default": _WEIGHT,
+    "position_lr_final": _FRACTION, "sh_rest_lr_factor": _WEIGHT,
+    "ssim_weight": _Num(0.0, 1.0), "sh_degree_interval": _SOME,
+    "init_opacity": _Num(0.0, 1.0, lo_open=True, hi_open=True),
+    "refine_every": _COUNT, "refine_from": _COUNT, "refine_until": _Int(0, optional=True),
+    "min_opacity": _Num(0.0, 1.0, hi_open=True), "grow_fraction": _WEIGHT, "noise_lr": _WEIGHT,
+    "opacity_reg": _WEIGHT, "scale_reg": _WEIGHT, "grad_threshold": _WEIGHT,
+    "percent_dense": _WEIGHT, "split_factor": _FRACTION,
+    "split_offset": _Num(0.0, optional=True), "reset_every": _COUNT, "prune_scale": _FRACTION,
+    "pose_opt": _Bool(), "intrinsics_opt": _Bool(), "pose_lr": _WEIGHT,
+    "pose_lr_final": _FRACTION, "intrinsics_lr": _WEIGHT, "random_background": _Bool(),
+    "eval_every": _COUNT, "checkpoint_every": _COUNT, "log_every": _SOME, "progress": _Bool(),
+    "save_renders": _Bool(), "sheet_views": _COUNT, "regularisers": _Choice(REGULARISERS),
+    "distortion_weight": _WEIGHT, "distortion_form": _Choice(("squared", "l1")),
+    "normal_weight": _WEIGHT, "distortion_from": _Int(0, optional=True),
+    "normal_from": _Int(0, optional=True),
+}  # fmt: skip
+
+
+def _lr_table(lr) -> dict[str, float]:
+    """TrainConfig.lr as {name: float}: names are strings, rates finite numbers >= 0."""
+    if not isinstance(lr, Mapping):
+        raise TrainError(f"lr must be a mapping of parameter names to learning rates, got "
+                         f"{_shown(lr)}")  # fmt: skip
+    out = {}
+    for key, value in lr.items():
+        if not isinstance(key, str):
+            raise TrainError(f"lr: parameter names must be strings, got {_shown(key)}")
+        out[key] = _WEIGHT.check(f"lr[{key!r}]", value)
+    return out
+
+
+def _colour(name: str, value) -> tuple[float, float, float]:
+    """An RGB colour: three finite numbers in [0, 1]."""
+    try:
+        items = list(value) if not isinstance(value, (str, bytes, Mapping)) else None
+    except TypeError:
+        items = None
+    unit = _Num(0.0, 1.0)
+    if items is None or len(items) != 3:
+        raise TrainError(f"{name} must be None or three numbers in [0, 1] (RGB), got "
+                         f"{_shown(value)}")  # fmt: skip
+    for c in items:
+        try:
+            unit.check(name, c)
+        except TrainError:
+            raise TrainError(f"{name} must be None or three numbers in [0, 1] (RGB), got "
+                             f"{_shown(value)}") from None  # fmt: skip
+    return tuple(float(c) for c in items)
+
+
+def as_config(config) -> TrainConfig:
+    """`config`, or the defaults for None; anything else is a TrainError saying what to pass."""
+    if config is None:
+        return TrainConfig()
+    if not isinstance(config, TrainConfig):  # (it was an AttributeError deep in the run)
+        hint = "; pass TrainConfig(**options)" if isinstance(config, Mapping) else ""
+        raise TrainError(f"config must be a TrainConfig, got {type(config).__name__} "
+                         f"{_shown(config)}{hint}")  # fmt: skip
+    return config
+
+
+def default_of(name: str):
+    """A TrainConfig field's default value (a value the run did not set)."""
+    return TrainConfig.__dataclass_fields__[name].default
+
+
+def method_lrs(method, config: TrainConfig, log=None) -> dict[str, float]:
+    """Each parameter's learning rate: `config.lr[name]` (the run's, which overrides), else the
+    spec's `lr`, else `config.lr_default`. A name in `config.lr` that is no parameter of the
+    method is a TrainError listing them. With `log`, says once each rate `config.lr` takes
+    from the spec, and an `lr_default` set to a non-default value that no parameter uses."""
+    from ..compiler.names import suggest
+
+    info = MethodInfo.of(method)
+    names = [spec.name for spec in info.params]
+    for key in config.lr:
+        if key not in names:
+            raise TrainError(
+                f"lr: {key!r} is no parameter of method {info.name}{suggest(key, names)}; its "
+                f"parameters are {', '.join(names)}"
+            )
+    out, fallback = {}, []
+    for spec in info.params:
+        declared = getattr(spec, "lr", None)
+        if spec.name in config.lr:
+            out[spec.name] = config.lr[spec.name]
+            if declared is not None and log is not None and declared != out[spec.name]:
+                log(f"lr of '{spec.name}': {out[spec.name]:g} (TrainConfig.lr), over the spec's "
+                    f"{float(declared):g}")  # fmt: skip
+        elif declared is not None:
+            out[spec.name] = float(declared)
+        else:
+            out[spec.name] = config.lr_default
+            fallback.append(spec.name)
+    if not fallback and log is not None and config.lr_default != default_of("lr_default"):
+        log(f"lr_default {config.lr_default:g} has no effect: every parameter of {info.name} "
+            "has a learning rate (the spec's `lr` or TrainConfig.lr)")  # fmt: skip
+    return out
 
 
 @dataclasses.dataclass

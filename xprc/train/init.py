@@ -3,7 +3,8 @@
 Per parameter, first match wins (`init` on the ParamSpec overrides the rule):
   - role `position`: the dataset's points ("points"), or uniform in a box around where the
     cameras look when there are none;
-  - role `opacity`: the activated value `TrainConfig.init_opacity` (0.1), mapped back;
+  - role `opacity`: the activated value `TrainConfig.init_opacity` (0.1), mapped back (a
+    value set there that the spec's `init` overrides is reported through `log`);
   - kind `quat`: the identity rotation (1, 0, 0, 0) ("identity");
   - kind `sh`: DC from the point colours, `(c - 0.5) / C0`, higher coefficients 0 ("colors");
   - role `scale`: the mean distance to the 3 nearest points, `sqrt(mean d^2)` as in 3DGS,
@@ -29,7 +30,7 @@ from scipy.spatial import cKDTree
 
 from ..conventions import SH_C0
 from ..method_info import MethodInfo
-from .config import TrainConfig, TrainError
+from .config import TrainConfig, TrainError, as_config, default_of
 from .roles import inverse_np, param_roles, shape_of, where
 
 Log = Callable[[str], None]  # reports one line (the trainer's TrainLog, or stderr)
@@ -201,6 +202,19 @@ def _points(dataset, config: TrainConfig, capacity: int | None, rng, log: Log):
     return pts, 0.5 + 0.05 * rng.standard_normal((n_rand, 3))
 
 
+def _say_unused_opacity(method, table, roles, config: TrainConfig, log: Log) -> None:
+    """Log an `init_opacity` set to a non-default value that cannot take effect."""
+    if config.init_opacity == default_of("init_opacity"):
+        return
+    name = roles["opacity"]
+    spec = table.get(name) if name is not None else None
+    if spec is None or getattr(spec, "init", None) is not None:
+        why = ("it has no `role opacity` parameter" if spec is None else
+               f"the spec's init of '{name}' ({spec.init}) sets its initial opacity")  # fmt: skip
+        log(f"init: init_opacity {config.init_opacity:g} has no effect on "
+            f"{MethodInfo.of(method).name}: {why}")  # fmt: skip
+
+
 def init_params(
     method,
     dataset,
@@ -214,7 +228,7 @@ def init_params(
     `config.capacity`) or the number of points; slots past the points are unused (opacity ~ 0)
     until a strategy fills them. Each guess it makes is one line to `log` (default: stderr).
     """
-    config = config or TrainConfig()
+    config = as_config(config)
     log = log or _stderr
     rng = np.random.default_rng(config.seed)
     capacity = capacity or config.capacity
@@ -234,6 +248,7 @@ def init_params(
         cols = np.concatenate([cols, cols[extra]])
         nn = np.concatenate([nn, nn[extra]])
     params, table = {}, MethodInfo.of(method).param_table
+    _say_unused_opacity(method, table, roles, config, log)
     for spec in table.values():
         rule = getattr(spec, "init", None)
         if rule is None:

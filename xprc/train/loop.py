@@ -35,7 +35,7 @@ from . import checkpoint as ckpt
 from . import folder as run_folder
 from . import health, losses_2dgs
 from .camera_opt import corrections_optimizer, init_corrections, pivot_depths
-from .config import TrainConfig, TrainError, TrainResult
+from .config import TrainConfig, TrainError, TrainResult, as_config, method_lrs
 from .data import ViewOrder, infer_background, stack_views
 from .init import (
     camera_poses,
@@ -138,10 +138,10 @@ def _pivots(train_set, views) -> np.ndarray:
     return pivot_depths(viewmats, getattr(train_set, "points", None), target)
 
 
-def _hyper(method, config: TrainConfig, strategy, scale: float, background) -> dict:
+def _hyper(method, config: TrainConfig, strategy, scale: float, background, log) -> dict:
     f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
     return {
-        "lrs": lr_arrays(method, config),
+        "lrs": lr_arrays(method, config, log),
         "scene_scale": f32(scale),
         "position_lr_final": f32(config.position_lr_final),
         "total_steps": f32(max(config.steps, 1)),
@@ -174,6 +174,7 @@ class Run:
         self.out = Path(out_dir) if out_dir is not None else None
         self.strategy = make_strategy(config.strategy, method)
         config.regularised(method)  # regularisers "on" without the outputs stops here
+        method_lrs(method, config)  # so does an `lr` naming no parameter
         train_views = views_of(train_set)
         points = getattr(train_set, "points", None)
         self.points, self.names = points, view_names(train_views)  # (the divergence hint)
@@ -188,7 +189,7 @@ class Run:
             background = np.asarray(bg, np.float32)
             self.log(f"background: {numbers_text(background, 4)} (configured)")
         self.scale = scene_scale(train_set, note)
-        self.hyper = _hyper(method, config, self.strategy, self.scale, background)
+        self.hyper = _hyper(method, config, self.strategy, self.scale, background, note)
         self.hyper["pose_pivot"] = jnp.asarray(_pivots(train_set, train_views))
         n_points = len(points) if points is not None and len(points) else config.num_random_points
         cap = config.capacity or self.strategy.default_capacity(n_points, config)
@@ -457,7 +458,8 @@ def train(
     in it records what the console shows (appended on resume). A run that diverges (a loss or
     parameter that is not finite) or cannot write its files stops with a TrainError.
     """
-    config = config or TrainConfig()
+    config = as_config(config)
+    MethodInfo.of(method)  # a spec's name instead of a module: said before a folder is made
     with run_folder.opened(out_dir, config.progress) as log:
         log.file(f"xprc {__version__} train {MethodInfo.of(method).name}"
                  f"{' (resume)' if resume else ''}: {json.dumps(config.to_json())}")  # fmt: skip
@@ -568,7 +570,8 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
             run.capacity.raises + run.eval_capacity.raises, run.reports.events, cams,
             run.meta(elapsed)["background"],
         )  # fmt: skip
-        write_outputs(run.out, record)
+        for line in write_outputs(run.out, record):
+            run.log(line, always=True)
     return TrainResult(
         params=params,
         step=run.step,

@@ -1,9 +1,10 @@
 """Adam with per-parameter learning rates, the position lr schedule and the SH degree schedule.
 
-Learning rates: `ParamSpec.lr` when present, else `TrainConfig.lr[name]`, else
-`TrainConfig.lr_default`. The position lr is multiplied by the scene scale and decays
-exponentially to `position_lr_final` of its start over the run; an `sh` param's higher
-coefficients get `sh_rest_lr_factor` (1/20) of its lr.
+Learning rates: `TrainConfig.lr[name]` when present (the run's choice overrides the spec's, and
+says so in the log), else `ParamSpec.lr`, else `TrainConfig.lr_default` (`config.method_lrs`).
+The position lr is multiplied by the scene scale and decays exponentially to `position_lr_final`
+of its start over the run; an `sh` param's higher coefficients get `sh_rest_lr_factor` (1/20) of
+its lr.
 """
 
 from __future__ import annotations
@@ -14,17 +15,16 @@ import numpy as np
 import optax
 
 from ..method_info import MethodInfo
-from .config import TrainConfig
+from .config import TrainConfig, method_lrs
 from .roles import sh_degree, shape_of
 
 
-def lr_arrays(method, config: TrainConfig) -> dict[str, jax.Array]:
-    """Per-parameter learning rates, shaped [1, ...] to broadcast against [N, *shape]."""
-    out = {}
+def lr_arrays(method, config: TrainConfig, log=None) -> dict[str, jax.Array]:
+    """Per-parameter learning rates, shaped [1, ...] to broadcast against [N, *shape]; `log`
+    receives the lines of `method_lrs` (overrides, an unused lr_default)."""
+    out, lrs = {}, method_lrs(method, config, log)
     for spec in MethodInfo.of(method).params:
-        lr = getattr(spec, "lr", None)
-        if lr is None:
-            lr = config.lr.get(spec.name, config.lr_default)
+        lr = lrs[spec.name]
         shape = shape_of(spec)
         arr = np.full((1,) * (1 + len(shape)), float(lr))
         if spec.kind == "sh" and len(shape) >= 1:

@@ -18,7 +18,7 @@ import numpy as np
 from .. import __version__
 from ..data.files import write_atomic
 from ..method_info import MethodInfo
-from .folder import CONFIG, CURVES, METRICS, PLY, RENDERS, SHEET, writing
+from .folder import CHECKPOINT, CONFIG, CURVES, METRICS, PLY, RENDERS, SHEET, writing
 from .strategies.adc import ADC
 
 
@@ -55,7 +55,8 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).stem) or "view"
 
 
-def write_outputs(out: Path, rec: RunRecord) -> None:
+def write_outputs(out: Path, rec: RunRecord) -> list[str]:
+    """Write the run's files; returns what the user should be told (a file not written)."""
     from .. import plots
 
     if rec.renders:
@@ -66,7 +67,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
         sheet = pairs[: rec.config.sheet_views]
         _write(out / SHEET, lambda f: plots.comparison_sheet(f, sheet))
     _write(out / CURVES, lambda f: plots.training_curves(f, rec.history, rec.evals))
-    _write_ply(out / PLY, rec)
+    notes = _write_ply(out / PLY, rec)
     method, info = rec.method, MethodInfo.of(rec.method)
     run = {
         "method": info.name,
@@ -104,6 +105,7 @@ def write_outputs(out: Path, rec: RunRecord) -> None:
     for name, data in ((METRICS, report), (CONFIG, run)):
         text = json.dumps(data, indent=1) + "\n"
         _write(out / name, lambda f, text=text: f.write(text.encode("utf-8")))
+    return notes
 
 
 def _write(path: Path, write) -> None:
@@ -112,12 +114,15 @@ def _write(path: Path, write) -> None:
         write_atomic(path, write)
 
 
-def _write_ply(path: Path, rec: RunRecord) -> None:
+def _write_ply(path: Path, rec: RunRecord) -> list[str]:
     from ..data.ply import gaussian_layout, save_ply
 
-    layout = gaussian_layout(MethodInfo.of(rec.method).params)
-    if layout is None:
-        return
+    info = MethodInfo.of(rec.method)
+    layout = gaussian_layout(info.params)
+    if layout is None:  # (the run folder simply lacked it)
+        return [f"no {path.name}: {info.name}'s parameters are not the 3DGS PLY layout, which "
+                f"viewers read; the scene is in {CHECKPOINT} (xprc render and xprc view read it)"]
     # save_ply writes atomically itself
     with writing(path):
         save_ply(path, {key: rec.params[name][rec.used] for key, name in layout.items()})
+    return []
