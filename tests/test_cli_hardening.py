@@ -750,3 +750,43 @@ def test_a_run_recorded_before_base_specs_were_hashed_still_renders(tiny_scene, 
     save_checkpoint(ckpt, {"params": params}, {"method": "StudentT", "spec_sha256": own})
     for extra in ([], ["--spec", "student_t"], ["--spec", str(spec)]):
         assert _render(ckpt, tiny_scene, tmp_path / "v.npy", *extra) == 0, extra
+
+
+@pytest.mark.parametrize(
+    ("name", "method_name"), [("3dgs", "Gaussian3D"), ("student_t", "StudentT")]
+)
+def test_runs_of_the_spec_before_its_far_plane_cull_still_render(
+    name, method_name, tiny_scene, tmp_path, capsys
+):
+    """3DGS, 2DGS, Student-t (and Beta) began to cull beyond camera.far, which changed their
+    SPEC_SHA256: the runs trained before matched no shipped spec. The old hashes are recomputed
+    here from the spec's text without the cull (the own-text hash, as those runs recorded)."""
+    import hashlib
+
+    import xprc
+    from xprc.data.npz import save_checkpoint
+    from xprc.data.workloads import adapt_params
+    from xprc.resources import shipped_specs
+    from xprc.trained import EARLIER_SHIPPED
+
+    spec = shipped_specs()[name]
+    text = spec.read_text(encoding="utf-8")
+    assert text.count(" and p.z < camera.far") == 1
+    before = text.replace(" and p.z < camera.far", "")
+    old = hashlib.sha256(before.encode("utf-8")).hexdigest()
+    assert EARLIER_SHIPPED[old] == name
+    ckpt = tmp_path / "old.npz"
+    params = adapt_params(xprc.load(name), _scene_params())
+    save_checkpoint(ckpt, {"params": params}, {"method": method_name, "spec_sha256": old})
+    for extra in ([], ["--spec", name]):
+        capsys.readouterr()
+        assert _render(ckpt, tiny_scene, tmp_path / "v.npy", *extra) == 0, extra
+        assert (f"note: {ckpt}: trained with an earlier version of the shipped {name} spec, "
+                "before it culled primitives beyond camera.far") in capsys.readouterr().err
+    other = tmp_path / "other" / f"{name}.xpr"  # another spec (its own edit) is refused
+    other.parent.mkdir()
+    other.write_text(text.replace("1 / 255", "2 / 255"), encoding="utf-8")
+    if name == "student_t":  # (it extends the shipped 3dgs.xpr beside it)
+        other.with_name("3dgs.xpr").write_text(shipped_specs()["3dgs"].read_text())
+    assert _render(ckpt, tiny_scene, tmp_path / "w.npy", "--spec", str(other)) == 1
+    assert "the scene was trained with spec" in capsys.readouterr().err

@@ -209,6 +209,7 @@ def _spec_method(trained: Trained, spec: str | None, defines: dict):
                 f"the scene was trained with spec {rec.describe()}, but --spec {spec} is "
                 f"{given}; {hint}",
             )
+        _say_earlier(rec, method)
         return method, spec
     if rec is None:
         print(
@@ -226,7 +227,16 @@ def _spec_method(trained: Trained, spec: str | None, defines: dict):
             f"the scene was trained with spec {rec.describe()}, which no shipped spec matches; "
             "give its .xpr file with --spec",
         )
-    return load(found, defines=defines or None), found
+    method = load(found, defines=defines or None)
+    _say_earlier(rec, method)
+    return method, found
+
+
+def _say_earlier(rec: SpecRecord, method) -> None:
+    """A note on stderr when the run was trained with an earlier version of the shipped spec."""
+    said = earlier_version(rec.sha256, MethodInfo.of(method)) if rec is not None else None
+    if said:
+        print(printable(f"note: {rec.where}: trained with {said}"), file=sys.stderr)
 
 
 def _run_constants(trained: Trained, method, source, defines: dict):
@@ -286,8 +296,40 @@ def _number(value: float) -> str:
 def _same_spec(rec: SpecRecord, method) -> bool:
     info = MethodInfo.of(method)
     if rec.sha256:
-        return rec.sha256 in (info.spec_sha256, legacy_sha(info))
+        return rec.sha256 in (info.spec_sha256, legacy_sha(info)) or earlier_version(
+            rec.sha256, info
+        )
     return info.name == rec.name
+
+
+# SPEC_SHA256s that earlier versions of shipped specs recorded -> (the spec, what changed since,
+# and why runs trained with them are still theirs). A run keeps rendering, viewing and resuming
+# with the current spec, with a note that says so.
+_FAR_PLANE = (
+    "an earlier version of the shipped {} spec, before it culled primitives beyond "
+    "camera.far (2026-12-06); the same renders while a camera keeps the default far plane, 1e10"
+)
+EARLIER_SHIPPED = {
+    "7bc98e5dd58513b73bea7f555130d9a22c908552b5f78b5da2df5d8c5b0e5f2f": "3dgs",
+    "83f102e20cdf5d0d7d1a3545f9ee3c9e386094e24cd79c26330969ac63810cd7": "2dgs",
+    "bf564ffbb6d12cfc4b25c8a002bb468806514b1bcf6edb86c7126b2a9802dfbc": "2dgs",  # own text
+    "ab8d2dc45906e305c925952a490fa4ce00ce77e8b13480ade68149e9dd84bce9": "student_t",
+    "058813f74b4e711c71b8331132959fa27a9b50149086f7893172d4c8f4debb43": "student_t",  # own text
+    "32c0426deb43e43237a09bed9e7370fa35330ea284a192a88c7be2757a0dd928": "beta",
+}
+
+
+def earlier_version(sha256: str | None, info: MethodInfo) -> str | None:
+    """What to say when `sha256` is an earlier version of the shipped spec whose current text
+    `info` was compiled from (wherever the file lies); None otherwise."""
+    from .compiler.driver import read_spec, spec_digest
+    from .resources import shipped_specs
+
+    stem = EARLIER_SHIPPED.get(sha256 or "")
+    shipped = shipped_specs().get(stem) if stem else None
+    if shipped is None or info.spec_sha256 != spec_digest(read_spec(shipped), shipped):
+        return None
+    return _FAR_PLANE.format(stem)
 
 
 def legacy_sha(info: MethodInfo) -> str | None:
@@ -305,6 +347,8 @@ def shipped_spec_of(rec: SpecRecord) -> Path | None:
 
     if not rec.sha256:
         return None
+    if rec.sha256 in EARLIER_SHIPPED:
+        return shipped_specs().get(EARLIER_SHIPPED[rec.sha256])
     for path in shipped_specs().values():
         if rec.sha256 in (spec_digest(read_spec(path), path), legacy_digest(path)):
             return path

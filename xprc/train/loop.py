@@ -304,13 +304,16 @@ class Run:
             theirs = mine
         if "inputs" in meta:
             mine, theirs = {**mine, **self.inputs}, {**theirs, **meta["inputs"]}
-            from ..trained import legacy_sha  # (trained.py imports this package)
+            from ..trained import earlier_version, legacy_sha  # (trained.py imports this)
 
             recorded = theirs.get("spec.sha256")
             legacy = recorded and recorded != mine.get("spec.sha256")
             if legacy and recorded == legacy_sha(self.info):
                 self.log(f"{path} records the spec's own sha256 (written before xprc hashed the "
                          "base specs it extends): taken as this spec", always=True)  # fmt: skip
+                theirs["spec.sha256"] = mine["spec.sha256"]
+            elif legacy and (said := earlier_version(recorded, self.info)):
+                self.log(f"{path} was trained with {said}: taken as this spec", always=True)
                 theirs["spec.sha256"] = mine["spec.sha256"]
         else:  # written before checkpoints recorded their spec and data
             self.log(f"{path} does not record its spec and data: assuming this run's", always=True)
