@@ -68,8 +68,8 @@ class StepReports:
 
     def lens(self, step: int, count: int) -> None:
         """Pixels of the step's views outside the lens model's valid domain (the images reach
-        beyond a fisheye's image circle, say; `capacity.lens_message` says what that means for
-        each model): warned once, each change in train.log, the largest at the end."""
+        beyond a fisheye's image circle, say; `capacity.lens_message` says what that implies
+        for each model): warned once, each change in train.log, the largest at the end."""
         if count and not self.outside:
             warnings.warn(f"training step {step}: {lens_message(count, self.model)}",
                           RuntimeWarning, stacklevel=_STACKLEVEL)  # fmt: skip
