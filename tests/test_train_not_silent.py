@@ -402,24 +402,30 @@ def test_resume_of_a_run_recorded_before_base_specs_were_hashed():
     import hashlib
 
     import xprc
-    from xprc.method_info import MethodInfo
     from xprc.resources import shipped_specs
 
-    method = xprc.load("student_t")
     own = hashlib.sha256(shipped_specs()["student_t"].read_bytes()).hexdigest()
+    assert _resume_check(xprc.load("student_t"), own) == [
+        "ckpt.npz records the spec's own sha256 (written before xprc hashed the base specs it "
+        "extends): taken as this spec"
+    ]
+    with pytest.raises(tr.TrainError, match="spec.sha256"):
+        _resume_check(xprc.load("student_t"), "0" * 64)
+
+
+def _resume_check(method, recorded: str) -> list[str]:
+    """The lines `--resume` says for a checkpoint that recorded spec sha256 `recorded`."""
+    from xprc.method_info import MethodInfo
+
     lines: list[str] = []
     config = tr.TrainConfig(steps=3)
     run = types.SimpleNamespace(
         config=config, inputs={"spec.sha256": method.SPEC_SHA256}, info=MethodInfo.of(method),
         log=lambda msg, always=False: lines.append(msg),
     )  # fmt: skip
-    meta = {"config": config.trajectory(), "inputs": {"spec.sha256": own}, "steps": 3}
+    meta = {"config": config.trajectory(), "inputs": {"spec.sha256": recorded}, "steps": 3}
     Run._check_same_options(run, meta, Path("ckpt.npz"))
-    assert lines == ["ckpt.npz records the spec's own sha256 (written before xprc hashed the base "
-                     "specs it extends): taken as this spec"]  # fmt: skip
-    meta["inputs"]["spec.sha256"] = "0" * 64
-    with pytest.raises(tr.TrainError, match="spec.sha256"):
-        Run._check_same_options(run, meta, Path("ckpt.npz"))
+    return lines
 
 
 def test_resume_of_a_run_of_the_spec_before_its_far_plane_cull():
@@ -428,21 +434,11 @@ def test_resume_of_a_run_of_the_spec_before_its_far_plane_cull():
     import hashlib
 
     import xprc
-    from xprc.method_info import MethodInfo
     from xprc.resources import shipped_specs
 
-    method = xprc.load("3dgs")
     text = shipped_specs()["3dgs"].read_text(encoding="utf-8")
     before = hashlib.sha256(text.replace(" and p.z < camera.far", "").encode()).hexdigest()
-    lines: list[str] = []
-    config = tr.TrainConfig(steps=3)
-    run = types.SimpleNamespace(
-        config=config, inputs={"spec.sha256": method.SPEC_SHA256}, info=MethodInfo.of(method),
-        log=lambda msg, always=False: lines.append(msg),
-    )  # fmt: skip
-    meta = {"config": config.trajectory(), "inputs": {"spec.sha256": before}, "steps": 3}
-    Run._check_same_options(run, meta, Path("ckpt.npz"))
-    assert lines == [
+    assert _resume_check(xprc.load("3dgs"), before) == [
         "ckpt.npz was trained with an earlier version of the shipped 3dgs spec, before it culled "
         "primitives beyond camera.far (2026-12-06); the same renders while a camera keeps the "
         "default far plane, 1e10: taken as this spec"
