@@ -296,9 +296,8 @@ def _number(value: float) -> str:
 def _same_spec(rec: SpecRecord, method) -> bool:
     info = MethodInfo.of(method)
     if rec.sha256:
-        return rec.sha256 in (info.spec_sha256, legacy_sha(info)) or earlier_version(
-            rec.sha256, info
-        )
+        ours = rec.sha256 in (info.spec_sha256, legacy_sha(info))
+        return ours or earlier_version(rec.sha256, info) is not None
     return info.name == rec.name
 
 

@@ -308,12 +308,13 @@ class Camera:
     def pixel_valid(self, px, py):
         """Bool: the ray through pixel (px, py) is in the model's valid domain (elementwise;
         no gradient). `fisheye`: inside the image circle, `theta_d <= theta_d(theta_max)`
-        (beyond it no angle reaches the pixel and `pixel_rays` clips the angle); `opencv`: the
-        undistorted point's radial factor is inside (0.8, 1.2) and distorting it gives back the
-        pixel (undistortion converged). Everywhere for `pinhole` and `ortho`."""
-        a, b, _ = self._normalised(px, py)
-        inside = self._lens.pixel_domain(a, b, self.dist)
-        return jnp.ones(a.shape, bool) if inside is None else inside
+        (beyond it no angle reaches the pixel: `pixel_rays` gives the ray at theta_max);
+        `opencv`: the undistorted point's radial factor is inside (0.8, 1.2) and distorting it
+        gives back the pixel (undistortion converged). Everywhere for `pinhole` and `ortho`."""
+        inside = self._pixel_inside(px, py)
+        if inside is None:
+            return jnp.ones(np.broadcast_shapes(np.shape(px), np.shape(py)), bool)
+        return inside
 
     def lens_outside(self, dtype=None) -> jax.Array:
         """int32: how many of the image's pixel centres `(j + 0.5, i + 0.5)` fail `pixel_valid`
@@ -322,11 +323,13 @@ class Camera:
         dt = self.K.dtype if dtype is None else dtype
         px = jnp.arange(self.width, dtype=dt)[None, :] + 0.5
         py = jnp.arange(self.height, dtype=dt)[:, None] + 0.5
+        inside = self._pixel_inside(px, py)
+        return jnp.int32(0) if inside is None else jnp.sum(~inside, dtype=jnp.int32)
+
+    def _pixel_inside(self, px, py):
+        """The lens module's `pixel_domain` at pixels (px, py): bool array, or None (everywhere)."""
         a, b, _ = self._normalised(px, py)
-        inside = self._lens.pixel_domain(a, b, self.dist)
-        if inside is None:
-            return jnp.int32(0)
-        return jnp.sum(~inside, dtype=jnp.int32)
+        return self._lens.pixel_domain(a, b, self.dist)
 
     def jacobian(self, x, y, z):
         """d(u, v)/d(x, y, z) at camera-space points: (j00, j01, j02, j10, j11, j12)."""

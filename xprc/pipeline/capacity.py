@@ -166,7 +166,7 @@ def lens_message(count: int, model: str | None = None, cameras: int = 1) -> str:
     over = f" of {cameras:,} cameras' images" if cameras > 1 else ""
     return (
         f"{count:,} pixel(s){over} lie outside {name} valid domain ({where}); {means}, and "
-        "specs that test camera.project_valid (3dgut) do not draw primitives centred there. "
+        "specs that test camera.project_valid do not draw primitives centred there. "
         "Crop the images to the valid region or check the lens coefficients; "
         "stats['lens_outside'] counts them"
     )
