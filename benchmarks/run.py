@@ -43,17 +43,13 @@ from xprc.pipeline.capacity import _count_fn, _count_key  # noqa: E402
 from xprc.pipeline.params import prepare_params  # noqa: E402
 from xprc.pipeline.render import _compiled  # noqa: E402
 
+FIRST = ("3dgs", "3dgut")  # shown first; every other shipped spec follows by name
 SPECS = {
-    "3dgs": "specs/3dgs.xpr",
-    "3dgut": "specs/3dgut.xpr",
-    "linprim_octahedron": "specs/linprim_octahedron.xpr",
-    "linprim_tetrahedron": "specs/linprim_tetrahedron.xpr",
-    "beta": "specs/beta.xpr",
-    "3dgrt_k0": "specs/3dgrt_k0.xpr",
-    "3dgrt_k1": "specs/3dgrt_k1.xpr",
-    "3dgrt_k4": "specs/3dgrt_k4.xpr",
-    "student_t": "specs/student_t.xpr",
-    "2dgs": "specs/2dgs.xpr",
+    p.stem: f"specs/{p.name}"
+    for p in sorted(
+        (ROOT / "specs").glob("*.xpr"),
+        key=lambda p: (FIRST.index(p.stem) if p.stem in FIRST else len(FIRST), p.stem),
+    )
 }
 
 
