@@ -171,6 +171,37 @@ def test_too_small_footprint_fails_and_names_the_primitive(tmp_path, capsys):
     assert "primitive " in out and "lies outside its footprint" in out
 
 
+GES = """primitive GES extends "3dgs.xpr"
+param betas : scalar = 0.25 + softplus(raw)  lr 5e-3  init 2
+density(g, betas) = exp(-0.5 * g^(betas / 2))
+"""
+
+
+@pytest.mark.parametrize("footprint_for_small_beta", [True, False])
+def test_a_kernel_shape_is_verified_over_its_activation_range(footprint_for_small_beta, tmp_path):
+    """A footprint that holds for beta >= 1 only (the Gaussian's cut-off squared) fails: the
+    shape parameter is drawn over its activation's range, down to 0.27. The derived one holds."""
+    text = GES
+    if not footprint_for_small_beta:
+        text = text.replace("primitive GES extends", "primitive GESbad extends") + (
+            "projection {\n"
+            + _projection_with_r2(SPEC_3DGS, "r2 = (-2 * log(min(1 / (255 * opacity), 1)))^2")
+            + "}\n"
+        )
+    method = _load(tmp_path, text, "ges")
+    report = verify.verify(method, models=("pinhole",), seeds=(0,))
+    assert report.ok == footprint_for_small_beta, report.format()
+    assert report.nonfinite is None
+
+
+def _projection_with_r2(spec: str, r2_line: str) -> str:
+    """The body of the 3DGS spec's projection block with its `r2 = ...` line replaced."""
+    body = spec.split("projection {", 1)[1].split("\n}", 1)[0]
+    lines = [r2_line if ln.strip().startswith("r2 ") else ln for ln in body.splitlines()]
+    assert r2_line in lines
+    return "\n".join(lines) + "\n"
+
+
 def test_verify_cli_rejects_bad_options(capsys):
     assert cli.main(["verify", "3dgs", "--models", "pinhole,fishy"]) == 1
     assert capsys.readouterr().err == (

@@ -32,6 +32,10 @@ MODELS = CAMERA_MODELS
 SCENES = ("random", "large", "near", "edge-on", "behind")
 TOL = 1e-6
 MAX_SEEDS = 1000  # x 5 scenes x 4 camera models renders: hours already
+# A parameter without a role (a kernel's shape, say) is drawn as raw values uniform in
+# [-RAW_RANGE, RAW_RANGE], so a footprint is checked over most of its activation's range:
+# `0.25 + softplus(raw)` from 0.27 to 4.3, `1 + exp(raw)` from 1.02 to 55.6.
+RAW_RANGE = 4.0
 _FLAG = "verify__whole_image"  # extra parameter of the wrapper (`__`: never a spec name)
 
 
@@ -223,8 +227,9 @@ def scene(method, kind: str, n: int, seed: int) -> dict:
             value = _edge_on_quats(rng, n) if kind == "edge-on" else rng.normal(size=shape)
         elif p.kind == "sh":
             value = rng.normal(0, 0.3, shape)
-        else:
-            value = np.abs(rng.normal(1.0, 0.5, shape)) + 0.1  # positive: exp/abs/... activations
+        else:  # raw values over the trainer's whole working range: the activation's range
+            out[p.name] = rng.uniform(-RAW_RANGE, RAW_RANGE, shape)
+            continue
         out[p.name] = _raw_from(p.activation, np.asarray(value, np.float64))
     return out
 
