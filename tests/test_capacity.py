@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -365,6 +367,31 @@ def test_nan_primitive_is_contained(gs):
     for name in g_ref:
         got, want = np.asarray(g_bad[name])[others], np.asarray(g_ref[name])[others]
         np.testing.assert_array_equal(got, want)
+
+
+def test_infinite_parameter_with_a_finite_projection_is_left_out_and_counted(gs):
+    """+inf in an SH coefficient whose basis value is negative gave a finite projection (the
+    colour channel clamped to 0): the primitive was drawn black in that channel, uncounted. It
+    is left out and counted like any non-finite parameter; the image equals the render of the
+    same primitive moved out of view."""
+    params, cam = random_scene(8, seed=5, sh_degree=1), camera()
+    k = 2
+    for j, inf in itertools.product((1, 2, 3), (np.inf, -np.inf)):
+        bad = {n: np.array(v) for n, v in params.items()}
+        bad["sh"][k, j, :] = inf  # where inf times the basis value is -inf: clamped to 0
+        proj = gs.project({n: jnp.asarray(v) for n, v in bad.items()}, cam)
+        if np.all(np.isfinite(np.asarray(proj["features"])[k])):  # the projection hid it
+            break
+    else:
+        raise AssertionError("no infinite degree-1 coefficient gave a finite colour")
+    without = {n: np.array(v) for n, v in params.items()}
+    without["means"][k] = (0.0, 0.0, -10.0)
+    config = RenderConfig(max_entries=4096)
+    with pytest.warns(RuntimeWarning, match="left out 1 primitive"):
+        out = render(gs, bad, cam, config=config)
+    assert int(out.stats["nonfinite"]) == 1
+    ref = render(gs, without, cam, config=config)
+    np.testing.assert_array_equal(np.asarray(out.image), np.asarray(ref.image))
 
 
 def test_zero_primitives_render_the_background(gs):

@@ -225,11 +225,13 @@ def finite_rows(*arrays) -> jax.Array:
     return ok
 
 
-def usable(proj: dict):
-    """([N] finite, [N] valid): a primitive whose projection is not finite is left out of
-    binning (and counted), so its NaN cannot reach other pixels or gradients. `lost` (generated
-    modules): valid by the spec, but its centre, depth or footprint box is not finite."""
-    finite = finite_rows(proj["attrs"], proj["features"], proj["depth"])
+def usable(proj: dict, params: dict | None = None):
+    """([N] finite, [N] valid): a primitive whose projection or parameters are not finite is
+    left out of binning (and counted), so its NaN cannot reach other pixels or gradients. Its
+    parameters too: an infinite one can give a finite but meaningless projection (an infinite
+    SH coefficient clamps a colour channel to 0). `lost` (generated modules): valid by the
+    spec, but its centre, depth or footprint box is not finite."""
+    finite = finite_rows(proj["attrs"], proj["features"], proj["depth"], *(params or {}).values())
     if "lost" in proj:
         finite = finite & ~proj["lost"]
     return finite, proj["valid"] & finite
@@ -238,7 +240,7 @@ def usable(proj: dict):
 def _count_one(method, config: RenderConfig, params, camera):
     grid = TileGrid(camera.width, camera.height, config.tile_size)
     proj = method.project(params, camera)
-    _, valid = usable(proj)
+    _, valid = usable(proj, params)
     *_, count = tile_rects(proj["box"], valid, grid)
     return exact_total(count)
 

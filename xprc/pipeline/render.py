@@ -117,7 +117,7 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
     depth = proj["depth"].astype(dtype)
     values = jnp.concatenate([proj["features"].astype(dtype), depth[:, None]], axis=-1)
     n = attrs.shape[0]
-    finite, valid = cap.usable(proj)
+    finite, valid = cap.usable(proj, params)
     capacity = config.entry_capacity(n, grid.num_tiles)
     ellipse = proj.get("ellipse")  # optional: culls the box's tiles that miss it
     bins = bin_and_sort(proj["box"], valid, depth, grid, capacity, ellipse, proj["centre"])
