@@ -227,6 +227,23 @@ def test_readme_spec_listing_is_the_spec():
     assert [body for _, body in listed] == [p.read_text() for p, _ in listed]
 
 
+def test_docs_spec_listings_are_the_specs():
+    """A docs page that shows a whole shipped spec (a code block opening with its first line,
+    as docs/language.md's complete example does) shows it as it is; one that counts its lines
+    counts them right (docs/student_t.md)."""
+    specs = {p.read_text().splitlines()[0]: p for p in sorted((ROOT / "specs").glob("*.xpr"))}
+    shown = 0
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for _, body, _ in fenced(page.read_text()):
+            if body and body.splitlines()[0] in specs:
+                assert body == specs[body.splitlines()[0]].read_text(), page.name
+                shown += 1
+    assert shown >= 1
+    counted = re.search(r"(\d+) non-blank, non-comment lines", (ROOT / "docs" / "student_t.md")
+                        .read_text())  # fmt: skip
+    assert int(counted.group(1)) == spec_lines(ROOT / "specs" / "student_t.xpr")
+
+
 def test_readme_spec_table_counts_lines():
     text = prose(README.read_text())
     rows = [line for line in text.splitlines() if line.startswith("|") and "](specs/" in line]

@@ -230,6 +230,11 @@ def float32_becomes(value, text: str | None = None) -> str | None:
 
 def outside_float32(shown: str, becomes: str) -> str:
     """The message for a number float32 cannot hold: `shown` is how the number is named."""
+    if becomes == "0":  # below the smallest normal float32: subnormal, or 0 outright
+        return (
+            f"{shown} is below float32's smallest normal number ({F32_TINY:.7g}; renders run in "
+            "float32, and TPUs and XLA's CPU code flush smaller values to 0)"
+        )
     return (
         f"{shown} is outside float32's range (renders run in float32, where it would be {becomes})"
     )

@@ -145,7 +145,8 @@ def alpha_message(count: int) -> str:
     return (
         f"the spec's response gave {count:,} (pixel, primitive) alpha value(s) that are NaN or "
         "outside [0, 1] (a signed response: outside (-1, 1)); they were clamped into range. "
-        "Cap alpha in the spec's response, e.g. 'alpha = min(0.99, ...)'; "
+        "Keep alpha in range in the spec's response, e.g. 'alpha = min(0.99, ...)' above and "
+        "'max(0, ...)' below (a signed response: 'clamp(..., -0.99, 0.99)'); "
         "stats['alpha_out_of_range'] counts them"
     )
 

@@ -28,6 +28,12 @@ from xprc.errors import (
     XprTypeError,
 )
 
+# Names a user may expect as functions (the trainer's activation names), with what to write.
+NOT_FUNCTIONS = {
+    "identity": " (a parameter without an activation has none: `param x : vec3`)",
+    "relu": " (write `max(x, 0)`)",
+}
+
 
 class CallChecks:
     # -- calls -----------------------------------------------------------------------------------
@@ -55,11 +61,8 @@ class CallChecks:
             return self.builtin(name, args, e)
         if name in scope.vars or name in self.ctx.consts or name in self.ctx.params:
             raise self.err(XprTypeError, f"'{name}' is not a function", e.loc)
-        raise self.err(
-            UnknownNameError,
-            f"unknown function '{name}'" + suggest(name, list(self.ctx.fns) + sorted(BUILTINS)),
-            e.loc,
-        )
+        hint = NOT_FUNCTIONS.get(name) or suggest(name, list(self.ctx.fns) + sorted(BUILTINS))
+        raise self.err(UnknownNameError, f"unknown function '{name}'" + hint, e.loc)
 
     def implicit_args(self, name: str, args: list[Node], e: ast.Call, scope: Scope) -> None:
         """`density(2 * s)` / `cutoff(level)` for a `density(g, nu)`: arguments after the first
