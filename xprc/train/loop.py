@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from .init import (
 )
 from .optim import lr_arrays, optimizer
 from .outputs import RunRecord, view_names, write_outputs
+from .progress import progress_bar
 from .reports import StepReports
 from .step import StepKey, eval_fn, step_fn
 from .strategies.make import make_strategy
@@ -491,11 +491,8 @@ def train(
 def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
     config = run.config
     pbar = None
-    if config.progress:
-        from tqdm import tqdm
-
-        pbar = tqdm(total=config.steps, initial=run.step, desc=f"train {run.info.name}",
-                    dynamic_ncols=True, file=sys.stderr)  # fmt: skip
+    if config.progress:  # a bar on a terminal, plain lines in a log file
+        pbar = progress_bar(config.steps, run.step, f"train {run.info.name}")
     t_run = time.perf_counter()
     t_first, first_step = None, run.step
     try:
