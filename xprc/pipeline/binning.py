@@ -19,6 +19,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .relayout import rows_to_columns
+
 
 class TileGrid(NamedTuple):
     """Static geometry of the tile grid (Python ints)."""
@@ -147,14 +149,18 @@ def ellipse_usable(ellipse: jax.Array) -> jax.Array:
 
 def ellipse_hits(centre, ellipse, tile_x, tile_y, grid: TileGrid) -> jax.Array:
     """[M] bool: the tile (tile_x, tile_y) holds a point of the ellipse {q(d) <= 1}, for
-    d over the rectangle its pixel centres span; `centre` [M, 2], `ellipse` [M, 3] (usable).
+    d over the rectangle its pixel centres span; `centre` [M, 2], `ellipse` [M, 3] (usable)."""
+    return _ellipse_hits(centre[:, 0], centre[:, 1], ellipse[:, 0], ellipse[:, 1], ellipse[:, 2],
+                         tile_x, tile_y, grid)  # fmt: skip
 
-    q is convex, so its minimum over the rectangle is 0 when the centre is inside, else it lies
-    on an edge, where q is a 1D quadratic minimised in closed form (clipped to the edge)."""
-    dtype = ellipse.dtype
-    x_lo, x_hi = _pixel_span(tile_x, grid.width, grid.tile, centre[:, 0], dtype)
-    y_lo, y_hi = _pixel_span(tile_y, grid.height, grid.tile, centre[:, 1], dtype)
-    a, b, c = ellipse[:, 0], ellipse[:, 1], ellipse[:, 2]
+
+def _ellipse_hits(cx, cy, a, b, c, tile_x, tile_y, grid: TileGrid) -> jax.Array:
+    """`ellipse_hits` on components [M] each. q is convex, so its minimum over the rectangle is
+    0 when the centre is inside, else it lies on an edge, where q is a 1D quadratic minimised
+    in closed form (clipped to the edge)."""
+    dtype = a.dtype
+    x_lo, x_hi = _pixel_span(tile_x, grid.width, grid.tile, cx, dtype)
+    y_lo, y_hi = _pixel_span(tile_y, grid.height, grid.tile, cy, dtype)
     inside = (x_lo <= 0) & (x_hi >= 0) & (y_lo <= 0) & (y_hi >= 0)
     points = [(x, jnp.clip(-b * x / c, y_lo, y_hi)) for x in (x_lo, x_hi)]
     points += [(jnp.clip(-b * y / a, x_lo, x_hi), y) for y in (y_lo, y_hi)]
@@ -190,28 +196,30 @@ def bin_and_sort(
     """
     n = box.shape[0]
     num_tiles = grid.num_tiles
-    order = jnp.argsort(jnp.where(valid, depth, jnp.inf), stable=True).astype(jnp.int32)
     rx0, ry0, rw, rh, rcount = tile_rects(box, valid, grid)
-    # Per primitive in depth order: first slot, tile rectangle and index (and the bits of the
+    index = jnp.arange(n, dtype=jnp.int32)
+    # depth order (stable), with each primitive's entry count riding along
+    key = jnp.where(valid, depth, jnp.inf)
+    _, order, count = jax.lax.sort((key, index, rcount), num_keys=1, is_stable=True)
+    first, exact = _first_slots(count, rcount, num_tiles)
+    needed = saturate_total(exact)
+    # Per primitive in depth order: tile rectangle, first slot and index (and the bits of the
     # ellipse test's inputs), so that one row gather gives a slot all it needs.
-    columns = [rx0, ry0, jnp.maximum(rw, 1), rcount, jnp.arange(n, dtype=jnp.int32)]
+    columns = [rx0, ry0, jnp.maximum(rw, 1), index]
     itype = jnp.int32
     if ellipse is not None:
         bits, usable = _cull_bits(ellipse, centre)
         itype = bits.dtype  # int64 for a float64 scene
         columns = [c.astype(itype) for c in columns] + list(bits.T)
     table = jnp.stack(columns, axis=-1)[order]
-    count = table[:, 3].astype(jnp.int32)
-    first, exact = _first_slots(count, rcount, num_tiles)
-    needed = saturate_total(exact)
-    table = table.at[:, 3].set(first.astype(itype))
+    table = jnp.concatenate([table[:, :3], first[:, None].astype(itype), table[:, 3:]], axis=1)
     slot = jnp.arange(capacity, dtype=jnp.int32)
-    row = table[slot_owners(count, first, capacity)]
-    rect = row[:, :5].astype(jnp.int32)
-    local = slot - rect[:, 3]
-    tile_x = rect[:, 0] + local % rect[:, 2]
-    tile_y = rect[:, 1] + local // rect[:, 2]
-    prim = rect[:, 4]
+    cols = rows_to_columns(table[slot_owners(count, first, capacity)])  # [C, capacity]
+    rect = cols[:5].astype(jnp.int32)
+    local = slot - rect[3]
+    tile_x = rect[0] + local % rect[2]
+    tile_y = rect[1] + local // rect[2]
+    prim = rect[4]
     live = slot < needed
     tile_id = tile_y * grid.tiles_x + tile_x
     fallback = jnp.int32(0)
@@ -219,9 +227,8 @@ def bin_and_sort(
     tile = jnp.where(live, tile_id, num_tiles)
     if ellipse is not None:
         floats = jnp.float32 if itype == jnp.int32 else jnp.float64  # (float16: widened)
-        cull_row = jax.lax.bitcast_convert_type(row[:, 5:], floats)
-        hit = ellipse_hits(cull_row[:, :2], cull_row[:, 2:5], tile_x, tile_y, grid)
-        hit = hit | (cull_row[:, 5] < 0.5)
+        cx, cy, a, b, c, usable_bit = jax.lax.bitcast_convert_type(cols[5:], floats)
+        hit = _ellipse_hits(cx, cy, a, b, c, tile_x, tile_y, grid) | (usable_bit < 0.5)
         tile = jnp.where(live & ~hit, num_tiles + 1 + tile_id, tile)
         fallback = jnp.sum(valid & ~usable).astype(jnp.int32)
     ids = 2 * num_tiles + 2 if ellipse is not None else num_tiles + 1
@@ -288,7 +295,8 @@ def slot_owners(count, first, capacity: int) -> jax.Array:
 
 def id_bounds(sorted_ids, ids: int) -> jax.Array:
     """[ids] the first position of each sort id 0..ids-1 in `sorted_ids` (int32)."""
-    bounds = jnp.searchsorted(sorted_ids, jnp.arange(ids, dtype=jnp.int32), side="left")
+    query = jnp.arange(ids, dtype=jnp.int32)
+    bounds = jnp.searchsorted(sorted_ids, query, side="left", method="scan_unrolled")
     return bounds.astype(jnp.int32)
 
 
