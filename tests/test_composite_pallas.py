@@ -9,6 +9,7 @@ Also: which backend "auto" picks, the located refusals, and that the kernels low
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import types
 
@@ -230,6 +231,25 @@ def test_kernels_hold_the_per_pixel_outputs_one_array_each():
     _, extra = method.response(*(jnp.zeros((2, 1, n)) for n in (2, 3, 3)),
                                jnp.zeros((1, 4, method.NUM_ATTRS)), cam, stack=False)  # fmt: skip
     assert [e.shape for e in extra] == [(2, 4)] * k
+
+
+@pytest.mark.parametrize("spec,model", [("3dgut", "fisheye"), ("linprim_octahedron", "pinhole")])
+def test_parameter_gradients_alone_equal_the_xla_paths(spec, model):
+    """The camera not differentiated (training without pose optimisation, the TPU benchmarks):
+    the parameter gradients still equal the XLA path's."""
+    method = load(ROOT / "specs" / f"{spec}.xpr")
+    params = _scene(method, "random", 10, seed=3)
+    cam = _camera(model)
+    weight = jnp.asarray(np.random.default_rng(1).uniform(-1, 1, (H, W, 3)), jnp.float32)
+
+    def loss(p, c, config):
+        return jnp.sum(_outputs(method, p, c, config)["image"] * weight)
+
+    pallas = dataclasses.replace(XLA, compositor="pallas")
+    want = jax.jit(jax.grad(functools.partial(loss, config=XLA)))(params, cam)
+    got = jax.jit(jax.grad(functools.partial(loss, config=pallas)))(params, cam)
+    _assert_close(got, want, 2e-5)
+    assert max(float(jnp.abs(v).max()) for v in jax.tree_util.tree_leaves(got)) > 0
 
 
 def test_a_hand_written_response_with_stacked_outputs_still_composites():
