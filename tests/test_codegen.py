@@ -548,7 +548,7 @@ def test_temporaries_carry_local_names():
     for name in ("v_t0_z", "v_z_1", "v_cam_u0", "v_radius", "v_d_x", "v_d_y", "v_e", "v_e_2"):
         assert f"    {name} = " in source, name
     golden = (ROOT / "tests" / "golden" / "3dgs.py").read_text()
-    for name in ("v_p_z", "v_z", "v_u", "v_cov2d_0_1", "v_r2", "v_conic_x", "v_sigma"):
+    for name in ("v_p_z", "v_z", "v_u", "v_cov2d_0_0", "v_r2", "v_conic_x", "v_sigma"):
         assert f"    {name} = " in golden, name
 
 
