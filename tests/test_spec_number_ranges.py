@@ -247,11 +247,11 @@ F32_CASES = [
         "              ^",
     ),
     (
-        "guard_in_3dgs",  # max(det(cov2), 1e-50) is max(det(cov2), 0) in float32: no guard
-        sub("det2  = max(det(cov2), 1e-10)", "det2  = max(det(cov2), 1e-50)", SPEC_3DGS),
-        "3dgs.xpr:33:26: error: number 1e-50 is below float32's smallest normal number (1.175494e-38; renders run in float32, and TPUs and XLA's CPU code flush smaller values to 0)\n"
-        "      det2  = max(det(cov2), 1e-50)\n"
-        "                             ^",
+        "guard_in_3dgs",  # max(.., 1e-50) is max(.., 0) in float32: no guard
+        sub("eps2d^2, 1e-10)", "eps2d^2, 1e-50)", SPEC_3DGS),
+        "3dgs.xpr:37:70: error: number 1e-50 is below float32's smallest normal number (1.175494e-38; renders run in float32, and TPUs and XLA's CPU code flush smaller values to 0)\n"
+        "      det2  = max(det2d + eps2d * (cov2d[0, 0] + cov2d[1, 1]) + eps2d^2, 1e-50)\n"
+        "                                                                         ^",
     ),
     (
         "subnormal",  # a float32 subnormal: XLA flushes it to zero

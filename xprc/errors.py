@@ -66,6 +66,17 @@ def warn_data(path, problem: str, stacklevel: int = 2) -> None:
     warnings.warn(f"{printable(str(path))}: {problem}", RuntimeWarning, stacklevel=stacklevel + 1)
 
 
+class SpecWarning(UserWarning):
+    """Something in a spec that compiles but is probably a mistake (a parameter or local that
+    nothing uses): `FILE:LINE:COL: warning: MSG` and the line with a caret, as errors are."""
+
+    def __init__(self, message: str, *, filename: str, line: int, column: int,
+                 source_line: str | None) -> None:  # fmt: skip
+        text = XprError(message, filename=filename, line=line, column=column,
+                        source_line=source_line).format()  # fmt: skip
+        super().__init__(text.replace(": error: ", ": warning: ", 1))
+
+
 class CameraModelError(XprError):
     """A camera whose model the spec does not accept (its `cameras` declaration)."""
 

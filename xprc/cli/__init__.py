@@ -27,7 +27,7 @@ import sys
 import warnings
 from collections.abc import Callable
 
-from ..errors import XprError, printable
+from ..errors import SpecWarning, XprError, printable
 from . import check, compile, demo, render, train, verify, view
 
 
@@ -145,8 +145,13 @@ def _out_of_memory(e: BaseException) -> str | None:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A warning as the CLI shows it: `warning: MESSAGE`, one line, no source location."""
-    print(printable(f"warning: {message}"), file=sys.stderr if file is None else file)
+    """A warning as the CLI shows it: `warning: MESSAGE`, one line, no source location; a spec's
+    warning as it formats itself (`FILE:LINE:COL: warning: ...` and a caret)."""
+    out = sys.stderr if file is None else file
+    if isinstance(message, SpecWarning):
+        print(str(message), file=out)  # made printable by its formatting
+        return
+    print(printable(f"warning: {message}"), file=out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -364,6 +364,9 @@ class Checked:
     cameras_why: str = ""  # where that comes from: the declaration or the default's reason
     # The projection's and response's locals and emits, in assignment order: (value, spec name).
     local_names: list[tuple[Node, str]] = field(default_factory=list)
+    # what compiles but is probably a mistake: (message, where, its source line), reported as
+    # SpecWarnings by the driver
+    warnings: list[tuple[str, Loc, str | None]] = field(default_factory=list)
 
 
 def format_ir(checked: Checked) -> str:

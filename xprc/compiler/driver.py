@@ -23,6 +23,7 @@ import re
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,7 +41,7 @@ from xprc.compiler import (
 )
 from xprc.compiler.output_file import check_output, write_atomic
 from xprc.compiler.spec_file import read_spec
-from xprc.errors import DefineError, MissingOutputError, SpecError, XprError
+from xprc.errors import DefineError, MissingOutputError, SpecError, SpecWarning, XprError
 from xprc.resources import spec_path
 
 __all__ = [
@@ -142,7 +143,21 @@ def run_stages(text: str, filename: str = "<input>", defines=None, spec_dir=None
             value = outputs[stage.name] = stage.run(value, job)
         return outputs
 
-    return _deep(run, filename=filename, stage=lambda: current["stage"])
+    outputs = _deep(run, filename=filename, stage=lambda: current["stage"])
+    if "checked" in outputs:
+        _warn_unused(outputs["checked"], job)
+    return outputs
+
+
+def _warn_unused(checked: ast.Checked, job: Job) -> None:
+    """Each of the checked spec's warnings as a SpecWarning at its line (the base spec's for
+    an item it declares)."""
+    for message, loc, line in checked.warnings:
+        warnings.warn(
+            SpecWarning(message, filename=loc.file or job.filename, line=loc.line,
+                        column=loc.column, source_line=line),  # fmt: skip
+            stacklevel=3,
+        )
 
 
 def _require_params(spec: ast.Spec, checked: ast.Checked) -> None:

@@ -26,6 +26,7 @@ from xprc.compiler.check.outputs import OutputChecks
 from xprc.compiler.check.params import ParamChecks
 from xprc.compiler.check.scopes import Binding, Scope
 from xprc.compiler.check.statements import StatementChecks
+from xprc.compiler.check.unused import unused
 from xprc.compiler.names import (
     _LANG_RESERVED,
     _PY_RESERVED,
@@ -124,7 +125,7 @@ class Checker(OutputChecks, ParamChecks, CallChecks, StatementChecks, ExprChecks
         emits, outputs = self.projection(blocks["projection"], color)
         prim_nodes, alpha = self.response(blocks["response"], emits)
         cameras, cameras_why = self.cameras()
-        return ast.Checked(
+        checked = ast.Checked(
             name=prim.name,
             filename=self.ctx.spec.filename,
             source=self.ctx.spec.source,
@@ -148,6 +149,9 @@ class Checker(OutputChecks, ParamChecks, CallChecks, StatementChecks, ExprChecks
             cameras_why=cameras_why,
             local_names=list(self.ctx.local_names),
         )
+        checked.warnings = [(message, loc, self.ctx.spec.source_line(loc.line, loc.file))
+                            for message, loc in unused(checked, self.ctx)]  # fmt: skip
+        return checked
 
     def declarations(self):
         """Collect the top-level declarations: (primitive, blocks by kind, color, constants in

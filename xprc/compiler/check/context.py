@@ -29,3 +29,6 @@ class Context:
     proj_locals: dict[str, Binding] = field(default_factory=dict)  # the projection's locals
     pixel_outputs: dict[str, tuple[Node, Loc]] = field(default_factory=dict)  # response emits
     local_names: list[tuple[Node, str]] = field(default_factory=list)  # value, spec name
+    # locals by where they are first assigned (name, block), and which of them are read
+    local_defs: dict[Loc, tuple[str, str]] = field(default_factory=dict)
+    local_reads: set[Loc] = field(default_factory=set)

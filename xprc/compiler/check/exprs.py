@@ -74,6 +74,8 @@ class ExprChecks:
     def e_Name(self, e: ast.Name, scope: Scope) -> Node:
         b = scope.vars.get(e.id)
         if b is not None:
+            if b.kind == "local":
+                self.ctx.local_reads.add(b.loc)
             return b.node
         if e.id in self.ctx.consts:
             return self.ctx.consts[e.id].node

@@ -112,6 +112,8 @@ class StatementChecks:
             )
         scope.vars[name] = Binding("local", value, old.loc if old else stmt.loc)
         self.ctx.local_names.append((value, name))  # generated code names its temps after it
+        if old is None:
+            self.ctx.local_defs.setdefault(stmt.loc, (name, scope.context))
 
     def set_item(self, target: Node, indices, value: Node, scope, loc) -> Node:
         idx_expr = indices[0]
