@@ -94,3 +94,42 @@ def _free_compiled_code():
     importlib.import_module("xprc.pipeline.render")._jitted.cache_clear()
     importlib.import_module("xprc.pipeline.capacity")._count_fn.cache_clear()
     jax.clear_caches()
+
+
+# The shipped 3DGS and Student-t specs before their determinant without cancellation
+# (2026-12-06): today's text edited back, for the tests of runs trained with earlier versions
+# (xprc.trained.EARLIER_SHIPPED).
+_OPACITY = (
+    "  emit opacity = where(antialiased != 0, opacities * sqrt(max({} / det2, 0.005^2)), opacities)"
+)
+_DETERMINANT_EDITS = {
+    "3dgs": (
+        "\n".join(
+            [
+                "  # det(cov2d) = det(A A^T), A = J M, as the sum of A's squared 2x2 minors "
+                "(Cauchy-Binet):",
+                "  # a * c - b^2 cancels, and loses a long thin footprint's determinant in float32",
+                "  minors = cross(row(J * M, 0), row(J * M, 1))",
+                "  det2d = dot(minors, minors)",
+                "  det2  = max(det2d + eps2d * (cov2d[0, 0] + cov2d[1, 1]) + eps2d^2, 1e-10)",
+                _OPACITY.format("det2d"),
+            ]
+        ),
+        "\n".join(["  det2  = max(det(cov2), 1e-10)", _OPACITY.format("det(cov2d)")]),
+    ),
+    "student_t": (
+        "  minors = cross(row(J * M, 0), row(J * M, 1))   "
+        "# det(J M M^T J^T), without cancellation\n"
+        "  det2 = max(dot(minors, minors) + eps2d * (cov2[0, 0] + cov2[1, 1]) - eps2d^2, 1e-10)",
+        "  det2 = max(det(cov2), 1e-10)",
+    ),
+}
+
+
+def before_determinant(name: str, text: str) -> str:
+    """A shipped spec's text as it was before the determinant change (unchanged if it had none)."""
+    if name not in _DETERMINANT_EDITS:
+        return text
+    new, old = _DETERMINANT_EDITS[name]
+    assert text.count(new) == 1, name
+    return text.replace(new, old)

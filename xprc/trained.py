@@ -307,8 +307,14 @@ def _same_spec(rec: SpecRecord, method) -> bool:
 _FAR_PLANE = (
     "an earlier version of the shipped {} spec, before it culled primitives beyond "
     "camera.far (2026-12-06); the same renders while a camera keeps the default far plane, 1e10"
+    " (up to float32 rounding: its 2D determinant is now computed without cancellation)"
 )
-EARLIER_SHIPPED = {
+_DETERMINANT = (
+    "an earlier version of the shipped {} spec, before its 2D determinant was computed without "
+    "cancellation (2026-12-06); the same renders up to float32 rounding, except footprints "
+    "hundreds of pixels long and under a pixel wide, whose alpha it got wrong"
+)
+_BEFORE_FAR_PLANE = {
     "7bc98e5dd58513b73bea7f555130d9a22c908552b5f78b5da2df5d8c5b0e5f2f": "3dgs",
     "83f102e20cdf5d0d7d1a3545f9ee3c9e386094e24cd79c26330969ac63810cd7": "2dgs",
     "bf564ffbb6d12cfc4b25c8a002bb468806514b1bcf6edb86c7126b2a9802dfbc": "2dgs",  # own text
@@ -316,6 +322,15 @@ EARLIER_SHIPPED = {
     "058813f74b4e711c71b8331132959fa27a9b50149086f7893172d4c8f4debb43": "student_t",  # own text
     "32c0426deb43e43237a09bed9e7370fa35330ea284a192a88c7be2757a0dd928": "beta",
 }
+_BEFORE_DETERMINANT = {  # (tests/test_needles.py)
+    "c95e4132cec409bc85dae01165675265759f3cdb826910f9e821ea2932a37633": "3dgs",
+    "938b99aefa2d8dac7507c9eb2384fcee8c55b74d3a35688447fa980697bb6726": "student_t",
+    "aa13592fca47858f9076497e70ae3d5e17dee2c144227d0e8cb465862123f874": "beta",
+    "54d4bfcd5859443e055b7e82f6b5cfcac2c46293ca4be95a263d0503790eea8b": "2dgs",
+}
+EARLIER_SHIPPED = {**_BEFORE_FAR_PLANE, **_BEFORE_DETERMINANT}
+_WHY = {**dict.fromkeys(_BEFORE_FAR_PLANE, _FAR_PLANE),
+        **dict.fromkeys(_BEFORE_DETERMINANT, _DETERMINANT)}  # fmt: skip
 
 
 def earlier_version(sha256: str | None, info: MethodInfo) -> str | None:
@@ -328,7 +343,7 @@ def earlier_version(sha256: str | None, info: MethodInfo) -> str | None:
     shipped = shipped_specs().get(stem) if stem else None
     if shipped is None or info.spec_sha256 != spec_digest(read_spec(shipped), shipped):
         return None
-    return _FAR_PLANE.format(stem)
+    return _WHY[sha256].format(stem)
 
 
 def legacy_sha(info: MethodInfo) -> str | None:
