@@ -70,3 +70,12 @@ def test_the_cli_prints_the_warning_once_with_its_caret(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("warning:") == 1
     assert f"{spec}:" in err and "'junk' is assigned but never used\n      junk = 1\n      ^" in err
+
+
+def test_a_file_name_that_looks_like_a_message_is_printed_as_it_is():
+    """The warning's form is built, not edited from an error's text: a spec named like a
+    message keeps its name."""
+    text = SPEC.replace("  tx  = 0.5", "  junk = 1\n  tx  = 0.5", 1)
+    (got,) = _warnings(text, "a: error: b\n.xpr")
+    assert got.startswith("a: error: b\\n.xpr:")
+    assert ": warning: 'junk' is assigned but never used" in got

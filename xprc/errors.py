@@ -33,23 +33,31 @@ class XprError(Exception):
         super().__init__(self.format())
 
     def format(self) -> str:
-        message = printable(self.message)  # it may quote a file name, a key, a spec's text
-        if self.filename is None and self.line is None:
-            return f"error: {message}"
-        where = printable(self.filename or "<input>")
-        if self.line is None:
-            return f"{where}: error: {message}"
-        col = self.column or 1
-        text = f"{where}:{self.line}:{col}: error: {message}"
-        if self.source_line is not None:
-            src = self.source_line.rstrip("\n").expandtabs(1)
-            # the caret under the same character once the line's escapes are written out
-            pad = len(printable(src[: col - 1]))
-            text += f"\n    {printable(src)}\n    {' ' * pad}^"
-        return text
+        return located("error", self.message, self.filename, self.line, self.column,
+                       self.source_line)  # fmt: skip
 
     def __str__(self) -> str:
         return self.format()
+
+
+def located(severity: str, message: str, filename=None, line=None, column=None,
+            source_line=None) -> str:  # fmt: skip
+    """`FILE:LINE:COL: SEVERITY: MESSAGE` and the source line with a caret (what is known of
+    it), every part printable."""
+    message = printable(message)  # it may quote a file name, a key, a spec's text
+    if filename is None and line is None:
+        return f"{severity}: {message}"
+    where = printable(filename or "<input>")
+    if line is None:
+        return f"{where}: {severity}: {message}"
+    col = column or 1
+    text = f"{where}:{line}:{col}: {severity}: {message}"
+    if source_line is not None:
+        src = source_line.rstrip("\n").expandtabs(1)
+        # the caret under the same character once the line's escapes are written out
+        pad = len(printable(src[: col - 1]))
+        text += f"\n    {printable(src)}\n    {' ' * pad}^"
+    return text
 
 
 class DataError(XprError):
@@ -72,9 +80,7 @@ class SpecWarning(UserWarning):
 
     def __init__(self, message: str, *, filename: str, line: int, column: int,
                  source_line: str | None) -> None:  # fmt: skip
-        text = XprError(message, filename=filename, line=line, column=column,
-                        source_line=source_line).format()  # fmt: skip
-        super().__init__(text.replace(": error: ", ": warning: ", 1))
+        super().__init__(located("warning", message, filename, line, column, source_line))
 
 
 class CameraModelError(XprError):
