@@ -23,6 +23,7 @@ from xprc.compiler.names import (
 from xprc.errors import (
     MissingOutputError,
     ScopeError,
+    SpecError,
     StaticError,
     UnknownNameError,
     XprTypeError,
@@ -173,10 +174,31 @@ class CallChecks:
             if not isinstance(a.type, ScalarT):
                 loc = e.args[i].loc if i < len(e.args) else e.loc  # else passed implicitly
                 raise self.err(XprTypeError, f"'cutoff' needs scalars, got {a.type}", loc)
+        self._check_never_increases(fn, args[1:], e)
         node = invert.cutoff(self, lambda g: self.user_call(fn, [g, *args[1:]], e), args[0])
         if node is None:
             raise self.err(XprTypeError, "'cutoff' needs a density that returns a scalar", fn.loc)
         return node
+
+    def _check_never_increases(self, fn: ast.Fn, extra: list[Node], e: ast.Call) -> None:
+        """`cutoff` is the footprint of a kernel that never increases in g: a density that does
+        (sampled at numbers; per-primitive arguments cannot be) is an error at its line."""
+        if any(a.op != "num" for a in extra):
+            return
+        found = invert.first_increase(lambda g: self.user_call(fn, [g, *extra], e))
+        if found is None:
+            return
+        a, fa, b, fb = found
+        raise self.err(
+            SpecError,
+            f"the density increases with g, from density({a:.6g}) = {fa:.6g} to "
+            f"density({b:.6g}) = {fb:.6g}. 'cutoff' (line {e.loc.line}) finds the largest g "
+            "where the kernel is still >= the level and assumes it never increases in g >= 0: "
+            "its footprint would miss pixels the kernel draws. Make the kernel non-increasing "
+            "in g, or compute the "
+            "footprint without 'cutoff'",
+            fn.loc,
+        )
 
     def broadcast_to(self, x: Node, t) -> Node:
         if not isinstance(x.type, ScalarT) or isinstance(t, ScalarT):

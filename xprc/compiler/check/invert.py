@@ -136,6 +136,42 @@ def _solve_where(ck, f: Node, x: Node, y: Node, memo) -> Node | None:
     return _Builder(ck).call("min", inner, edge)
 
 
+# where `first_increase` samples the kernel: g = 0 and 2^(k / 8) for log2(g) in [-40, 40]
+INCREASE_SAMPLES = [0.0] + [2.0 ** (k / 8) for k in range(8 * -40, 8 * 40 + 1)]
+INCREASE_TOL = 1e-9  # relative: rounding in a kernel's formula is not an increase
+
+
+def first_increase(density_call) -> tuple[float, float, float, float] | None:
+    """(a, density(a), b, density(b)): the first run of INCREASE_SAMPLES over which the kernel,
+    folded at numbers, increases (a where it starts to, b where it stops); None when it never
+    does there (or cannot be folded: a kernel of per-primitive arguments). `cutoff` assumes a
+    kernel that never increases in g."""
+    values = []
+    for g in INCREASE_SAMPLES:
+        try:
+            out = density_call(Node("num", SCALAR, (), g))
+        except XprError:  # outside the kernel's domain at this g (sqrt of a negative...)
+            values.append(math.nan)
+            continue
+        if out.op != "num":
+            return None
+        values.append(float(out.extra))
+
+    def rises(i: int) -> bool:
+        lo, hi = values[i], values[i + 1]
+        finite = math.isfinite(lo) and math.isfinite(hi)
+        return finite and hi > lo + INCREASE_TOL * max(abs(lo), abs(hi))
+
+    last = len(values) - 1
+    start = next((i for i in range(last) if rises(i)), None)
+    if start is None:
+        return None
+    end = start + 1
+    while end < last and rises(end):
+        end += 1
+    return INCREASE_SAMPLES[start], values[start], INCREASE_SAMPLES[end], values[end]
+
+
 def cutoff(ck, density_call, level: Node) -> Node:
     """The largest g >= 0 with density(g) >= level. `density_call(g)` inlines the kernel."""
     b = _Builder(ck)
