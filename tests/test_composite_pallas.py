@@ -252,26 +252,6 @@ def test_parameter_gradients_alone_equal_the_xla_paths(spec, model):
     assert max(float(jnp.abs(v).max()) for v in jax.tree_util.tree_leaves(got)) > 0
 
 
-@pytest.mark.parametrize(
-    "spec,model,capacity",
-    [("3dgs", "pinhole", 2048), ("3dgut", "fisheye", 2048), ("3dgs", "pinhole", 61)],
-)
-def test_gradients_summed_by_runs_equal_the_xla_paths(spec, model, capacity, monkeypatch):
-    """The lanes' gradient summed run by run (`entry_rows.py`, the TPU's choice) instead of by
-    a scatter-add: the same gradients as the XLA path, also when the buffer overflows."""
-    from xprc.pipeline import entry_rows as er
-
-    calls = []
-    rows = er._rows
-    monkeypatch.setattr(er, "BY_RUNS", True)
-    monkeypatch.setattr(er, "_rows", lambda *a: calls.append(1) or rows(*a))
-    method = load(ROOT / "specs" / f"{spec}.xpr")
-    params = _scene(method, "random", 10, seed=3)
-    xla = dataclasses.replace(XLA, max_entries=capacity, on_overflow="ignore")
-    _compare(spec, params, _camera(model), xla)
-    assert calls  # traced with the runs' gradient, not a cached trace
-
-
 def test_a_hand_written_response_with_stacked_outputs_still_composites():
     """A response without the `stack` keyword (hand-written) gives its outputs stacked; the
     kernels split them, say once that this is slow on a TPU, and agree with the XLA path."""

@@ -48,17 +48,6 @@ INT32_MAX = 2**31 - 1
 ELLIPSE_SLACK = 256
 
 
-class Runs(NamedTuple):
-    """Where the sorted entries were before the sort: each primitive's entries were one run of
-    slots, primitives in depth order (`rank`)."""
-
-    slot: jax.Array  # [E] int32, the slot each sorted entry had before the sort
-    back: jax.Array  # [E] int32, per slot (before the sort): its distance to its run's start
-    first: jax.Array  # [N] int32, per rank: the run's first slot
-    count: jax.Array  # [N] int32, per rank: the run's length (entries may end at the capacity)
-    order: jax.Array  # [N] int32, per rank: the primitive's index
-
-
 class Bins(NamedTuple):
     """Entries sorted by (tile, depth). Slots past the kept entries carry ids >= `num_tiles`:
     `num_tiles` an empty slot, `num_tiles + 1 + t` an entry of tile t the ellipse test culled."""
@@ -72,7 +61,6 @@ class Bins(NamedTuple):
     kept: jax.Array  # [T] int32, entries each tile got (after the ellipse test)
     culled: jax.Array  # [T] int32, entries of each tile in the buffer the ellipse test rejected
     fallback: jax.Array  # [] int32, usable primitives whose ellipse is unusable (rectangle kept)
-    runs: Runs | None = None  # where the entries were before the sort (the gradient's sums)
 
 
 def exact_total(count: jax.Array) -> jax.Array:
@@ -244,7 +232,7 @@ def bin_and_sort(
         tile = jnp.where(live & ~hit, num_tiles + 1 + tile_id, tile)
         fallback = jnp.sum(valid & ~usable).astype(jnp.int32)
     ids = 2 * num_tiles + 2 if ellipse is not None else num_tiles + 1
-    tile, prim, before = _sort_entries(tile, prim, ids, carry_prim)
+    tile, prim = _sort_entries(tile, prim, ids, carry_prim)
     bounds = id_bounds(tile, ids)
     tile_start = bounds[: num_tiles + 1]
     kept = tile_start[1:] - tile_start[:-1]
@@ -260,8 +248,7 @@ def bin_and_sort(
         lambda: tile_demand(rx0, ry0, rw, rh, grid),
         lambda: kept + culled,
     )
-    runs = Runs(before, local, first, count, order)
-    return Bins(tile, prim, tile_start, needed, exact, demand, kept, culled, fallback, runs)
+    return Bins(tile, prim, tile_start, needed, exact, demand, kept, culled, fallback)
 
 
 def _first_slots(count, rcount, num_tiles: int):
@@ -325,12 +312,10 @@ def spread(prim: jax.Array, live: jax.Array, n: int) -> jax.Array:
 
 
 def _sort_entries(tile, prim, ids: int, carry_prim: bool | None):
-    """The slots sorted by (sort id, slot): (sorted ids [E] int32, their primitives [E], the
-    slot each had before the sort [E])."""
+    """The slots sorted by (sort id, slot): (sorted ids [E] int32, their primitives [E])."""
     capacity = tile.shape[0]
     if ids * capacity >= 2**32:
-        slot = jnp.arange(capacity, dtype=jnp.int32)
-        return jax.lax.sort((tile.astype(jnp.int32), prim, slot), num_keys=1, is_stable=True)
+        return jax.lax.sort((tile.astype(jnp.int32), prim), num_keys=1, is_stable=True)
     # One unsigned key (id, slot): unique, so a plain sort keeps slot (= depth) order.
     slot = jnp.arange(capacity, dtype=jnp.uint32)
     key = tile.astype(jnp.uint32) * jnp.uint32(capacity) + slot
@@ -338,12 +323,10 @@ def _sort_entries(tile, prim, ids: int, carry_prim: bool | None):
         carry_prim = jax.default_backend() != "cpu"
     if carry_prim:
         key, prim = jax.lax.sort((key, prim), num_keys=1)
-        before = (key % jnp.uint32(capacity)).astype(jnp.int32)
     else:
         key = jax.lax.sort(key)
-        before = (key % jnp.uint32(capacity)).astype(jnp.int32)
-        prim = prim[before]
-    return (key // jnp.uint32(capacity)).astype(jnp.int32), prim, before
+        prim = prim[(key % jnp.uint32(capacity)).astype(jnp.int32)]
+    return (key // jnp.uint32(capacity)).astype(jnp.int32), prim
 
 
 def _cull_bits(ellipse, centre):

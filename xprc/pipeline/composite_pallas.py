@@ -11,12 +11,11 @@ a chunk is one [B, P] array; per-entry inputs are [B, 1] columns and per-pixel i
 
 - lanes [E / B, B, C]: the sorted entries themselves, cut into aligned chunks of B: per entry,
   its primitive's response attributes (A) and composited values (V), C = A + V (one row gather
-  by `bins.prim`, whose gradient is summed run by run: `entry_rows.py`). A tile's list is the
-  run tile_start[t] .. tile_start[t + 1] - 1 of it, so its chunks are the aligned ones that
-  cover the run; a chunk at either end may hold entries of the neighbouring tiles, which the
-  program masks by position (as zeros: no NaN of another primitive can leak). There is no
-  per-tile padded copy of the lists (the XLA path's `layout`, whose 1D gather of the capacity
-  cost 5.8 ms of a garden frame on a TPU v5e).
+  by `bins.prim`). A tile's list is the run tile_start[t] .. tile_start[t + 1] - 1 of it, so its
+  chunks are the aligned ones that cover the run; a chunk at either end may hold entries of the
+  neighbouring tiles, which the program masks by position (as zeros: no NaN of another
+  primitive can leak). There is no per-tile padded copy of the lists (the XLA path's `layout`,
+  whose 1D gather of the capacity cost 5.8 ms of a garden frame on a TPU v5e).
 - rows [T, 8, P]: per tile, the pixel centres (x, y), the ray origins (x, y, z) and directions
   (x, y, z) of its pixels (zeros without rays).
 - output [T, V + K + 2, P]: sum_k w_k values_k, sum_k w_k extra_k (the K per-pixel outputs),
@@ -49,10 +48,9 @@ from jax.extend.core import Var
 
 from ..errors import XprError
 from ..method_info import MethodInfo
-from .binning import Bins, TileGrid
+from .binning import Bins, TileGrid, spread
 from .composite_scan import clamp_alpha, tile_pixels
 from .config import RenderConfig
-from .entry_rows import entry_rows
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
 INTERPRET = None  # None: interpret off a TPU; tests set False to lower the kernels for a TPU
@@ -180,7 +178,7 @@ def composite_pallas(
     # one row gather of the sorted entries, padded to whole chunks (slots past the kept
     # entries belong to no tile: the kernels mask them)
     kept = jnp.arange(bins.prim.shape[0], dtype=jnp.int32) < bins.tile_start[-1]
-    lanes = entry_rows(table, bins.prim, kept, bins.runs, grid.num_tiles)
+    lanes = table[spread(bins.prim, kept, table.shape[0])]
     pad = -lanes.shape[0] % b
     if pad:
         lanes = jnp.concatenate([lanes, jnp.zeros((pad, lanes.shape[1]), dtype)])
