@@ -251,6 +251,41 @@ def test_lock_is_released_on_exit_and_refuses_in_process(tmp_path):
     second.release()
 
 
+@pytest.mark.parametrize("name", ["train.lock", "train.log"])
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_lock_and_log_never_follow_a_link_or_write_a_special_file(name, kind, tmp_path):
+    """A `train.lock` or `train.log` that is a symbolic link in a run folder (which the run
+    folder checks accept: they are taken over or appended to) was followed: the lock truncated
+    the file it pointed at and wrote its pid there, the log appended to it, a dangling link
+    created a file outside the folder. Now an error naming the path, with nothing written."""
+    run = tmp_path / "run"
+    run.mkdir()
+    target = tmp_path / "precious.txt"
+    if kind == "link":
+        target.write_text("precious data\n")
+        (run / name).symlink_to(target)
+    elif kind == "dangling":
+        (run / name).symlink_to(target)
+    else:
+        os.mkfifo(run / name)
+    what = "the lock file" if name == "train.lock" else "the run's log"
+    problem = "is a symbolic link, which is not followed" if kind != "fifo" else (
+        "is not a regular file"
+    )  # fmt: skip
+    with pytest.raises(tr.TrainError) as info:
+        if name == "train.lock":
+            Lock(run).acquire()
+        else:
+            from xprc.train.folder import TrainLog
+
+            TrainLog(run / name, progress=False)
+    assert str(info.value) == f"{run / name}: error: {what} {problem}; remove it"
+    if kind == "link":
+        assert target.read_text() == "precious data\n"
+    else:
+        assert not target.exists()
+
+
 def test_full_disk_at_a_checkpoint_is_an_error_that_keeps_the_last_one(
     scene, tmp_path, monkeypatch
 ):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import stat
 import sys
 import warnings
 from collections.abc import Iterator
@@ -95,6 +96,33 @@ def prepare(out) -> Path:
     return out
 
 
+def open_own_file(path: Path, flags: int, what: str) -> int:
+    """A file descriptor on the regular file `path` (created if missing), opened with `flags`
+    without following a symbolic link: a link left in a run folder (`train.lock` pointing at a
+    user's file, say) would otherwise have that file truncated or written. A link, a FIFO, a
+    folder or a device there is a TrainError naming the path."""
+    link = f"{what} is a symbolic link, which is not followed; remove it"
+    special = f"{what} is not a regular file; remove it"
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        mode = None  # missing: created below
+    if mode is not None and stat.S_ISLNK(mode):
+        raise TrainError(link, path)
+    if mode is not None and not stat.S_ISREG(mode):
+        raise TrainError(special, path)
+    nofollow = getattr(os, "O_NOFOLLOW", 0)  # a link made after the check: still not followed
+    try:
+        fd = os.open(path, flags | os.O_CREAT | nofollow | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError as e:
+        problem = link if path.is_symlink() else f"cannot open {what} ({e.strerror or e})"
+        raise TrainError(problem, path) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TrainError(special, path)
+    return fd
+
+
 class Lock:
     """An exclusive lock on the run folder (`train.lock`, flock'ed, with the holder's pid)."""
 
@@ -109,11 +137,7 @@ class Lock:
         except ImportError:  # not POSIX
             return False
         while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as e:
-                problem = f"cannot create the lock file ({e.strerror or e})"
-                raise TrainError(problem, self.path) from None
+            fd = open_own_file(self.path, os.O_RDWR, "the lock file")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -160,8 +184,8 @@ class TrainLog:
         self.path, self.progress = path, progress
         self._file = None
         if path is not None:
-            with writing(path):
-                self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close)
+            fd = open_own_file(path, os.O_WRONLY | os.O_APPEND, "the run's log")
+            self._file = os.fdopen(fd, "a", encoding="utf-8")
 
     def __call__(self, msg: str, always: bool = False, console: bool = True) -> None:
         if console and (self.progress or always):
