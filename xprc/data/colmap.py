@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -232,17 +233,28 @@ def _is_data(line: str) -> bool:
     return bool(line) and not line.startswith("#")
 
 
+# COLMAP's own number syntax, in ASCII: Python's int() and float() also read '1_0' as 10 and
+# non-ASCII digits ('١', '４') as numbers. nan and inf pass here: the checks after name them.
+_FLOAT = r"[+-]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?|nan|inf|infinity)"
+_SYNTAX = {"i": re.compile(r"[+-]?[0-9]+", re.A), "f": re.compile(_FLOAT, re.A | re.I)}
+
+
+def _convert(token: str, kind: str):
+    """`token` as kind 'i' (int), 'f' (float) or 's' (str); ValueError unless written so."""
+    if kind != "s" and not _SYNTAX[kind].fullmatch(token):
+        raise ValueError(token)
+    return int(token) if kind == "i" else float(token) if kind == "f" else token
+
+
 def _parse(path: Path, lineno: int, tokens: list[str], types: str, what: str) -> list:
     if len(tokens) < len(types):
         raise DataError(path, f"line {lineno}: expected {what}")
     out = []
     for tok, t in zip(tokens, types, strict=False):
         try:
-            if "_" in tok and t != "s":  # Python reads '1_0' as 10; COLMAP does not
-                raise ValueError
-            out.append(int(tok) if t == "i" else float(tok) if t == "f" else tok)
-        except ValueError:
-            raise DataError(path, f"line {lineno}: expected {what}, got {tok!r}") from None
+            out.append(_convert(tok, t))
+        except ValueError:  # (ascii(): a non-ASCII digit is shown as such, not as a digit)
+            raise DataError(path, f"line {lineno}: expected {what}, got {ascii(tok)}") from None
     return out
 
 
@@ -277,11 +289,8 @@ def _typed(tokens: list[str], types: str) -> list | None:
     """`tokens` converted by `types` ('i' int, 'f' float, 's' str), or None if any fails."""
     if len(tokens) != len(types):
         return None
-    convert = {"i": int, "f": float, "s": str}
-    if any("_" in t for t, k in zip(tokens, types, strict=True) if k != "s"):
-        return None
     try:
-        return [convert[k](t) for t, k in zip(tokens, types, strict=True)]
+        return [_convert(t, k) for t, k in zip(tokens, types, strict=True)]
     except ValueError:
         return None
 
@@ -482,6 +491,22 @@ def qvec_to_rotmat(q: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- loading
 
 
+def _image_files(image_root: Path, images: list[ColmapImage], images_file: Path) -> list[Path]:
+    """The file of each image in `image_root`. Two names of one file ('a.png' and './a.png',
+    'x/../a.png', a link to it) are an error, as one name used twice is: two views of it."""
+    files, seen = [], {}
+    for img in images:
+        path = path_inside(image_root, img.name, images_file, f"image {img.id}: name")
+        real = os.path.realpath(path)  # (resolve() raises on a link loop; realpath does not)
+        first = seen.setdefault(real, img)
+        if first is not img:
+            raise DataError(images_file, f"image names '{first.name}' (id {first.id}) and "
+                            f"'{img.name}' (id {img.id}) are one file, {real}: two views of "
+                            "one image")  # fmt: skip
+        files.append(path)
+    return files
+
+
 def load_colmap(
     root, downscale=1, images_dir: str = "images", background=(1.0, 1.0, 1.0)
 ) -> Dataset:
@@ -522,9 +547,9 @@ def load_colmap(
     views = []
     narrowed: list[Path] = []  # 16-bit colour images read at 8 bits
     shrunk_sizes: dict[int, tuple[str, tuple[int, int]]] = {}  # camera id -> first image, size
-    for img in views_by_name:
+    files = _image_files(image_root, views_by_name, images_file)
+    for img, path in zip(views_by_name, files, strict=True):
         cam = cameras[img.camera_id]
-        path = path_inside(image_root, img.name, images_file, f"image {img.id}: name")
         pil = read_image(path, f"{img_file}, image id {img.id}", narrowed)
         size = scaled_size(cam.width, cam.height, downscale, path)
         got = pil.size

@@ -9,20 +9,25 @@ from .blender import load_blender_splits
 from .colmap import load_colmap
 from .datasets import TEST_EVERY, Dataset, split_every
 
-__all__ = ["dataset_mark", "load_scene"]
+__all__ = ["dataset_mark", "dataset_marks", "load_scene"]
 
 BLENDER_MARK = "transforms_train.json"  # a file
 COLMAP_MARK = "sparse"  # a folder
 
 
-def dataset_mark(root) -> str | None:
-    """What makes `root` a dataset folder (`transforms_train.json`, `sparse`), or None."""
+def dataset_marks(root) -> list[str]:
+    """Every mark of a dataset folder `root` holds (`transforms_train.json`, `sparse`)."""
     root = Path(root)
-    if (root / BLENDER_MARK).is_file():
-        return BLENDER_MARK
-    if (root / COLMAP_MARK).is_dir():
-        return COLMAP_MARK
-    return None
+    found = [(BLENDER_MARK, (root / BLENDER_MARK).is_file()),
+             (COLMAP_MARK, (root / COLMAP_MARK).is_dir())]  # fmt: skip
+    return [mark for mark, there in found if there]
+
+
+def dataset_mark(root) -> str | None:
+    """What makes `root` a dataset folder (`transforms_train.json`, `sparse`), or None. A folder
+    with both is a dataset too; `load_scene` refuses to choose between them."""
+    marks = dataset_marks(root)
+    return marks[0] if marks else None
 
 
 def load_scene(
@@ -31,7 +36,15 @@ def load_scene(
     """(train, test) from a Blender scene (transforms_train.json, then _test or _val) or a
     COLMAP scene (sparse/, every `test_every`-th view held out)."""
     root = Path(root)
-    mark = dataset_mark(root)
+    marks = dataset_marks(root)
+    if len(marks) > 1:  # (Blender was read without a word, the COLMAP model ignored)
+        raise DataError(
+            root,
+            f"holds both a Blender scene ({BLENDER_MARK}) and a COLMAP one ({COLMAP_MARK}/): "
+            "which one to read is ambiguous; move one of them away (from Python, "
+            "xprc.data.load_blender or load_colmap reads the one you name)",
+        )
+    mark = marks[0] if marks else None
     if mark == BLENDER_MARK:
         test = next((s for s in ("test", "val") if (root / f"transforms_{s}.json").is_file()), None)
         if test is None:
