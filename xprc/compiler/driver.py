@@ -40,8 +40,17 @@ from xprc.compiler import (
     simplify,
 )
 from xprc.compiler.output_file import check_output, write_atomic
+from xprc.compiler.parse import F32_MAX
+from xprc.compiler.printer import OutsideFloat32
 from xprc.compiler.spec_file import read_spec
-from xprc.errors import DefineError, MissingOutputError, SpecError, SpecWarning, XprError
+from xprc.errors import (
+    DefineError,
+    MissingOutputError,
+    SpecError,
+    SpecWarning,
+    StaticError,
+    XprError,
+)
 from xprc.resources import spec_path
 
 __all__ = [
@@ -96,6 +105,19 @@ def _simplify(checked: ast.Checked, job: Job) -> simplify.Simplified:
 
 
 def _codegen(simplified: simplify.Simplified, job: Job) -> str:
+    try:
+        return _generate(simplified, job)
+    except OutsideFloat32 as e:
+        raise StaticError(
+            f"the compiled expressions hold the number {e.args[0]}, which float32 (where renders "
+            "run) cannot hold: the compiler combines constants the spec multiplies or adds "
+            "together (x * 1e20 * 1e20 becomes 1e40 * x); keep such products within float32's "
+            f"range (|x| <= {F32_MAX:.7g})",
+            filename=job.filename,
+        ) from None
+
+
+def _generate(simplified: simplify.Simplified, job: Job) -> str:
     return codegen.generate(
         simplified,
         spec_name=pathlib.Path(job.filename).name,

@@ -17,6 +17,7 @@ import re
 
 import sympy
 
+from xprc.compiler.parse import float32_becomes
 from xprc.compiler.symops import (
     Abs,
     Acos,
@@ -84,6 +85,11 @@ def ident(name: str) -> str:
     if not _IDENT.match(name):
         raise AssertionError(f"not an identifier: {name!r}")  # pragma: no cover
     return name
+
+
+class OutsideFloat32(Exception):
+    """A number of the simplified code that float32, where renders run, cannot hold (constants
+    combined by the simplifier: `x * 1e20 * 1e20` is `1e40 * x`); `args[0]` the number."""
 
 
 def literal(x: float) -> str:
@@ -196,14 +202,12 @@ class Printer:
             return ("True" if e is sympy.true else "False"), ATOM
         if isinstance(e, sympy.Symbol):
             return ident(self.names.get(e, e.name)), ATOM
-        if e is sympy.zoo or e is sympy.oo:
-            return "jnp.inf", ATOM
-        if e is sympy.S.NegativeInfinity:
-            return "-jnp.inf", UNARY
-        if e is sympy.nan or e is sympy.I:
-            return "jnp.nan", ATOM
+        if e in (sympy.zoo, sympy.oo, sympy.S.NegativeInfinity, sympy.nan, sympy.I):
+            raise OutsideFloat32(str(e))
         if isinstance(e, (sympy.Number, sympy.NumberSymbol)):
             v = float(e)
+            if math.isnan(v) or float32_becomes(v) == "inf":
+                raise OutsideFloat32(repr(v))
             s = literal(v)
             return s, (UNARY if s.startswith("-") else ATOM)
         if isinstance(e, sympy.Add):

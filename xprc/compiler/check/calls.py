@@ -175,7 +175,11 @@ class CallChecks:
                 loc = e.args[i].loc if i < len(e.args) else e.loc  # else passed implicitly
                 raise self.err(XprTypeError, f"'cutoff' needs scalars, got {a.type}", loc)
         self._check_never_increases(fn, args[1:], e)
-        node = invert.cutoff(self, lambda g: self.user_call(fn, [g, *args[1:]], e), args[0])
+        self.ctx.sampling += 1  # the kernel evaluated at numbers of the compiler's choosing
+        try:
+            node = invert.cutoff(self, lambda g: self.user_call(fn, [g, *args[1:]], e), args[0])
+        finally:
+            self.ctx.sampling -= 1
         if node is None:
             raise self.err(XprTypeError, "'cutoff' needs a density that returns a scalar", fn.loc)
         return node
@@ -185,7 +189,11 @@ class CallChecks:
         (sampled at numbers; per-primitive arguments cannot be) is an error at its line."""
         if any(a.op != "num" for a in extra):
             return
-        found = invert.first_increase(lambda g: self.user_call(fn, [g, *extra], e))
+        self.ctx.sampling += 1
+        try:
+            found = invert.first_increase(lambda g: self.user_call(fn, [g, *extra], e))
+        finally:
+            self.ctx.sampling -= 1
         if found is None:
             return
         a, fa, b, fb = found

@@ -32,3 +32,6 @@ class Context:
     # locals by where they are first assigned (name, block), and which of them are read
     local_defs: dict[Loc, tuple[str, str]] = field(default_factory=dict)
     local_reads: set[Loc] = field(default_factory=set)
+    # > 0 while the compiler evaluates the spec's own functions at numbers of its choosing
+    # (sampling a kernel for `cutoff`): those folds are not the spec's constants, unchecked
+    sampling: int = 0

@@ -5,6 +5,8 @@ attributes, list literals and comprehensions. Part of check.Checker (its `ctx`,
 
 from __future__ import annotations
 
+import math
+
 from xprc.compiler import ast
 from xprc.compiler.ast import BOOL, SCALAR, ArrayT, BoolT, Loc, MatT, Node, ScalarT, VecT
 from xprc.compiler.builtin_functions import BUILTINS, fold_pow
@@ -22,7 +24,9 @@ from xprc.compiler.names import (
     _is_num,
     _num,
     suggest,
+    unparse,
 )
+from xprc.compiler.parse import float32_becomes, outside_float32
 from xprc.errors import DuplicateError, ScopeError, StaticError, UnknownNameError, XprTypeError
 
 
@@ -63,7 +67,28 @@ class ExprChecks:
 
     def expr(self, e: ast.Expr, scope: Scope) -> Node:
         method = getattr(self, "e_" + type(e).__name__)
-        return method(e, scope)
+        node = method(e, scope)
+        if node.op == "num" and not self.ctx.sampling and scope.context != "constant":
+            self._check_fold(node.extra, e)  # (constants and lr: their value is checked)
+        return node
+
+    def _check_fold(self, value, e: ast.Expr) -> None:
+        """A constant expression must fold to a number float32 holds: renders run in float32,
+        where `1e20 * 1e20` is inf and `sqrt(-1)` NaN (the compiler folds in float64, which
+        would hide it; literals and constants are checked as read, this catches their
+        combinations). A fold below float32's smallest normal is left alone: it is 0 there."""
+        if not isinstance(value, float):  # an integer: a count or an index, checked where used
+            return
+        nan = math.isnan(value)
+        if not nan and float32_becomes(value) != "inf":
+            return
+        text = unparse(e)
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        if nan:
+            message = f"'{shown}' is not a number (it folds to nan)"
+        else:
+            message = outside_float32(f"'{shown}' = {value!r}", "inf")
+        raise self.err(StaticError, message, e.loc)
 
     def e_Num(self, e: ast.Num, scope) -> Node:
         return _num(e.value)
