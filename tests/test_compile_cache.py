@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 RENDER = """
@@ -91,3 +92,34 @@ def test_a_folder_name_that_is_not_utf8_is_refused(tmp_path):
     odd = tmp_path / os.fsdecode(b"jj\xff")
     assert compile_cache.private_dir(odd) == "its name is not valid UTF-8"
     assert not odd.exists()
+
+
+@pytest.mark.parametrize("value", ["relcache", "./x", "", "~/c"])
+def test_a_relative_or_empty_xdg_cache_home_is_ignored(value, monkeypatch):
+    """The XDG spec: a relative $XDG_CACHE_HOME is invalid and ignored (it put the cache in
+    whatever folder a command ran from); an absolute one is used."""
+    from pathlib import Path
+
+    from xprc import compile_cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", value)
+    assert compile_cache.default_dir() == Path.home() / ".cache" / "xprc" / "jax"
+    monkeypatch.setenv("XDG_CACHE_HOME", "/var/tmp/xdg")
+    assert compile_cache.default_dir() == Path("/var/tmp/xdg/xprc/jax")
+
+
+def test_the_command_line_prints_the_cache_warning_as_its_own(tmp_path):
+    """The warning was raised while `import xprc` ran, before the CLI set up how it prints
+    warnings: a file:line RuntimeWarning and a source line. Now held back and printed as the
+    CLI prints warnings, one line."""
+    env = dict(os.environ, XPRC_JAX_CACHE_DIR="/proc/self", PYTHONPATH=str(ROOT),
+               XPRC_CACHE_DIR=str(tmp_path / "specs"))  # fmt: skip
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    r = subprocess.run([sys.executable, "-m", "xprc", "check", "3dgs"], env=env,
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines()[0] == (
+        "warning: xprc: JAX compilation cache not used: '/proc/self': it is not a folder; set "
+        "XPRC_JAX_CACHE_DIR to a private folder, or to 'off'"
+    )
+    assert "RuntimeWarning" not in r.stderr

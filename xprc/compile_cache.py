@@ -8,10 +8,10 @@ from disk instead. xprc turns the cache on when it is imported, unless:
   JAX_COMPILATION_CACHE_DIR): theirs is kept;
 - XPRC_JAX_CACHE_DIR is `off` (or `0`, `none`, empty): no persistent cache.
 
-The folder is XPRC_JAX_CACHE_DIR, else $XDG_CACHE_HOME/xprc/jax, else ~/.cache/xprc/jax. A
-cache entry is a compiled program that JAX loads and runs, so the folder must be private: it is
-created with mode 0700, and one that belongs to another user or that others may write to is not
-used (a warning says so, and nothing is cached).
+The folder is XPRC_JAX_CACHE_DIR, else $XDG_CACHE_HOME/xprc/jax (an absolute one), else
+~/.cache/xprc/jax. A cache entry is a compiled program that JAX loads and runs, so the folder
+must be private: it is created with mode 0700, and one that belongs to another user or that
+others may write to is not used (a warning says so, and nothing is cached).
 """
 
 from __future__ import annotations
@@ -25,11 +25,16 @@ import jax
 
 OFF = ("off", "0", "none", "")
 ENV = "XPRC_JAX_CACHE_DIR"
-STATE = {"dir": None, "reason": None}
+STATE = {"dir": None, "reason": None, "pending": None}
 
 
 def default_dir() -> pathlib.Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    """$XDG_CACHE_HOME/xprc/jax, or ~/.cache/xprc/jax where XDG_CACHE_HOME is unset, empty or
+    relative (the XDG spec says to ignore a relative one: it would put the cache in whatever
+    folder a command runs from)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = str(pathlib.Path.home() / ".cache")
     return pathlib.Path(base) / "xprc" / "jax"
 
 
@@ -67,11 +72,11 @@ def enable_default() -> str | None:
     why = private_dir(path)
     if why is not None:
         shown = ascii(str(path))
-        warnings.warn(
+        # said at the first render or compile (`warn_pending`), not at import: the command line
+        # has not yet set up how it prints warnings when `import xprc` runs this
+        STATE["pending"] = (
             f"xprc: JAX compilation cache not used: {shown}: {why}; set {ENV} to a private "
-            f"folder, or to 'off'",
-            RuntimeWarning,
-            stacklevel=2,
+            f"folder, or to 'off'"
         )
         STATE["reason"] = why
         return None
@@ -83,3 +88,10 @@ def enable_default() -> str | None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
     STATE["dir"], STATE["reason"] = str(path), None
     return str(path)
+
+
+def warn_pending(stacklevel: int = 3) -> None:
+    """The warning `enable_default` held back (once): why the persistent cache is not used."""
+    message, STATE["pending"] = STATE["pending"], None
+    if message:
+        warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)

@@ -27,6 +27,7 @@ import sys
 import warnings
 from collections.abc import Callable
 
+from .. import compile_cache
 from ..errors import SpecWarning, XprError, printable
 from . import check, compile, demo, render, train, verify, view
 
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
+            compile_cache.warn_pending()  # held back from `import xprc`, to be printed so
             return int(command.run(args) or 0)
     except XprError as e:
         print(str(e), file=sys.stderr)

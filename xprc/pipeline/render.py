@@ -180,6 +180,7 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
 
 def _compiled(method, mode: str, config: RenderConfig, batched: bool, check: bool = False):
     """The jitted render; options that do not change the traced function share one entry."""
+    compile_cache.warn_pending(stacklevel=4)
     key = dataclasses.replace(
         config, memory_budget=None, on_overflow=config.on_overflow if check else "ignore"
     )
