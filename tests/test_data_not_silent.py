@@ -40,6 +40,42 @@ def test_ply_names_the_properties_it_ignores(tmp_path):
         np.testing.assert_array_equal(q[k], p[k])
 
 
+def test_ply_gaussians_with_an_all_zero_rotation_are_counted(tmp_path):
+    """rot_0..3 = 0 is no rotation; it was drawn as the identity without a word."""
+    p = gaussians(n=6, degree=0)
+    p["quats"][[2, 4]] = 0.0
+    path = tmp_path / "zero.ply"
+    write_vertex_ply(path, standard_columns(p))
+    with pytest.warns(RuntimeWarning) as caught:
+        q = load_ply(path)
+    assert [str(w.message) for w in caught] == [
+        f"{path}: 2 Gaussian(s) have an all-zero rotation quaternion (rot_0..rot_3, first at "
+        "vertex 2), which is no rotation: they are drawn unrotated"
+    ]
+    np.testing.assert_array_equal(q["quats"], p["quats"])
+
+
+@pytest.mark.parametrize(
+    "name,value,index",
+    [("means", np.nan, 3), ("scales", np.inf, 1), ("opacities", 1e300, 2)],
+)
+def test_checkpoint_values_are_checked_as_a_plys_are(tmp_path, name, value, index):
+    """A checkpoint's NaN parameter rendered with a 'left out' warning and a float64 value
+    beyond float32 with a bare overflow warning; a PLY's are errors naming the value."""
+    from xprc.data.npz import save_checkpoint
+
+    p = {k: v.astype(np.float64) for k, v in gaussians(n=5, degree=0).items()}
+    p[name][index] = value
+    path = tmp_path / "bad.npz"
+    save_checkpoint(path, {"params": p}, {"method": "Gaussian3D"})
+    with pytest.raises(DataError) as info:
+        load_trained(path)
+    assert str(info.value) == (
+        f"{path}: error: non-finite value in parameter '{name}' (primitive {index}): NaN, "
+        "infinite, or beyond float32's range, in which renders read it"
+    )
+
+
 def test_ply_standard_layout_with_normals_loads_without_a_word(tmp_path):
     save_ply(tmp_path / "g.ply", gaussians(n=3, degree=2))  # x y z nx ny nz f_dc f_rest ...
     load_ply(tmp_path / "g.ply")  # warnings are errors here

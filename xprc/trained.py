@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from .data.npz import load_checkpoint
 from .errors import DataError, printable
 from .method_info import MethodInfo
@@ -88,7 +90,7 @@ def load_trained(path, train_views=None) -> Trained:
         # The trainer's checkpoint nests {params, opt, state}; a plain one is flat.
         params = tree["params"] if isinstance(tree.get("params"), dict) else tree
         for name, value in params.items():
-            problem = not_numbers(name, value)
+            problem = not_numbers(name, value) or _not_finite(name, value)
             if problem:
                 raise DataError(path, problem)
     run_dir = path.parent if (path.parent / METRICS).is_file() else None
@@ -105,6 +107,22 @@ def load_trained(path, train_views=None) -> Trained:
         if ckpt.is_file():
             constants = _constants_record(load_checkpoint(ckpt)[1], ckpt)
     return Trained(params, background, path, run_dir, spec, constants)
+
+
+def _not_finite(name: str, value) -> str | None:
+    """Why a checkpoint's parameter cannot be rendered as float32 (NaN, inf, or a float64 value
+    beyond float32's range, which became inf with a bare overflow warning), as a PLY's values
+    are checked; None when it can."""
+    arr = np.asarray(value)
+    if arr.dtype.kind != "f":
+        return None
+    with np.errstate(over="ignore"):
+        bad = ~np.isfinite(arr.astype(np.float32))
+    if not bad.any():
+        return None
+    where = f" (primitive {int(np.argwhere(bad)[0][0])})" if arr.ndim else ""
+    return (f"non-finite value in parameter '{name}'{where}: NaN, infinite, or beyond float32's "
+            "range, in which renders read it")  # fmt: skip
 
 
 def _constants_record(meta, where: Path) -> ConstantsRecord | None:

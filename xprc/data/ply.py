@@ -338,6 +338,11 @@ def load_ply(path) -> dict[str, np.ndarray]:
         "opacities": col("opacity"),
         "sh": sh,
     }
+    zero = ~params["quats"].any(axis=1)
+    if zero.any():  # normalize(0) is 0, whose rotation matrix is the identity
+        warn_data(path, f"{int(zero.sum()):,} Gaussian(s) have an all-zero rotation quaternion "
+                  f"(rot_0..rot_3, first at vertex {int(np.argmax(zero))}), which is no "
+                  "rotation: they are drawn unrotated")  # fmt: skip
     known = {*_REQUIRED, *_UNUSED, *rest_names}
     ignored = [p for p in v.dtype.names if p not in known]  # in the file's order
     if ignored:
