@@ -87,14 +87,26 @@ def test_unreachable_coordinator_is_a_message_after_the_timeout(tmp_path, capsys
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("value", ["0", "-5", "abc", "1.5", "86401", " 3"])
+@pytest.mark.parametrize("value", ["0", "-5", "abc", "1.5", "86401", " 3", "1_0", "\u0663"])
 def test_bad_coordinator_timeout_is_a_message(value, tmp_path, capsys, monkeypatch):
+    """('1_0' and an Arabic-Indic 3 were read by int() as 10 and 3.)"""
     _multi_host_env(monkeypatch, "127.0.0.1:1", value)
     assert cli.main(["train", "--data", str(tmp_path), "--out", str(tmp_path / "r")]) == 1
     assert capsys.readouterr().err.strip() == (
-        f"error: XPRC_COORDINATOR_TIMEOUT is {value!r}: XPRC_COORDINATOR is set, so it must be "
-        "an integer in 1..86400"
+        f"error: XPRC_COORDINATOR_TIMEOUT is {ascii(value)}: XPRC_COORDINATOR is set, so it "
+        "must be an integer in 1..86400"
     )
+
+
+@pytest.mark.parametrize("value", ["0", "99999", "1_0", "\u0661", "x"])
+def test_bad_devices_is_a_message(value, tmp_path, capsys):
+    assert cli.main(["train", "--data", str(tmp_path), "--out", str(tmp_path / "r"),
+                     "--devices", value]) == 1  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    if value in ("0", "99999"):
+        assert err.startswith(f"error: --devices {value}: must be from 1 to the ")
+    else:
+        assert err == f"error: --devices must be a number or 'all', not {ascii(value)}"
 
 
 def test_coordinator_timeout_reaches_jax(tmp_path, capsys, monkeypatch):

@@ -112,13 +112,13 @@ def setup_devices(devices: str) -> int:
             raise XprError(f"could not join the multi-host run at {address}: {first}") from None
     if devices == "all":
         return jax.device_count()
-    try:
-        n = int(devices)
-    except ValueError:
-        raise XprError(f"--devices must be a number or 'all', not '{devices}'") from None
+    if not _ASCII_INT.fullmatch(str(devices)):
+        raise XprError(f"--devices must be a number or 'all', not {ascii(str(devices))[:60]}")
+    n = int(devices)
     if not 1 <= n <= jax.device_count():
         raise XprError(
-            f"--devices {n}: {jax.device_count()} device(s) available ({jax.default_backend()})"
+            f"--devices {n}: must be from 1 to the {jax.device_count()} device(s) available "
+            f"({jax.default_backend()})"
         )
     return n
 
@@ -150,19 +150,20 @@ def _coordinator(text: str) -> str:
     return text
 
 
+_ASCII_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
 def _env_int(name: str, low: int, below: int | None = None, default: int | None = None) -> int:
     """An integer environment variable of a multi-host run (XPRC_COORDINATOR is set), in
     [low, below); missing (without a default) or anything else is an XprError naming it."""
     text = os.environ.get(name)
     if text is None and default is not None:
         return default
-    try:
-        value = int(text) if text is not None and text.strip() == text else None
-    except ValueError:
-        value = None
+    # ASCII digits only: int() also reads '1_0' as 10 and '٠' (Arabic-Indic) as 0
+    value = int(text) if text is not None and _ASCII_INT.fullmatch(text) else None
     if value is None or value < low or (below is not None and value >= below):
         allowed = f"an integer >= {low}" if below is None else f"an integer in {low}..{below - 1}"
-        got = "is not set" if text is None else f"is {text[:40]!r}"
+        got = "is not set" if text is None else f"is {ascii(text[:40])}"
         raise XprError(f"{name} {got}: XPRC_COORDINATOR is set, so it must be {allowed}")
     return value
 
