@@ -175,3 +175,16 @@ def test_a_bare_shipped_name_is_the_shipped_spec_whatever_the_folder_holds(tmp_p
         tmp_path / "3dgut.xpr"
     )  # a spec file of that name here is the user's
     assert spec_path("./beta").samefile(tmp_path / "beta")
+
+
+def test_an_empty_base_path_is_named_as_such(tmp_path):
+    """`extends ""` was taken for no `extends` at all: 'missing projection block'."""
+    from xprc.errors import ReuseError
+
+    text = 'primitive P extends ""\nparam means : vec3\n'
+    with pytest.raises(ReuseError) as info:
+        driver.compile_source(text, "empty.xpr", spec_dir=tmp_path)
+    assert str(info.value).splitlines()[0] == (
+        "empty.xpr:1:21: error: base spec '' is not allowed (a shipped spec's name, or a "
+        "relative path ending in .xpr, of letters, digits, '_', '-', '.' and '/')"
+    )

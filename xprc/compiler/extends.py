@@ -43,7 +43,8 @@ def _err(spec: ast.Spec, message: str, loc: ast.Loc) -> ReuseError:
 
 
 def _primitive(spec: ast.Spec) -> ast.Primitive | None:
-    return next((i for i in spec.items if isinstance(i, ast.Primitive) and i.base), None)
+    prims = (i for i in spec.items if isinstance(i, ast.Primitive) and i.base is not None)
+    return next(prims, None)  # (an empty base, `extends ""`, is named as such: not none)
 
 
 def locate(rel: str, spec_dir) -> pathlib.Path | str:
