@@ -285,3 +285,19 @@ def test_metrics_json_that_parses_is_read(tmp_path):
     save_ply(tmp_path / "scene.ply", gaussians(n=2, degree=0))
     (tmp_path / "metrics.json").write_text(json.dumps({"background": [0, 0.5, 1]}))
     assert load_trained(tmp_path).background == (0.0, 0.5, 1.0)
+
+
+def test_an_ascii_ply_value_beyond_float32_is_one_error_and_no_numpy_warning(tmp_path):
+    """numpy's 'overflow encountered in cast' was printed (file:line RuntimeWarning) before the
+    error; the test suite turns warnings into errors, so a stray one fails this test."""
+    p = gaussians(n=3, degree=0)
+    path = tmp_path / "big.ply"
+    write_vertex_ply(path, standard_columns(p), text=True)
+    text = path.read_text()
+    head, body = text.split("end_header\n")
+    rows = body.splitlines()
+    rows[1] = "1e39 " + rows[1].split(" ", 1)[1]
+    path.write_text(head + "end_header\n" + "\n".join(rows) + "\n")
+    with pytest.raises(DataError) as info:
+        load_ply(path)
+    assert str(info.value) == f"{path}: error: non-finite value in property 'x' (vertex 1)"

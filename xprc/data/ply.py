@@ -251,7 +251,10 @@ def _read_ply(path: Path) -> plyfile.PlyData:
         body = f.read() if header.text else os.fstat(f.fileno()).st_size - size
     _check_ply_body(path, header, body)
     try:  # memory-mapped: plyfile reads a binary element without lists row by row otherwise
-        return plyfile.PlyData.read(str(path), mmap="c")
+        # an ASCII value beyond a float32 property's range is inf (an error below, naming it):
+        # numpy's own 'overflow encountered in cast' warning is not printed before it
+        with np.errstate(over="ignore", invalid="ignore"):
+            return plyfile.PlyData.read(str(path), mmap="c")
     except plyfile.PlyHeaderParseError as e:
         raise DataError(path, f"malformed PLY header: {e.message}") from None
     except plyfile.PlyElementParseError as e:
