@@ -837,3 +837,13 @@ def test_runs_of_the_spec_before_its_far_plane_cull_still_render(
         other.with_name("3dgs.xpr").write_text(shipped_specs()["3dgs"].read_text())
     assert _render(ckpt, tiny_scene, tmp_path / "w.npy", "--spec", str(other)) == 1
     assert "the scene was trained with spec" in capsys.readouterr().err
+
+
+def test_compile_says_when_it_creates_the_output_folder(tmp_path, capsys):
+    """`compile -o new/sub/m.py` made the folders without a word (render says so)."""
+    target = tmp_path / "new" / "sub" / "m.py"
+    assert cli.main(["compile", "3dgs", "-o", str(target)]) == 0
+    assert target.is_file()
+    assert capsys.readouterr().err.splitlines() == [f"created the folder {target.parent}"]
+    assert cli.main(["compile", "3dgs", "-o", str(target.parent / "n.py")]) == 0
+    assert capsys.readouterr().err == ""

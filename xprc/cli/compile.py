@@ -6,7 +6,7 @@ import argparse
 import pathlib
 import sys
 
-from ..errors import XprError
+from ..errors import XprError, printable
 from .args import read_spec, spec_args
 
 
@@ -31,7 +31,11 @@ def run(args) -> int:
     out = driver.emit(text, name, args.emit, args.defines)
     if args.output not in (None, "-"):  # '-' is stdout, as in most tools ('./-' a file)
         # keep: `-o` may not overwrite the spec being compiled (XprError)
-        driver.write_atomic(pathlib.Path(args.output), out, keep=(pathlib.Path(name),))
+        target = pathlib.Path(args.output)
+        missing = next((p for p in reversed(target.parents) if not p.exists()), None)
+        driver.write_atomic(target, out, keep=(pathlib.Path(name),))
+        if missing is not None:  # write_atomic made it (and those under it): said, as render does
+            print(printable(f"created the folder {target.parent}"), file=sys.stderr)
     else:
         sys.stdout.write(out)
     return 0

@@ -16,10 +16,14 @@ def stack_views(views, what: str, alphas: bool = False) -> dict:
     "alphas": [V, H, W, 1] float32 (the views' coverage; a TrainError when a view has none)."""
     if not views:
         raise TrainError(f"the {what} set has no views")
-    sizes = {(int(v.width), int(v.height)) for v in views}
-    if len(sizes) > 1:
+    first: dict = {}  # each size -> the first view that has it
+    for v in views:
+        first.setdefault((int(v.width), int(v.height)), v)
+    if len(first) > 1:
+        shown = ", ".join(f"{w}x{h} (first: {getattr(v, 'name', '?')})"
+                          for (w, h), v in list(first.items())[:4])  # fmt: skip
         raise TrainError(
-            f"the {what} views have {len(sizes)} different image sizes {sorted(sizes)}; "
+            f"the {what} views have {len(first)} different image sizes: {shown}; "
             "training needs one size (resize or downscale the dataset)"
         )
     cams = [v.camera() if callable(v.camera) else v.camera for v in views]
