@@ -249,12 +249,22 @@ P = printer.Printer
     (symops.PowF(x, sympy.Float(0.3)), "x ** 0.3"),
     (symops.LAnd(sympy.StrictGreaterThan(x, 0, evaluate=False), symops.LNot(y)),
      "jnp.logical_and(x > 0.0, jnp.logical_not(y))"),
-    (sympy.zoo, "jnp.inf"),
     (symops.Mod(x, sympy.Integer(2)), "jnp.mod(x, 2.0)"),
     (symops.Mod(x + y, z) * 2, "2.0*jnp.mod(x + y, z)"),
 ])  # fmt: skip
 def test_printer(expr, text):
     assert P()(expr) == text
+
+
+@pytest.mark.parametrize("expr", [sympy.zoo, sympy.oo, -sympy.oo, sympy.nan,
+                                  sympy.Float(1e40) * sympy.Symbol("x")])  # fmt: skip
+def test_printer_refuses_numbers_float32_cannot_hold(expr):
+    """They were printed as jnp.inf, jnp.nan or 1e+40 (inf in float32): the driver turns this
+    into an error naming the number (tests/test_fold_range.py)."""
+    from xprc.compiler.printer import OutsideFloat32
+
+    with pytest.raises(OutsideFloat32):
+        P()(expr)
 
 
 # ---------------------------------------------------------------------------------------------

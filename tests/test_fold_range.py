@@ -30,6 +30,8 @@ def line_of(text: str, needle: str) -> int:
         ("1e20 * 1e20 / 1e20 * 1e-20", "'1e+20 * 1e+20' = 1e+40", "outside"),  # as float32 would
         ("1 + 0 * sqrt(-1)", "'sqrt(-1)' is not a number (it folds to nan)", "nan"),
         ("1 + 0 * log(-2)", "'log(-2)' is not a number (it folds to nan)", "nan"),
+        # a comparison with a folded NaN (issue 13's crash 5, then a select that was never taken)
+        ("where(log(-1) < 0, 1, 2)", "'log(-1)' is not a number (it folds to nan)", "nan"),
     ],
 )
 def test_a_fold_float32_cannot_hold_is_a_located_error(factor, shown, becomes):
