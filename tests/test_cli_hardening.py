@@ -347,6 +347,21 @@ def test_view_with_another_spec_than_recorded_names_both(tmp_path, capsys):
     assert "but --spec 3dgs is 'Gaussian3D'" in err
 
 
+def test_a_recorded_name_no_shipped_spec_declares_gets_no_hint(tmp_path, capsys):
+    from xprc.data.npz import save_checkpoint
+    from xprc.errors import XprError
+    from xprc.trained import load_trained, scene_method
+
+    ckpt = tmp_path / "run.npz"
+    p = {"means": np.zeros((2, 3), np.float32)}
+    save_checkpoint(ckpt, {"params": p}, {"method": "MyKernel", "spec_sha256": "ab" * 32})
+    with pytest.raises(XprError) as info:
+        scene_method(load_trained(ckpt), None)
+    assert str(info.value).endswith(
+        "), which no shipped spec matches; give its .xpr file with --spec"
+    )
+
+
 def test_render_of_an_unshipped_spec_needs_it(tiny_scene, tmp_path, capsys):
     """A scene of a spec that is not shipped: an error asking for it; --spec FILE is taken."""
     import xprc
@@ -359,7 +374,11 @@ def test_render_of_an_unshipped_spec_needs_it(tiny_scene, tmp_path, capsys):
     assert _render(ckpt, tiny_scene, tmp_path / "v.png") == 1
     err = capsys.readouterr().err
     assert err.startswith(f"{ckpt}: error: the scene was trained with spec 'Octahedron' (sha256 ")
-    assert err.endswith("), which no shipped spec matches; give its .xpr file with --spec\n")
+    assert err.endswith(
+        "), which no shipped spec matches (the shipped linprim_octahedron declares primitive "
+        "Octahedron too, but not with that sha256: --spec linprim_octahedron renders with it); "
+        "give its .xpr file with --spec\n"
+    )
     method = scene_method(load_trained(ckpt), str(own))
     assert (
         method.SPEC_SHA256

@@ -240,10 +240,13 @@ def _spec_method(trained: Trained, spec: str | None, defines: dict):
         return load(DEFAULT_SPEC_NAME, defines=defines or None), DEFAULT_SPEC_NAME
     found = shipped_spec_of(rec)
     if found is None:
+        same = _shipped_named(rec.name)
+        also = (f" (the shipped {same} declares primitive {rec.name} too, but not with that "
+                f"sha256: --spec {same} renders with it)" if same else "")  # fmt: skip
         raise DataError(
             rec.where,
-            f"the scene was trained with spec {rec.describe()}, which no shipped spec matches; "
-            "give its .xpr file with --spec",
+            f"the scene was trained with spec {rec.describe()}, which no shipped spec matches"
+            f"{also}; give its .xpr file with --spec",
         )
     method = load(found, defines=defines or None)
     _say_earlier(rec, method)
@@ -370,6 +373,18 @@ def legacy_sha(info: MethodInfo) -> str | None:
     from .compiler.driver import legacy_digest
 
     return legacy_digest(info.spec_path) if info.spec_path is not None else None
+
+
+def _shipped_named(name: str) -> str | None:
+    """The shipped spec (its name) whose `primitive` line declares `name`, or None."""
+    from .compiler.driver import read_spec
+    from .resources import shipped_specs
+
+    for spec, path in shipped_specs().items():
+        found = re.search(r"^primitive\s+([A-Za-z_][A-Za-z0-9_]*)", read_spec(path), re.M)
+        if found and found.group(1) == name:
+            return spec
+    return None
 
 
 def shipped_spec_of(rec: SpecRecord) -> Path | None:
