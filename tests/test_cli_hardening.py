@@ -362,6 +362,21 @@ def test_a_recorded_name_no_shipped_spec_declares_gets_no_hint(tmp_path, capsys)
     )
 
 
+def test_a_record_without_sha256_of_a_shipped_name_names_that_spec(tmp_path):
+    from xprc.data.npz import save_checkpoint
+    from xprc.errors import XprError
+    from xprc.trained import load_trained, scene_method
+
+    ckpt = tmp_path / "run.npz"
+    save_checkpoint(ckpt, {"params": {"means": np.zeros((2, 3), np.float32)}}, {"method": "Beta"})
+    with pytest.raises(XprError) as info:
+        scene_method(load_trained(ckpt), None)
+    assert str(info.value).endswith(
+        "which no shipped spec matches (the shipped beta declares primitive Beta too, and the "
+        "record has no sha256: --spec beta renders with it); give its .xpr file with --spec"
+    )
+
+
 def test_render_of_an_unshipped_spec_needs_it(tiny_scene, tmp_path, capsys):
     """A scene of a spec that is not shipped: an error asking for it; --spec FILE is taken."""
     import xprc

@@ -241,8 +241,9 @@ def _spec_method(trained: Trained, spec: str | None, defines: dict):
     found = shipped_spec_of(rec)
     if found is None:
         same = _shipped_named(rec.name)
-        also = (f" (the shipped {same} declares primitive {rec.name} too, but not with that "
-                f"sha256: --spec {same} renders with it)" if same else "")  # fmt: skip
+        but = "but not with that sha256" if rec.sha256 else "and the record has no sha256"
+        also = (f" (the shipped {same} declares primitive {rec.name} too, {but}: --spec "
+                f"{same} renders with it)" if same else "")  # fmt: skip
         raise DataError(
             rec.where,
             f"the scene was trained with spec {rec.describe()}, which no shipped spec matches"
