@@ -301,3 +301,36 @@ def test_an_ascii_ply_value_beyond_float32_is_one_error_and_no_numpy_warning(tmp
     with pytest.raises(DataError) as info:
         load_ply(path)
     assert str(info.value) == f"{path}: error: non-finite value in property 'x' (vertex 1)"
+
+
+def test_blender_intrinsics_that_are_surely_wrong_are_named(tmp_path):
+    """A principal point of 1e6 on a 32x32 image loaded without a word (nothing renders)."""
+    from test_datasets import blender_scene
+
+    meta = blender_scene(tmp_path, n=2, split="train")
+    meta["cx"] = 1e6
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    with pytest.warns(RuntimeWarning) as caught:
+        load_blender(tmp_path, "train")
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and messages[0].startswith(
+        f"{tmp_path / 'transforms_train.json'}: 2 of 2 views have intrinsics that are surely "
+        "wrong (first: view './train/r_0', "
+    )
+    assert "cx=1e+06" in messages[0] and "principal point far outside the image" in messages[0]
+
+
+def test_colmap_focal_lengths_that_are_surely_wrong_are_named(tmp_path):
+    from test_datasets import write_colmap_txt
+
+    colmap_scene(tmp_path, fmt="txt")
+    cams = [(c, m, w, h, list(p)) for c, m, w, h, p in CAMERAS]
+    cams[0][4][:2] = [1e-30, 1e-30]
+    write_colmap_txt(tmp_path / "sparse" / "0", cameras=cams)
+    with pytest.warns(RuntimeWarning) as caught:
+        load_colmap(tmp_path)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and "1 of 4 views have intrinsics that are surely wrong" in (
+        messages[0]
+    )
+    assert "fx=1e-30, fy=1e-30" in messages[0] and "focal length under 1%" in messages[0]

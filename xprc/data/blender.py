@@ -27,6 +27,7 @@ from .datasets import (
     scale_K,
     scaled_size,
     to_view_image,
+    warn_implausible_cameras,
     warn_narrowed,
 )
 from .files import require_file
@@ -348,6 +349,7 @@ def _blender_views(root: Path, path: Path, frames: list[_Frame], background, dow
         warn_data(path, f"{len(differ)} of {len(frames)} frames: frame {differ[0]}: "
                   f"{frames[differ[0]].unused}", stacklevel=3)  # fmt: skip
     warn_narrowed(path, narrowed, len(views))
+    warn_implausible_cameras(path, views)
     return Dataset(tuple(views), points, colors, root)
 
 

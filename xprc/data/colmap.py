@@ -29,6 +29,7 @@ from .datasets import (
     scale_K,
     scaled_size,
     to_view_image,
+    warn_implausible_cameras,
     warn_narrowed,
 )
 from .files import require_file
@@ -596,4 +597,5 @@ def load_colmap(
     colors = (rgb.astype(np.float32) / np.float32(255.0)).reshape(-1, 3)
     points = as_float32(find_file(sparse, "points3D"), xyz, "point coordinates")
     warn_narrowed(image_root, narrowed, len(views))
+    warn_implausible_cameras(cameras_file, views)
     return Dataset(tuple(views), points, colors, root)

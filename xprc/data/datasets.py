@@ -172,6 +172,25 @@ def _rawmode(tile) -> str:
     return args if isinstance(args, str) else ""
 
 
+def warn_implausible_cameras(where: Path, views) -> None:
+    """One warning for views whose intrinsics are surely wrong, though finite and positive: a
+    principal point more than an image width or height outside the image, or a focal length
+    under 1% of the image's larger side (a pinhole's field of view past 178 degrees). They load,
+    and render nothing sensible."""
+    odd = []
+    for v in views:
+        fx, fy, cx, cy = (float(v.K[i, j]) for i, j in ((0, 0), (1, 1), (0, 2), (1, 2)))
+        far = not (-v.width <= cx <= 2 * v.width and -v.height <= cy <= 2 * v.height)
+        short = min(fx, fy) < 0.01 * max(v.width, v.height)
+        if far or short:
+            why = "principal point far outside the image" if far else "focal length under 1%"
+            odd.append(f"view {v.name!r}, {v.width}x{v.height}: fx={fx:.6g}, fy={fy:.6g}, "
+                       f"cx={cx:.6g}, cy={cy:.6g}, {why}")  # fmt: skip
+    if odd:
+        warn_data(where, f"{len(odd)} of {len(views)} views have intrinsics that are surely "
+                  f"wrong (first: {odd[0]}); check the camera values", stacklevel=3)  # fmt: skip
+
+
 def warn_narrowed(where: Path, narrowed: list[Path], total: int) -> None:
     """A RuntimeWarning when `read_image` read some of a dataset's `total` images at 8 bits."""
     if narrowed:
