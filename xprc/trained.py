@@ -377,13 +377,14 @@ def legacy_sha(info: MethodInfo) -> str | None:
 
 
 def _shipped_named(name: str) -> str | None:
-    """The shipped spec (its name) whose `primitive` line declares `name`, or None."""
+    """The shipped spec (its name) whose `primitive` declares `name`, or None."""
+    from .compiler import ast, parse
     from .compiler.driver import read_spec
     from .resources import shipped_specs
 
     for spec, path in shipped_specs().items():
-        found = re.search(r"^primitive\s+([A-Za-z_][A-Za-z0-9_]*)", read_spec(path), re.M)
-        if found and found.group(1) == name:
+        items = parse.parse(read_spec(path), path.name).items
+        if any(isinstance(i, ast.Primitive) and i.name == name for i in items):
             return spec
     return None
 

@@ -175,11 +175,8 @@ class CallChecks:
                 loc = e.args[i].loc if i < len(e.args) else e.loc  # else passed implicitly
                 raise self.err(XprTypeError, f"'cutoff' needs scalars, got {a.type}", loc)
         self._check_never_increases(fn, args[1:], e)
-        self.ctx.sampling += 1  # the kernel evaluated at numbers of the compiler's choosing
-        try:
+        with self.ctx.sampled():
             node = invert.cutoff(self, lambda g: self.user_call(fn, [g, *args[1:]], e), args[0])
-        finally:
-            self.ctx.sampling -= 1
         if node is None:
             raise self.err(XprTypeError, "'cutoff' needs a density that returns a scalar", fn.loc)
         return node
@@ -189,11 +186,8 @@ class CallChecks:
         (sampled at numbers; per-primitive arguments cannot be) is an error at its line."""
         if any(a.op != "num" for a in extra):
             return
-        self.ctx.sampling += 1
-        try:
+        with self.ctx.sampled():
             found = invert.first_increase(lambda g: self.user_call(fn, [g, *extra], e))
-        finally:
-            self.ctx.sampling -= 1
         if found is None:
             return
         a, fa, b, fb = found
@@ -203,8 +197,7 @@ class CallChecks:
             f"density({b:.6g}) = {fb:.6g}. 'cutoff' (line {e.loc.line}) finds the largest g "
             "where the kernel is still >= the level and assumes it never increases in g >= 0: "
             "its footprint would miss pixels the kernel draws. Make the kernel non-increasing "
-            "in g, or compute the "
-            "footprint without 'cutoff'",
+            "in g, or compute the footprint without 'cutoff'",
             fn.loc,
         )
 

@@ -4,6 +4,8 @@ checked program reads (the ray, the pinhole intrinsics) and emits per pixel."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from xprc.compiler import ast
@@ -32,6 +34,14 @@ class Context:
     # locals by where they are first assigned (name, block), and which of them are read
     local_defs: dict[Loc, tuple[str, str]] = field(default_factory=dict)
     local_reads: set[Loc] = field(default_factory=set)
-    # > 0 while the compiler evaluates the spec's own functions at numbers of its choosing
-    # (sampling a kernel for `cutoff`): those folds are not the spec's constants, unchecked
-    sampling: int = 0
+    sampling: int = 0  # > 0 inside `sampled()`
+
+    @contextmanager
+    def sampled(self) -> Iterator[None]:
+        """A block where the compiler evaluates the spec's functions at numbers of its own
+        choosing (a kernel for `cutoff`, an activation for an `init`): folds there are unchecked."""
+        self.sampling += 1
+        try:
+            yield
+        finally:
+            self.sampling -= 1

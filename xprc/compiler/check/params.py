@@ -188,11 +188,8 @@ class ParamChecks:
 
     def init_raw(self, p: ast.Param, value: float, loc: Loc) -> float:
         """The raw value whose activation (applied per component) is `value`."""
-        self.ctx.sampling += 1  # the activation evaluated at numbers of the compiler's choosing
-        try:
+        with self.ctx.sampled():
             raw = invert.raw_value(self, p.activation, value)
-        finally:
-            self.ctx.sampling -= 1
         if raw is None:
             raise self.err(
                 StaticError,
