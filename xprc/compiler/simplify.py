@@ -134,6 +134,9 @@ class _Hoister:
         self.attr_exprs: list[tuple[sympy.Symbol, sympy.Expr, str]] = []
         self.memo = NodeMemo()
         self.fs = NodeMemo()
+        self.local_display: dict = {}  # a local's component (`W[0].x`) by its lowered value
+        for e, name in lowered.local_names:
+            self.local_display.setdefault(e, name)
 
     def symbols(self, e) -> frozenset:
         return free_symbols(e, self.fs)
@@ -168,11 +171,14 @@ class _Hoister:
         return Gt(sym, sympy.Float(0.5)) if flag else sym
 
     def name(self, e) -> str:
-        """The ATTRS entry: the spec's own name (`conic.x`) or a short formula of them; for a
-        long formula, the values it is computed from (`f(quats.w, scales.x)`), made unique."""
+        """The ATTRS entry: the spec's own name (`conic.x`, a local's `W[0].x`) or a short
+        formula of them; for a long formula, the values it is computed from
+        (`f(quats.w, scales.x)`), made unique."""
         display = self.lowered.prim_display
         if e in display:
             text = display[e]
+        elif e in self.local_display:
+            text = self.local_display[e]
         else:
             text = str(e.xreplace({s: sympy.Symbol(d) for s, d in display.items()}))
             if len(text) > 48 or _OP_CALL.search(text):
