@@ -2,7 +2,8 @@
 
 - `datasets`:     `View`, `Dataset`, the train/test split, how images are read and checked
 - `blender`:      the NeRF-synthetic (Blender) format
-- `colmap`:       COLMAP sparse models (our own reader) and `load_colmap`
+- `colmap`:       `load_colmap`: a COLMAP scene of the model `colmap_files` reads
+- `colmap_files`: our own reader of COLMAP sparse models (cameras, images, points3D; .bin, .txt)
 - `scene_folder`: `load_scene`, a dataset folder in either format
 - `ply`:          3DGS PLYs and point-cloud PLYs
 - `npz`:          native checkpoints and other `.npz` archives, read without pickles
