@@ -19,6 +19,7 @@ from .datasets import (
     Dataset,
     View,
     as_float32,
+    check_camera_distance,
     check_downscale,
     check_memory,
     image_header,
@@ -26,6 +27,7 @@ from .datasets import (
     read_image,
     scale_K,
     scaled_size,
+    shown,
     to_view_image,
     warn_implausible_cameras,
     warn_narrowed,
@@ -133,7 +135,8 @@ class _Frame:
 
 
 def _blender_pose(path: Path, frame: dict, where: str) -> np.ndarray:
-    """The frame's camera-to-world [4, 4], checked to be a pose."""
+    """The frame's camera-to-world [4, 4], checked to be a pose whose camera (its translation)
+    is within MAX_CAMERA_DISTANCE of the origin."""
     if "transform_matrix" not in frame:
         raise DataError(path, f"{where}missing 'transform_matrix'")
     rows = frame["transform_matrix"]
@@ -156,6 +159,9 @@ def _blender_pose(path: Path, frame: dict, where: str) -> np.ndarray:
         raise DataError(
             path, f"{where}'transform_matrix' is not a pose (its 3x3 part is not a rotation)"
         )
+    camera = f"{where}the camera of '{printable(frame['file_path'])}'"
+    check_camera_distance(path, camera, c2w[:3, 3], f"'transform_matrix' translation "
+                          f"{shown(c2w[:3, 3])}")  # fmt: skip
     return c2w
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from .datasets import check_camera_distance, shown
 from .files import require_file
 
 __all__ = [
@@ -79,13 +80,16 @@ def _add(path: Path, table: dict, where: dict, key: int, value, at: str, noun: s
 
 def _image(path: Path, at: str, image_id: int, pose: list, camera_id: int, name: str):
     """A ColmapImage whose qvec is a rotation: finite, not zero (any finite size is fine:
-    qvec_to_rotmat normalises without overflow) and a finite tvec."""
+    qvec_to_rotmat normalises without overflow) and a finite tvec that keeps the camera within
+    MAX_CAMERA_DISTANCE of the origin."""
     q, t = np.array(pose[:4], np.float64), np.array(pose[4:], np.float64)
     who = f"{at}: image '{name}' (id {image_id})"
     if not (np.isfinite(q).all() and np.isfinite(t).all()):
         raise DataError(path, f"{who}: qvec and tvec must be finite numbers")
     if not np.abs(q).max() > 0:
         raise DataError(path, f"{who}: qvec is zero, not a rotation")
+    # The camera centre is -R^T t: as far from the origin as t is long (R is a rotation).
+    check_camera_distance(path, f"{who}: the camera", t, f"tvec {shown(t)}")
     return ColmapImage(image_id, q, t, camera_id, name)
 
 

@@ -314,6 +314,31 @@ def as_float32(path: Path, values: np.ndarray, what: str) -> np.ndarray:
     return values.astype(np.float32)
 
 
+# A camera further than this from the origin is refused where a dataset is read (it loaded, and
+# training failed much later: 'training diverged'). Real captures are far inside it: geo-referenced
+# (ECEF) coordinates are about 6.4e6 m, 6.4e9 in millimetres. Renders run in float32 (largest
+# number 3.4e38), and the projection squares camera-space depths and distances: past 1.8e19 those
+# squares are inf (3DGS's gradients were NaN with a camera 5e19 from a unit scene). 1e15 keeps
+# the squares (1e30) a factor of 1e8 below that, for the products with squared focal lengths
+# and primitive scales the renders form.
+MAX_CAMERA_DISTANCE = 1e15
+
+
+def check_camera_distance(path: Path, camera: str, centre, given: str) -> None:
+    """DataError unless the camera centre [3] (finite) is within MAX_CAMERA_DISTANCE of the
+    origin; `camera` names the view and `given` shows where the file gives the value."""
+    distance = math.hypot(*(float(c) for c in centre))  # (no overflow of the squares, as norm)
+    if not distance <= MAX_CAMERA_DISTANCE:
+        raise DataError(path, f"{camera} is {distance:.6g} from the origin ({given}); renders "
+                        "run in float32, which cannot handle a camera beyond "
+                        f"{MAX_CAMERA_DISTANCE:.0e}")  # fmt: skip
+
+
+def shown(values) -> str:
+    """Numbers for a message: each in 6 significant digits, space-separated."""
+    return " ".join(f"{float(v):.6g}" for v in values)
+
+
 def check_downscale(downscale) -> float:
     if not (isinstance(downscale, int | float) and math.isfinite(downscale) and downscale >= 1):
         raise ValueError(f"downscale must be a number >= 1, got {downscale!r}")
