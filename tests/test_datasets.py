@@ -955,18 +955,6 @@ def test_blender_values_beyond_float32(tmp_path, key, what):
     )
 
 
-def test_blender_transform_beyond_float32(tmp_path):
-    meta = blender_scene(tmp_path, n=1)
-    meta["frames"][0]["transform_matrix"][0][3] = 1e300
-    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
-    expect(
-        tmp_path / "transforms_train.json",
-        "frame 0: the view matrix out of float32 range",
-        load_blender,
-        tmp_path,
-    )
-
-
 def test_colmap_values_beyond_float32(tmp_path):
     colmap_scene(tmp_path)
     write_colmap_bin(tmp_path / "sparse/0", points=[(1, [1e300, 0.0, 0.0], [1, 2, 3], 0.5, [])])
