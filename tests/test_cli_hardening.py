@@ -303,6 +303,33 @@ def test_render_uses_the_spec_the_scene_was_trained_with(tiny_scene, tmp_path, c
     assert np.abs(got - np.asarray(want)).max() < 1e-5
 
 
+def test_runs_of_the_octahedron_before_its_face_pairs_still_render(tiny_scene, tmp_path, capsys):
+    """The octahedron's faces walked in opposite pairs (a TPU speed-up) changed its SPEC_SHA256:
+    runs trained with the face-by-face text (kept in tests/earlier_specs) still render, with a
+    note, and as that text renders them: the same chords up to float32 rounding."""
+    import numpy as np
+
+    import xprc
+    from xprc.compiler.driver import read_spec, spec_digest
+    from xprc.data.scene_folder import load_scene
+    from xprc.trained import EARLIER_SHIPPED
+
+    old_spec = ROOT / "tests" / "earlier_specs" / "linprim_octahedron.xpr"
+    old = spec_digest(read_spec(old_spec), old_spec)
+    assert old != xprc.load("linprim_octahedron").SPEC_SHA256
+    assert EARLIER_SHIPPED[old] == "linprim_octahedron"
+    ckpt = _checkpoint(tmp_path / "run.npz", None, method="Octahedron", spec_sha256=old)
+    assert _render(ckpt, tiny_scene, tmp_path / "v.npy") == 0
+    assert ("trained with an earlier version of the shipped linprim_octahedron spec, before "
+            "its faces were walked in opposite pairs") in capsys.readouterr().err  # fmt: skip
+    got = np.load(tmp_path / "v.npy")
+    cam = load_scene(tiny_scene)[1].views[0].camera()
+    want = xprc.render(xprc.load(old_spec), _scene_params(), cam,
+                       background=np.zeros(3, np.float32)).image  # fmt: skip
+    assert np.abs(want).max() > 0.1  # primitives in view
+    assert np.abs(got - np.asarray(want)).max() < 1e-4
+
+
 def test_render_that_shows_nothing_says_so(tiny_scene, tmp_path, capsys):
     """`-D eps2d=-1e6` makes every Gaussian's footprint invalid: the image is the background
     alone, which used to be written without a word."""

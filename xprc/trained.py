@@ -350,9 +350,17 @@ _BEFORE_DETERMINANT = {  # (tests/test_needles.py)
     "aa13592fca47858f9076497e70ae3d5e17dee2c144227d0e8cb465862123f874": "beta",
     "54d4bfcd5859443e055b7e82f6b5cfcac2c46293ca4be95a263d0503790eea8b": "2dgs",
 }
-EARLIER_SHIPPED = {**_BEFORE_FAR_PLANE, **_BEFORE_DETERMINANT}
+_FACE_PAIRS = (
+    "an earlier version of the shipped {} spec, before its faces were walked in opposite "
+    "pairs (2026-12-06); the same chords, so the same renders up to float32 rounding"
+)
+_BEFORE_FACE_PAIRS = {  # (tests/earlier_specs/linprim_octahedron.xpr)
+    "58881ac959de96598bbebd07634e9351874a51dfabd7e9685f69bbfc3fa5b262": "linprim_octahedron",
+}
+EARLIER_SHIPPED = {**_BEFORE_FAR_PLANE, **_BEFORE_DETERMINANT, **_BEFORE_FACE_PAIRS}
 _WHY = {**dict.fromkeys(_BEFORE_FAR_PLANE, _FAR_PLANE),
-        **dict.fromkeys(_BEFORE_DETERMINANT, _DETERMINANT)}  # fmt: skip
+        **dict.fromkeys(_BEFORE_DETERMINANT, _DETERMINANT),
+        **dict.fromkeys(_BEFORE_FACE_PAIRS, _FACE_PAIRS)}  # fmt: skip
 
 
 def earlier_version(sha256: str | None, info: MethodInfo) -> str | None:
