@@ -1,9 +1,11 @@
 """One dataset, two readings: a folder that is both a Blender and a COLMAP scene, numbers in
-non-ASCII digits and one image under two spellings each loaded as a guess without a word; now
-each is a DataError naming the file and the problem. Fixtures come from test_datasets.py."""
+non-ASCII digits and one image under two spellings each loaded as a guess without a word (one
+image in two Blender frames only warned); now each is a DataError naming the file and the
+problem. Fixtures come from test_datasets.py."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -17,6 +19,7 @@ from test_datasets import (
     write_colmap_txt,
 )
 
+from xprc.data.blender import load_blender
 from xprc.data.colmap import load_colmap
 from xprc.data.scene_folder import dataset_mark, load_scene
 
@@ -114,3 +117,45 @@ def test_names_of_different_files_still_load(tmp_path):
     images = [im if im[0] != 2 else (*im[:4], "sub dir/c.png") for im in IMAGES]
     write_colmap_txt(tmp_path / "sparse/0", images=images)
     assert len(load_colmap(tmp_path)) == len(IMAGES)
+
+
+def blender_link(tmp_path):
+    os.symlink("r_1.png", tmp_path / "train/link.png")
+    return "train/link.png"
+
+
+def blender_up(tmp_path):
+    (tmp_path / "train/x").mkdir()
+    return "./train/x/../r_1"
+
+
+BLENDER_SPELLINGS = {
+    "the same name": lambda tmp: "./train/r_1",
+    "with its extension": lambda tmp: "train/r_1.png",
+    "x/..": blender_up,
+    "a link": blender_link,
+}
+
+
+@pytest.mark.parametrize("spell", BLENDER_SPELLINGS.values(), ids=BLENDER_SPELLINGS.keys())
+def test_one_image_in_two_blender_frames_is_refused(tmp_path, spell):
+    """Frame 3 listing frame 1's image was a second view of it with another pose, and only a
+    warning; a COLMAP model with one image twice was already an error."""
+    meta = blender_scene(tmp_path)
+    other = spell(tmp_path)
+    meta["frames"].append(dict(meta["frames"][0], file_path=other))  # (frame 0's pose)
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    real = os.path.realpath(tmp_path / "train/r_1.png")
+    expect(tmp_path / "transforms_train.json", f"frames 1 ('./train/r_1') and 3 ('{other}') "
+           f"list one file, {real}: two views of one image", load_blender, tmp_path)  # fmt: skip
+
+
+def test_blender_frames_of_different_files_still_load(tmp_path):
+    """Names that only look alike ('train/r_1' and 'train/x/r_1') are two files."""
+    meta = blender_scene(tmp_path)
+    (tmp_path / "train/x").mkdir()
+    (tmp_path / "train/r_2.png").rename(tmp_path / "train/x/r_1.png")
+    meta["frames"][2]["file_path"] = "./train/x/r_1"
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    assert [v.name for v in load_blender(tmp_path)] == ["./train/r_0", "./train/r_1",
+                                                        "./train/x/r_1"]  # fmt: skip

@@ -66,19 +66,6 @@ def test_blender_transforms_with_a_byte_order_mark_loads(tmp_path):
     assert len(load_blender(tmp_path, "train")) == 3
 
 
-def test_blender_frames_that_repeat_an_image_are_named(tmp_path):
-    meta = blender_scene(tmp_path)
-    meta["frames"].append(dict(meta["frames"][1], file_path="train/r_1.png"))  # the same file
-    path = tmp_path / "transforms_train.json"
-    path.write_text(json.dumps(meta))
-    with pytest.warns(RuntimeWarning) as record:
-        assert len(load_blender(tmp_path, "train")) == 4
-    assert [str(w.message) for w in record] == [
-        f"{path}: 1 frame(s) list an image an earlier frame lists (frame 3 repeats frame 1: "
-        "train/r_1.png); each listing is a view of its own"
-    ]
-
-
 def test_blender_multi_page_image_reads_its_first_page_and_says_so(tmp_path):
     meta = blender_scene(tmp_path)
     pages = [Image.fromarray(np.full((8, 8, 3), v, np.uint8)) for v in (10, 200)]

@@ -279,15 +279,17 @@ def _blender_frames(root: Path, path: Path, meta: dict) -> list[_Frame]:
 
 
 def _repeated_images(path: Path, frames: list[_Frame]) -> None:
-    """Warn when frames list the same image (each listing is a view: trained on as often)."""
-    seen: dict[Path, int] = {}
-    repeats = [(i, seen.setdefault(f.image.resolve(), i)) for i, f in enumerate(frames)]
-    repeats = [(i, j) for i, j in repeats if i != j]
-    if repeats:
-        i, j = repeats[0]
-        warn_data(path, f"{len(repeats)} frame(s) list an image an earlier frame lists (frame "
-                  f"{i} repeats frame {j}: {printable(frames[i].name)}); each listing is a "
-                  "view of its own", stacklevel=3)  # fmt: skip
+    """Two frames that list one image file (one name twice, or two names of it: './r_1' and
+    'r_1.png', 'x/../r_1', a link) are an error, as in a COLMAP model: two views of one image,
+    with two poses, and the image trained on twice as often."""
+    seen: dict[str, int] = {}
+    for i, f in enumerate(frames):
+        real = os.path.realpath(f.image)  # (resolve() raises on a link loop; realpath does not)
+        j = seen.setdefault(real, i)
+        if j != i:
+            raise DataError(path, f"frames {j} ('{printable(frames[j].name)}') and {i} "
+                            f"('{printable(f.name)}') list one file, {printable(real)}: two "
+                            "views of one image")  # fmt: skip
 
 
 def load_blender(root, split: str = "train", background=(1.0, 1.0, 1.0), downscale=1) -> Dataset:
