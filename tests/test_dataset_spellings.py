@@ -159,3 +159,23 @@ def test_blender_frames_of_different_files_still_load(tmp_path):
     (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
     assert [v.name for v in load_blender(tmp_path)] == ["./train/r_0", "./train/r_1",
                                                         "./train/x/r_1"]  # fmt: skip
+
+
+def test_blender_test_frames_that_are_training_images_are_said(tmp_path):
+    """transforms_test.json listing training images (a copied file, a wrong folder) loaded
+    without a word, and the test metrics were measured on views the model was trained on."""
+    blender_scene(tmp_path, n=3)
+    meta = blender_scene(tmp_path, n=2, split="test")
+    meta["frames"][1]["file_path"] = "./train/r_2"
+    (tmp_path / "transforms_test.json").write_text(json.dumps(meta))
+    with pytest.warns(RuntimeWarning) as record:
+        train, test = load_scene(tmp_path)
+    assert [str(w.message) for w in record] == [
+        f"{tmp_path / 'transforms_test.json'}: 1 of 2 test frames list images the training "
+        "frames list too (first: frame 1 './train/r_2' is transforms_train.json frame 2 "
+        "'./train/r_2'): the test metrics are not held out"
+    ]
+    assert (len(train), len(test)) == (3, 2)  # it loads: evaluating on training views can be meant
+    meta["frames"][1]["file_path"] = "./test/r_1"
+    (tmp_path / "transforms_test.json").write_text(json.dumps(meta))
+    load_scene(tmp_path)  # held-out test frames: no warning (warnings are errors here)

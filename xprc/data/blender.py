@@ -278,6 +278,20 @@ def _blender_frames(root: Path, path: Path, meta: dict) -> list[_Frame]:
     return out
 
 
+def _warn_shared_images(paths: list[Path], frames: list[list[_Frame]]) -> None:
+    """One warning when test frames list images the training frames list too: the test
+    metrics would then not be held out (it loads: evaluating on training views can be meant)."""
+    train = {os.path.realpath(f.image): i for i, f in enumerate(frames[0])}
+    shared = [(i, train[real]) for i, f in enumerate(frames[1])
+              if (real := os.path.realpath(f.image)) in train]  # fmt: skip
+    if shared:
+        i, j = shared[0]
+        warn_data(paths[1], f"{len(shared)} of {len(frames[1])} test frames list images the "
+                  f"training frames list too (first: frame {i} '{printable(frames[1][i].name)}'"
+                  f" is {paths[0].name} frame {j} '{printable(frames[0][j].name)}'): the test "
+                  "metrics are not held out", stacklevel=3)  # fmt: skip
+
+
 def _repeated_images(path: Path, frames: list[_Frame]) -> None:
     """Two frames that list one image file (one name twice, or two names of it: './r_1' and
     'r_1.png', 'x/../r_1', a link) are an error, as in a COLMAP model: two views of one image,
@@ -367,6 +381,7 @@ def load_blender_splits(root: Path, test: str, background, downscale) -> tuple[D
     downscale = check_downscale(downscale)
     paths = [root / f"transforms_{split}.json" for split in ("train", test)]
     frames = [_blender_frames(root, path, _read_json(path)) for path in paths]
+    _warn_shared_images(paths, frames)
     check_memory(root, [f.size for split in frames for f in split], downscale)  # both splits
     train, test_set = (_blender_views(root, p, f, background, downscale)
                        for p, f in zip(paths, frames, strict=True))  # fmt: skip
