@@ -85,6 +85,12 @@ class MethodInfo:
         return cls(**values)
 
     @property
+    def recorded_spec_path(self) -> str | None:
+        """The spec's absolute path, as a run records it (`xprc render RUN` looks there for a
+        spec no shipped one matches); None when it was not loaded from a file."""
+        return None if self.spec_path is None else os.path.abspath(self.spec_path)
+
+    @property
     def param_table(self) -> dict:
         """{name: ParamSpec-like entry}, in the module's order."""
         return {p.name: p for p in self.params}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ class SpecRecord:
     name: str
     sha256: str
     where: Path
+    path: str | None = None  # where the spec file was when the run trained (absolute)
 
     def describe(self) -> str:
         return describe_spec(self.name, self.sha256)
@@ -175,7 +177,11 @@ def _spec_record(record: dict, where: Path) -> SpecRecord | None:
         raise DataError(
             where, "'method' must be the spec's primitive name and 'spec_sha256' its sha256 (hex)"
         )
-    return SpecRecord(name, sha, where)
+    path = record.get("spec_path")
+    if path is not None and not (isinstance(path, str) and 0 < len(path) <= 4096
+                                 and "\0" not in path and os.path.isabs(path)):  # fmt: skip
+        raise DataError(where, "'spec_path' must be the absolute path of the spec file")
+    return SpecRecord(name, sha, where, path)
 
 
 def inferred_background(train_views) -> list[float]:
@@ -240,6 +246,11 @@ def _spec_method(trained: Trained, spec: str | None, defines: dict):
         return load(DEFAULT_SPEC_NAME, defines=defines or None), DEFAULT_SPEC_NAME
     found = shipped_spec_of(rec)
     if found is None:
+        recorded, why = _recorded_spec_file(rec)
+        if recorded is not None:
+            print(printable(f"note: {rec.where}: rendering with the spec the run recorded, "
+                            f"{recorded}"), file=sys.stderr)  # fmt: skip
+            return load(recorded, defines=defines or None), recorded
         same = _shipped_named(rec.name)
         but = "but not with that sha256" if rec.sha256 else "and the record has no sha256"
         also = (f" (the shipped {same} declares primitive {rec.name} too, {but}: --spec "
@@ -247,11 +258,37 @@ def _spec_method(trained: Trained, spec: str | None, defines: dict):
         raise DataError(
             rec.where,
             f"the scene was trained with spec {rec.describe()}, which no shipped spec matches"
-            f"{also}; give its .xpr file with --spec",
+            f"{also}{why}; give its .xpr file with --spec",
         )
     method = load(found, defines=defines or None)
     _say_earlier(rec, method)
     return method, found
+
+
+def _recorded_spec_file(rec: SpecRecord) -> tuple[str | None, str]:
+    """(the spec file the run recorded, when its text still has the recorded sha256, else
+    None; what to add to the error when it does not). The record is untrusted: the file must
+    be a regular spec-sized file (`read_spec`), and it is compiled only after its digest
+    matches, so nothing the record's writer did not already know is read into a message."""
+    from .compiler.driver import legacy_digest, read_spec, spec_digest
+    from .errors import XprError
+
+    if not (rec.path and rec.sha256):
+        return None, ""
+    path = Path(rec.path)
+    shown = printable(rec.path)
+    try:
+        text = read_spec(path)
+    except XprError:
+        problem = "is not there" if not os.path.lexists(path) else "cannot be read as a spec"
+        return None, f" (it recorded {shown}, which {problem})"
+    try:  # (errors unsaid: they would quote a file the record may have named at random)
+        ours = rec.sha256 in (spec_digest(text, path), legacy_digest(path))
+    except XprError:  # a base it extends is gone or unreadable, or it is no spec
+        ours = False
+    if not ours:
+        return None, f" (it recorded {shown}, whose text has changed since)"
+    return str(path), ""
 
 
 def _say_earlier(rec: SpecRecord, method) -> None:

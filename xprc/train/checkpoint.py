@@ -130,6 +130,7 @@ def _rows(*numbers: str):
 META = {
     "method": (lambda v: isinstance(v, str), "a string"),
     "spec_sha256": (lambda v: isinstance(v, str), "a string"),
+    "spec_path": (lambda v: v is None or isinstance(v, str), "a string or null"),
     "seed": (_int, "an integer"),
     "strategy": (lambda v: isinstance(v, str), "a string"),
     "steps": (lambda v: _int(v) and v >= 0, "an integer >= 0"),

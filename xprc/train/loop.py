@@ -247,6 +247,7 @@ class Run:
         return {
             "method": self.info.name,
             "spec_sha256": self.info.spec_sha256,
+            "spec_path": self.info.recorded_spec_path,  # where `xprc render RUN` finds it
             "seed": self.config.seed,
             "strategy": self.config.strategy,
             "steps": self.config.steps,

@@ -84,6 +84,7 @@ def write_outputs(out: Path, rec: RunRecord) -> list[str]:
     report = {
         "method": info.name,
         "spec_sha256": run["spec_sha256"],
+        "spec_path": info.recorded_spec_path,
         "strategy": rec.config.strategy,
         "step": rec.final["step"],
         "interrupted": rec.interrupted,
