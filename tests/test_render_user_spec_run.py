@@ -106,3 +106,20 @@ def test_a_recorded_path_is_not_quoted_unless_it_is_the_spec(user_run, tiny_scen
     bad = _copy_run(run, tmp_path / "rel", spec_path="relative/my.xpr")
     assert _render(bad, tiny_scene, tmp_path / "v.npy") == 1
     assert "'spec_path' must be the absolute path of the spec file" in capsys.readouterr().err
+
+
+def test_a_recorded_spec_of_another_primitive_or_a_fifo_is_refused(user_run, tiny_scene,
+                                                                   tmp_path, capsys):  # fmt: skip
+    """The file's digest matches but the record names another primitive: refused, not rendered
+    as if it were that one. A FIFO named by the record is not opened (it would block)."""
+    spec, run = user_run
+    other = _copy_run(run, tmp_path / "other", method="Other")
+    capsys.readouterr()
+    assert _render(other, tiny_scene, tmp_path / "v.npy") == 1
+    assert (f"the spec the run recorded, {spec}, is not the spec 'Other' (sha256 "
+            in capsys.readouterr().err)  # fmt: skip
+    fifo = tmp_path / "spec.fifo"
+    os.mkfifo(fifo)
+    ckpt = _copy_run(run, tmp_path / "fifo", spec_path=str(fifo))
+    assert _render(ckpt, tiny_scene, tmp_path / "v.npy") == 1
+    assert f"(it recorded {fifo}, which cannot be read as a spec)" in capsys.readouterr().err

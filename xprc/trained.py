@@ -197,8 +197,9 @@ def inferred_background(train_views) -> list[float]:
 def scene_method(trained: Trained, spec: str | None, defines=None):
     """The compiled spec to render `trained` with.
 
-    spec (--spec) None: the recorded spec (found among the shipped specs by its sha256; an
-    unshipped one must be given), or 3dgs when nothing is recorded, which a line on stderr says.
+    spec (--spec) None: the recorded spec (found among the shipped specs by its sha256, else
+    at the path the run recorded while its text is unchanged; otherwise it must be given), or
+    3dgs when nothing is recorded, which a line on stderr says.
     spec given: it must be the recorded one (same sha256), else a DataError naming both.
     defines: `-D` overrides, applied to whichever spec is used. A run's recorded constants
     (`Trained.constants`) are applied too, which a line on stderr says; a -D that contradicts
@@ -248,9 +249,15 @@ def _spec_method(trained: Trained, spec: str | None, defines: dict):
     if found is None:
         recorded, why = _recorded_spec_file(rec)
         if recorded is not None:
+            method = load(recorded, defines=defines or None)
+            if not _same_spec(rec, method) or MethodInfo.of(method).name != rec.name:
+                # (the file changed between its digest and its compile, or names another
+                # primitive than the record)
+                raise DataError(rec.where, f"the spec the run recorded, {printable(recorded)},"
+                                f" is not the spec {rec.describe()} it trained with")  # fmt: skip
             print(printable(f"note: {rec.where}: rendering with the spec the run recorded, "
                             f"{recorded}"), file=sys.stderr)  # fmt: skip
-            return load(recorded, defines=defines or None), recorded
+            return method, recorded
         same = _shipped_named(rec.name)
         but = "but not with that sha256" if rec.sha256 else "and the record has no sha256"
         also = (f" (the shipped {same} declares primitive {rec.name} too, {but}: --spec "
