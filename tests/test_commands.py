@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import ROOT
 from PIL import Image
 
 from xprc.cli import main
@@ -158,9 +159,10 @@ def test_a_run_records_its_spec(tiny_run, capsys):
 
     sha = xprc.load("3dgs").SPEC_SHA256
     ckpt = tiny_run / "checkpoint.npz"
-    assert load_trained(tiny_run).spec == SpecRecord("Gaussian3D", sha, ckpt)
+    where = str(ROOT / "specs" / "3dgs.xpr")  # the shipped spec's file, absolute
+    assert load_trained(tiny_run).spec == SpecRecord("Gaussian3D", sha, ckpt, where)
     record = load_trained(tiny_run / "scene.ply").spec
-    assert record == SpecRecord("Gaussian3D", sha, tiny_run / "metrics.json")
+    assert record == SpecRecord("Gaussian3D", sha, tiny_run / "metrics.json", where)
     assert shipped_spec_of(record).name == "3dgs.xpr"
 
 
