@@ -123,3 +123,14 @@ def test_a_recorded_spec_of_another_primitive_or_a_fifo_is_refused(user_run, tin
     ckpt = _copy_run(run, tmp_path / "fifo", spec_path=str(fifo))
     assert _render(ckpt, tiny_scene, tmp_path / "v.npy") == 1
     assert f"(it recorded {fifo}, which cannot be read as a spec)" in capsys.readouterr().err
+
+
+def test_render_never_writes_over_the_recorded_spec(user_run, tiny_scene, tmp_path, capsys):
+    """The recorded spec is an input like --spec: -o onto it is refused, and it is unchanged."""
+    spec, run = user_run
+    before = spec.read_bytes()
+    link = tmp_path / "out.npy"
+    os.symlink(spec, link)  # (-o must end in .png or .npy: a link with that name to the spec)
+    assert _render(run, tiny_scene, link) == 1
+    assert "is the spec being rendered" in capsys.readouterr().err
+    assert spec.read_bytes() == before

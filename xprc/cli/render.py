@@ -169,6 +169,7 @@ def run(args) -> int:
     from ..pipeline import RenderConfig, render
     from ..pipeline.params import prepare_params
     from ..plots import kind_image, save_png
+    from ..resources import spec_path
     from ..trained import load_trained, scene_method
 
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
@@ -184,8 +185,10 @@ def run(args) -> int:
     except XprError as e:
         raise DataError(trained.source, f"{e.message}; a scene of another --spec?") from None
     inputs = [(trained.source, "scene")]
-    if getattr(method, "SPEC_PATH", None):  # given, shipped, or the file the run recorded
-        inputs.append((Path(method.SPEC_PATH), "spec"))
+    if args.spec is not None:
+        inputs.append((spec_path(args.spec), "spec"))
+    if trained.spec is not None and trained.spec.path:  # the user's spec file the run recorded
+        inputs.append((Path(trained.spec.path), "spec"))
     _refuse_inputs(args.output, targets, Path(args.data), inputs)
     choices = (args.background, trained.background, (0.0, 0.0, 0.0))
     bg = np.asarray(next(b for b in choices if b is not None), np.float32)
