@@ -182,6 +182,39 @@ def test_user_jit_too_small_capacity_warns_at_run_time(gs):
     jax.block_until_ready(g(params))  # warnings are errors in this suite
 
 
+def test_user_jit_reports_only_when_there_is_something_to_report(gs, monkeypatch):
+    """The run-time report is a host callback behind a device-side test: a jitted render with
+    nothing to report (the common case) calls no host code at all; one that drops calls it once
+    per call (a callback costs a device-to-host transfer and a wait on an accelerator)."""
+    from xprc.pipeline import capacity as cap
+
+    calls = []
+    real = cap.report_overflow
+
+    def counting(stats, *args, **kwargs):
+        calls.append(int(np.max(stats["dropped"])))
+        return real(stats, *args, **kwargs)
+
+    monkeypatch.setattr(cap, "report_overflow", counting)
+    params, cam = large_scene(), camera()
+    batch = Camera.stack([cam, cam])
+
+    def jitted(config, camera):
+        return jax.jit(lambda p: render(gs, p, camera, config=config).image)
+
+    roomy = jitted(fit_config(gs, params, cam), cam)
+    roomy_batch = jitted(fit_config(gs, params, batch), batch)
+    tight = jitted(RenderConfig(max_entries=1024), cam)
+    for _ in range(3):
+        jax.block_until_ready(roomy(params))
+        jax.block_until_ready(roomy_batch(params))
+    assert calls == []  # nothing was due (warnings are errors here), and no callback ran
+    with pytest.warns(RuntimeWarning, match="render dropped"):
+        for _ in range(2):
+            jax.block_until_ready(tight(params))
+    assert len(calls) == 2 and all(c > 0 for c in calls)
+
+
 def test_user_jit_raise_policy_raises(gs):
     params, cam = large_scene(), camera()
     config = RenderConfig(max_entries=1024, on_overflow="raise")

@@ -205,7 +205,11 @@ def report_overflow(stats: dict, policy: str, stacklevel: int = 3, model: str | 
 def runtime_overflow_check(policy: str, stats: dict, model: str | None = None) -> None:
     """Inside a trace: warn or raise at run time when entries were dropped (and warn about
     primitives left out for non-finite values, clamped alphas and pixels outside the `model`
-    lens's valid domain)."""
+    lens's valid domain).
+
+    The host callback sits in the branch of a `lax.cond` taken only when one of those counts is
+    not zero: a render with nothing to report moves no data to the host and waits for nothing
+    (the callback costs a device-to-host transfer and a synchronisation each time it runs)."""
     if policy == "ignore":
         return
     names = ("dropped", "entries_needed", "entry_capacity", "entries_saturated", "nonfinite",
@@ -214,7 +218,19 @@ def runtime_overflow_check(policy: str, stats: dict, model: str | None = None) -
     def callback(*values):
         report_overflow(dict(zip(names, values, strict=True)), policy, stacklevel=2, model=model)
 
-    jax.debug.callback(callback, *(stats[k] for k in names))
+    def report(*values):
+        jax.debug.callback(callback, *values)
+
+    values = tuple(stats[k] for k in names)
+    jax.lax.cond(problem(stats), report, lambda *_: None, *values)
+
+
+def problem(stats: dict) -> jax.Array:
+    """[] bool: the render has something to report (a drop, primitives left out for
+    non-finite values, clamped alphas, pixels outside the lens's domain); any batch axes are
+    reduced."""
+    keys = ("dropped", "nonfinite", "alpha_out_of_range", "lens_outside")
+    return functools.reduce(jnp.logical_or, (jnp.any(stats[k] != 0) for k in keys))
 
 
 def finite_rows(*arrays) -> jax.Array:

@@ -107,7 +107,7 @@ def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
     return RenderOutput(image, weight, depth, stats, mode, extra, distortion)
 
 
-def _render_one(method, mode: str, config: RenderConfig, check: bool, params, camera, background):
+def _render_one(method, mode: str, config: RenderConfig, params, camera, background):
     TRACE_COUNT["render"] += 1
     info = MethodInfo.of(method)
     grid = TileGrid(camera.width, camera.height, config.tile_size)
@@ -171,8 +171,6 @@ def _render_one(method, mode: str, config: RenderConfig, check: bool, params, ca
         "alpha_out_of_range": clamped,
         "lens_outside": camera.lens_outside(dtype),  # at the pixel centres the rays use
     }
-    if check:
-        cap.runtime_overflow_check(config.on_overflow, stats, camera.model)
     image = color if mode.startswith("RGB") else None
     distortion = img[..., -1:] if config.distortion else None
     return RenderOutput(image, weight, depth_img, stats, mode, extra, distortion)
@@ -253,10 +251,23 @@ def _kernel_compile_failure(err: Exception) -> bool:
 
 @functools.cache
 def _jitted(method, mode: str, config: RenderConfig, batched: bool, check: bool):
-    fn = functools.partial(_render_one, method, mode, config, check)
+    fn = functools.partial(_render_one, method, mode, config)
     if batched:
         fn = jax.vmap(fn, in_axes=(None, 0, None))
+    if check:  # after the batch axis: one test of the whole batch's counts, one branch
+        fn = _checked(fn, config.on_overflow)
     return jax.jit(fn)
+
+
+def _checked(fn, policy: str):
+    """`fn` (a render) followed by the run-time report of its stats under `policy`."""
+
+    def checked(params, camera, background):
+        out = fn(params, camera, background)
+        cap.runtime_overflow_check(policy, out.stats, camera.model)
+        return out
+
+    return checked
 
 
 def _traced(tree) -> bool:

@@ -1,0 +1,199 @@
+"""What a user's own code gets: `xprc.render` eager and under `jax.jit` / `jax.grad`, beside the
+internal compiled render the stage benchmark times.
+
+    python benchmarks/user_path.py                 # garden workload (a random scene without it)
+    python benchmarks/user_path.py --num 20000 --scale 0.5 --repeat 3    # a lighter CPU run
+
+Each row is one way a user calls the renderer on the same scene and camera (3DGS):
+
+- `internal`: `xprc.pipeline.render._compiled` with the fitted capacity and no run-time report
+  (what `benchmarks/stages.py` times: the baseline of the ratios);
+- `eager`: `xprc.render(method, params, camera)`: counts the entries, then renders and reports;
+- `jit fit_config`: `jax.jit` of `xprc.render` with `xprc.fit_config(...)` and the default
+  `on_overflow="warn"` (the documented way);
+- `jit fit_config ignore`: the same with `on_overflow="ignore"`;
+- `jit no config`: `jax.jit` of `xprc.render` with no config (default entry capacity).
+
+Forward: the image; fwd+bwd: `jax.value_and_grad` of the L1 distance to a fixed image. Times are
+medians of `--repeat` calls after one warm call, in ms per camera; `first call` is the first
+call's wall time in this process (tracing and compiling included). `--second-process` then runs
+the jitted forward and fwd+bwd of `jit fit_config` in a fresh process with the same persistent
+compilation cache and reports its first call (what a second run of a user's script waits).
+
+Prints a markdown table and writes benchmarks/results/user_path.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import xprc  # noqa: E402
+from benchmarks.run import fmt_table, machine, workload, write_json  # noqa: E402
+from xprc.pipeline.render import _compiled  # noqa: E402
+
+
+def _median_ms(fn, arg, repeat: int) -> tuple[float, float]:
+    """(first call's wall ms, median ms of `repeat` calls after it)."""
+    start = time.perf_counter()
+    jax.block_until_ready(fn(arg))
+    first = (time.perf_counter() - start) * 1e3
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(arg))
+        times.append((time.perf_counter() - start) * 1e3)
+    return first, statistics.median(times)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def paths(method, params, camera, fitted):
+    """name -> (forward fn of params, loss fn of params) for each way of calling."""
+    target = jnp.zeros((camera.height, camera.width, 3), jnp.float32)
+    ignore = fitted.__class__(**{**fitted.__dict__, "on_overflow": "ignore"})
+    internal = _compiled(method, "RGB", ignore, False)
+
+    def public(config):
+        return lambda p: xprc.render(method, p, camera, config=config).image
+
+    def loss_of(image_fn):
+        return lambda p: jnp.mean(jnp.abs(image_fn(p) - target))
+
+    def internal_image(p):
+        return internal(p, camera, None).image
+
+    return {
+        "internal": (internal_image, jax.jit(jax.value_and_grad(loss_of(internal_image)))),
+        "eager": (public(None), None),
+        "jit fit_config": (
+            jax.jit(public(fitted)),
+            jax.jit(jax.value_and_grad(loss_of(public(fitted)))),
+        ),
+        "jit fit_config ignore": (
+            jax.jit(public(ignore)),
+            jax.jit(jax.value_and_grad(loss_of(public(ignore)))),
+        ),
+        "jit no config": (
+            jax.jit(public(None)),
+            jax.jit(jax.value_and_grad(loss_of(public(None)))),
+        ),
+    }
+
+
+SECOND = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+import jax, jax.numpy as jnp, xprc
+from benchmarks.run import workload
+params, cams, _ = workload({num!r}, {scale!r}, False)
+method = xprc.load("3dgs")
+cam = cams[0]
+cfg = xprc.fit_config(method, params, cam)
+target = jnp.zeros((cam.height, cam.width, 3), jnp.float32)
+fwd = jax.jit(lambda p: xprc.render(method, p, cam, config=cfg).image)
+grad = jax.jit(jax.value_and_grad(
+    lambda p: jnp.mean(jnp.abs(xprc.render(method, p, cam, config=cfg).image - target))))
+out = {{}}
+for name, fn in (("forward", fwd), ("fwd+bwd", grad)):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(params))
+    out[name] = time.perf_counter() - start
+print(json.dumps(out))
+"""
+
+
+def second_process(num, scale, cache: str) -> dict:
+    """First-call seconds of the jitted forward and fwd+bwd in a fresh process that shares
+    the persistent compilation cache `cache` (run twice: the first fills it)."""
+    env = dict(os.environ, XPRC_JAX_CACHE_DIR=cache)
+    code = SECOND.format(root=str(ROOT), num=num, scale=scale)
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1800
+        )
+        if done.returncode:
+            return {"error": done.stderr.strip().splitlines()[-1:]}
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {"first process": runs[0], "second process": runs[1]}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--num", type=int, default=None, help="primitives (default: all)")
+    ap.add_argument("--scale", type=float, default=1.0, help="image resolution factor")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--second-process", action="store_true")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "user_path.json"))
+    args = ap.parse_args(argv)
+    params, cams, kind = workload(args.num, args.scale, False)
+    method = xprc.load("3dgs")
+    camera = cams[0]
+    fitted = xprc.fit_config(method, params, camera)
+    n = int(next(iter(params.values())).shape[0])
+    _say(f"{kind}: {n:,} primitives, {camera.width}x{camera.height}, capacity "
+         f"{fitted.max_entries:,}")  # fmt: skip
+    rows = []
+    for name, (fwd, grad) in paths(method, params, camera, fitted).items():
+        row = {"path": name}
+        row["forward first s"], row["forward ms"] = _median_ms(fwd, params, args.repeat)
+        row["forward first s"] /= 1e3
+        if grad is not None:
+            row["fwd+bwd first s"], row["fwd+bwd ms"] = _median_ms(grad, params, args.repeat)
+            row["fwd+bwd first s"] /= 1e3
+        rows.append(row)
+        _say(f"{name}: {row}")
+    base = rows[0]
+    for row in rows:
+        for key in ("forward ms", "fwd+bwd ms"):
+            if key in row and key in base:
+                row[key.replace("ms", "ratio")] = row[key] / base[key]
+    results = {
+        "machine": machine(),
+        "workload": kind,
+        "primitives": n,
+        "image": [camera.width, camera.height],
+        "capacity fitted": int(fitted.max_entries),
+        "rows": rows,
+    }
+    if args.second_process:
+        with tempfile.TemporaryDirectory() as cache:
+            results["persistent cache"] = second_process(args.num, args.scale, cache)
+        _say(f"second process: {results['persistent cache']}")
+
+    def num(key, fmt):
+        return lambda r: format(r[key], fmt) if key in r else ""
+
+    print(fmt_table(rows, [
+        ("path", lambda r: r["path"]),
+        ("forward ms", num("forward ms", ".2f")),
+        ("x internal", num("forward ratio", ".2f")),
+        ("fwd+bwd ms", num("fwd+bwd ms", ".2f")),
+        ("x internal", num("fwd+bwd ratio", ".2f")),
+        ("first call fwd s", num("forward first s", ".1f")),
+        ("first call grad s", num("fwd+bwd first s", ".1f")),
+    ]))  # fmt: skip
+    if "persistent cache" in results:
+        print(json.dumps(results["persistent cache"]))
+    return write_json(args.out, results)
+
+
+if __name__ == "__main__":
+    main()
