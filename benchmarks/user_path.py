@@ -40,7 +40,6 @@ sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 import xprc  # noqa: E402
 from benchmarks.run import fmt_table, machine, workload, write_json  # noqa: E402
