@@ -7,7 +7,8 @@
 background. Under your own `jax.jit` the entry buffer cannot be sized from the data, so
 `xprc.fit_config` sizes it once from sample cameras; a later render that needs more entries
 warns with the count (`RenderConfig.on_overflow`: docs/capacity.md). This loop is plain Adam on
-an L1 loss, with the learning rates the spec declares; the trainer (`xprc.train.train`) adds
+an L1 loss (written out, so nothing but JAX is needed; optax works the same way), with the
+learning rates the spec declares; the trainer (`xprc.train.train`) adds
 densification, schedules, SSIM and checkpoints on top of the same render.
 """
 
@@ -18,7 +19,6 @@ import argparse
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 import xprc
 from xprc.data import generate_demo_scene, load_scene
@@ -48,17 +48,27 @@ def main(argv=None):
         out = xprc.render(method, p, camera, background=white, config=config)
         return jnp.mean(jnp.abs(out.image - image))
 
-    # One optimiser per parameter, at the learning rate the spec declares (`lr` in its param line).
+    # Adam, per parameter at the learning rate the spec declares (`lr` in its param line).
     rates = {spec.name: spec.lr or 1e-3 for spec in method.PARAMS}
-    optimiser = optax.multi_transform({k: optax.adam(r) for k, r in rates.items()},
-                                      {k: k for k in params})  # fmt: skip
-    state = optimiser.init(params)
+    state = {
+        "m": jax.tree.map(jnp.zeros_like, params),
+        "v": jax.tree.map(jnp.zeros_like, params),
+        "t": jnp.zeros((), jnp.float32),
+    }
+
+    def adam(p, g, state, b1=0.9, b2=0.999, eps=1e-15):
+        t = state["t"] + 1
+        m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], g)
+        v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], g)
+        scale = jnp.sqrt(1 - b2**t) / (1 - b1**t)
+        p = {k: p[k] - rates[k] * scale * m[k] / (jnp.sqrt(v[k]) + eps) for k in p}
+        return p, {"m": m, "v": v, "t": t}
 
     @jax.jit  # compiled once: every camera of the dataset has the same size and model
     def step(p, state, camera, image):
         loss, grads = jax.value_and_grad(loss_fn)(p, camera, image)
-        updates, state = optimiser.update(grads, state, p)
-        return optax.apply_updates(p, updates), state, loss
+        p, state = adam(p, grads, state)
+        return p, state, loss
 
     def test_psnr(p):
         view = test_views[0]
