@@ -156,6 +156,24 @@ FACTS = [
         ),
     ),
     Fact(
+        "3DGS's Pallas kernels against its XLA path on the TPU, garden image",
+        lambda: _json("tpu-v5e-stages-2026-12-06.json")["check_3dgs_pallas_vs_xla"][
+            "image_max_abs_diff"
+        ],
+        (
+            ("README.md", r"XLA path to (\d\.\de-\d+) on the garden frame"),
+            ("docs/tpu.md", r"XLA path's to\s+(\d\.\de-\d+) in the image"),
+        ),
+    ),
+    Fact(
+        "3DGS against its float64 NumPy twin",
+        None,
+        (
+            ("README.md", r"\| 41 \| (\d\.\de-\d+) float64"),
+            ("README.md", r"NumPy twin to (\d\.\de-\d+) in float64"),
+        ),
+    ),
+    Fact(
         "xprc demo on one TPU v5e (steps/s)",
         None,
         (
@@ -199,6 +217,10 @@ def agrees(shown: str, value) -> bool:
     """Whether a figure as a page shows it is `value` at the page's precision."""
     if isinstance(value, str):
         return shown == value
+    if "e" in shown:  # scientific: the digits shown are significant digits
+        mantissa = shown.split("e")[0]
+        digits = len(mantissa.replace(".", "").lstrip("-")) - 1
+        return float(shown) == float(f"{float(value):.{digits}e}")
     decimals = len(shown.split(".")[1]) if "." in shown else 0
     return float(shown) == round(float(value), decimals)
 
@@ -230,6 +252,8 @@ def test_disagreements_are_found():
     size = Fact("size", lambda: "128x128", (("a.md", r"on (\d+x\d+) views"),
                                             ("b.md", r"views of (\d+x\d+)")))  # fmt: skip
     assert disagreements(size, pages.__getitem__) == ["a.md: 200x200, not 128x128"]
+    assert agrees("4.8e-7", 4.768e-7) and not agrees("4.7e-7", 4.768e-7)
+    assert agrees("0.62", 0.6185) and not agrees("0.61", 0.6185) and agrees("67", 67.2)
     secs = Fact("s", lambda: 1.9013, (("a.md", r"takes (\d+\.\d+) s"),
                                       ("b.md", r"(\d+\.\d+) s")))  # fmt: skip
     assert disagreements(secs, pages.__getitem__) == []
