@@ -67,7 +67,10 @@ def main(argv=None):
         progress=False,
         save_renders=False,
     )
-    result = train(method, train_set, test_set, out / "run", config)
+    run = out / "run"
+    if run.exists():  # the trainer never replaces an earlier run: say so before any work
+        raise SystemExit(f"{run}: holds an earlier run; remove it or pass another --out")
+    result = train(method, train_set, test_set, run, config)
     shapes = 2 * np.exp(result.params["shapes"])
     print(f"test PSNR {result.initial_psnr:.2f} -> {result.metrics['psnr']:.2f} dB after "
           f"{result.step} steps; shape s: median {np.median(shapes):.2f}, "

@@ -116,9 +116,12 @@ def main(argv=None):
         progress=False,
         save_renders=False,
     )
-    result = train(xprc.load("3dgs"), train_set, test_set, out / "run", config)
+    run = out / "run"
+    if run.exists():  # the trainer never replaces an earlier run: say so before any work
+        raise SystemExit(f"{run}: holds an earlier run; remove it or pass another --out")
+    result = train(xprc.load("3dgs"), train_set, test_set, run, config)
     print(f"test PSNR {result.initial_psnr:.2f} -> {result.metrics['psnr']:.2f} dB after "
-          f"{result.step} steps; the run folder: {out / 'run'}")  # fmt: skip
+          f"{result.step} steps; the run folder: {run}")  # fmt: skip
     return result
 
 
