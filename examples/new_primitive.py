@@ -68,7 +68,7 @@ def main(argv=None):
         save_renders=False,
     )
     run = out / "run"
-    if run.exists():  # the trainer never replaces an earlier run: say so before any work
+    if run.exists():  # the trainer never replaces an earlier run: say so before training
         raise SystemExit(f"{run}: holds an earlier run; remove it or pass another --out")
     result = train(method, train_set, test_set, run, config)
     shapes = 2 * np.exp(result.params["shapes"])

@@ -117,7 +117,7 @@ def main(argv=None):
         save_renders=False,
     )
     run = out / "run"
-    if run.exists():  # the trainer never replaces an earlier run: say so before any work
+    if run.exists():  # the trainer never replaces an earlier run: say so before training
         raise SystemExit(f"{run}: holds an earlier run; remove it or pass another --out")
     result = train(xprc.load("3dgs"), train_set, test_set, run, config)
     print(f"test PSNR {result.initial_psnr:.2f} -> {result.metrics['psnr']:.2f} dB after "
