@@ -22,7 +22,7 @@ from conftest import ROOT
 from PIL import Image
 
 README = ROOT / "README.md"
-PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]  # docs/dev/ too
 TEST_COMMAND = "python -m pytest"
 
 _FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)

@@ -1,10 +1,13 @@
-"""Render the garden workload with specs/3dgs.xpr and write one PNG per camera.
+"""Render the garden workload with specs/3dgs.xpr and write one PNG per camera, timed.
 
-    python examples/render_garden.py --out garden_renders
-    python examples/render_garden.py --num 5000 --scale 0.25   # a quick, smaller render
+    python benchmarks/render_garden.py --out garden_renders
+    python benchmarks/render_garden.py --num 5000 --scale 0.25   # a quick, smaller render
 
-The workload is ../shared/data/garden (set XPRC_GARDEN to point elsewhere): 111,785 Gaussians
-built from a real point cloud with three real cameras at 648x420.
+A benchmark, not an example: the garden workload (111,785 Gaussians built from a real point
+cloud, three real cameras at 648x420; `xprc.data.workloads.garden_workload`) is a file of the
+project's shared data, `../shared/data/garden/test_garden.npz` beside a checkout (or the file
+named by `$XPRC_GARDEN`, or `--garden`), not part of the package. Without it this stops with
+"garden workload not found". The examples in examples/ need nothing outside the package.
 """
 
 from __future__ import annotations

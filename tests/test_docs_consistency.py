@@ -1,0 +1,264 @@
+"""Figures quoted on more than one user page agree, and agree with their source.
+
+Each fact below names where its value comes from (the JSON a benchmark wrote, or the code) and,
+for each page that quotes it, a regular expression whose group captures the figure there. Every
+match on a page must equal the source's value at the precision the page shows, and each listed
+page must quote it at least once (so a reworded sentence fails here instead of escaping the
+check). The dated developer logs in docs/dev/ are history and are not checked.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from dataclasses import dataclass
+
+import pytest
+from conftest import ROOT
+
+BENCH = ROOT / "docs" / "benchmarks"
+
+
+def _json(name: str) -> dict:
+    return json.loads((BENCH / name).read_text())
+
+
+def _tpu_row(method: str) -> dict:
+    data = _json("tpu-v5e-2026-12-06-eighth.json")
+    rows = data["stages_py_after"]["rows"] + data["stages_py_after_more_specs"]["rows"]
+    return next(r for r in rows if r["method"] == method)
+
+
+def _cpu(method: str) -> dict:
+    return _json("cpu-2core-2026-12-04.json")["methods"][method]
+
+
+def _demo_size() -> str:
+    from xprc.train.demo import demo
+
+    width, height = inspect.signature(demo).parameters["size"].default
+    return f"{width}x{height}"
+
+
+def _compile_range() -> str:
+    data = _json("tpu-v5e-2026-12-06-eighth.json")
+    rows = data["stages_py_after"]["rows"] + data["stages_py_after_more_specs"]["rows"]
+    times = [r[k] for r in rows for k in ("compile_fwd_s", "compile_grad_s")]
+    return f"{int(min(times))} to {int(max(times) + 1)}"  # the range, widened to whole seconds
+
+
+@dataclass(frozen=True)
+class Fact:
+    name: str
+    source: object  # a callable giving the value (float or str), or None: pages agree only
+    quotes: tuple[tuple[str, str], ...]  # (page, regex with one group)
+
+
+MS = 1e3
+FACTS = [
+    Fact(
+        "the demo's image size",
+        _demo_size,
+        (("README.md", r"\((\d+x\d+) views"), ("docs/tpu.md", r"views of (\d+x\d+)")),
+    ),
+    Fact(
+        "first garden render in a fresh process, warm cache, TPU (s)",
+        lambda: _json("tpu-v5e-3dgs-2026-12-06-third.json")["first_render_fresh_process"][
+            "cache_warm"
+        ]["total_s"],
+        (
+            ("README.md", r"first garden\s+render with a warm cache takes (\d+\.\d) s"),
+            ("docs/tpu.md", r"first garden render, with the cache warm, takes \**(\d+\.\d) s"),
+        ),
+    ),
+    Fact(
+        "first garden render in a fresh process, cold cache, TPU (s)",
+        lambda: _json("tpu-v5e-3dgs-2026-12-06-third.json")["first_render_fresh_process"][
+            "cache_cold"
+        ]["total_s"],
+        (
+            ("README.md", r"against (\d+\.\d) s with a cold one"),
+            ("docs/tpu.md", r"\**(\d+\.\d) s\** with a cold cache"),
+        ),
+    ),
+    Fact(
+        "3DGS garden forward, TPU v5e (ms)",
+        lambda: _tpu_row("3dgs")["forward_s"] * MS,
+        (
+            ("README.md", r"\| one TPU v5e \| (\d+\.\d) ms \|"),
+            ("README.md", r"\| \*\*(\d+\.\d) ms\*\* \|"),
+            ("README.md", r"against (\d+\.\d) ms forward"),
+            ("docs/tpu.md", r"\| 3DGS \| \*\*(\d+\.\d)\*\* \|"),
+            ("docs/tpu.md", r"\| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| (\d+\.\d) \| [\d.]+ \|"),
+            ("docs/benchmarks.md", r"\(\[tpu\.md\]\(tpu\.md\):\s+(\d+\.\d) /"),
+        ),
+    ),
+    Fact(
+        "3DGS garden forward + backward, TPU v5e (ms)",
+        lambda: _tpu_row("3dgs")["fwd_bwd_s"] * MS,
+        (
+            ("README.md", r"\| one TPU v5e \| [\d.]+ ms \| (\d+\.\d) ms \|"),
+            ("docs/tpu.md", r"\| 3DGS \| \*\*[\d.]+\*\* \| \*\*(\d+\.\d)\*\* \|"),
+            ("docs/benchmarks.md", r"\(\[tpu\.md\]\(tpu\.md\):\s+[\d.]+ / (\d+\.\d) ms\)"),
+        ),
+    ),
+    Fact(
+        "3DGUT's forward + backward over 3DGS's, TPU v5e",
+        lambda: _tpu_row("3dgut")["fwd_bwd_s"] / _tpu_row("3dgs")["fwd_bwd_s"],
+        (
+            ("README.md", r"3DGUT's forward \+ backward is (\d+\.\d\d)x"),
+            ("docs/tpu.md", r"\| 3DGUT \| [\d.]+ \| [\d.]+ \| (\d+\.\d\d)x \|"),
+        ),
+    ),
+    Fact(
+        "compile time per function of the shipped specs, TPU v5e (s)",
+        _compile_range,
+        (
+            ("README.md", r"Compiling is slow on a TPU\*\*: (\d+ to \d+) s"),
+            ("docs/tpu.md", r"takes (\d+ to \d+) s per function"),
+        ),
+    ),
+    Fact(
+        "3DGS garden forward, 2 CPU cores (s)",
+        lambda: _cpu("3dgs")["forward_s"],
+        (
+            ("README.md", r"\| 2 CPU cores \(AMD EPYC\) \| (\d+\.\d+) s \|"),
+            ("docs/benchmarks.md", r"takes (\d+\.\d+) s forward"),
+            ("docs/benchmarks.md#On a 2-core CPU", r"\| 3dgs \|(?: [^|]+ \|){6} (\d+\.\d+) \|"),
+        ),
+    ),
+    Fact(
+        "3DGS garden forward + backward, 2 CPU cores (s)",
+        lambda: _cpu("3dgs")["forward_backward_s"],
+        (
+            ("README.md", r"\| 2 CPU cores \(AMD EPYC\) \| [\d.]+ s \| (\d+\.\d+) s \|"),
+            ("README.md", r"forward \+ backward takes (\d+\.\d+) s on\s+2 cores"),
+            ("README.md", r"garden-sized forward \+\s+backward takes (\d+\.\d+) s"),
+            ("docs/benchmarks.md", r"and (\d+\.\d+) s forward\+backward"),
+            ("docs/benchmarks.md#On a 2-core CPU", r"\| 3dgs \|(?: [^|]+ \|){9} (\d+\.\d+) \|"),
+        ),
+    ),
+    Fact(
+        "3DGS garden forward / fwd+bwd, one H200 (ms)",
+        lambda: _json("gpu-h200-2026-12-04.json")["methods"]["3dgs"]["forward_s"] * MS,
+        (
+            ("README.md", r"\| one NVIDIA H200 \| (\d+) ms \|"),
+            ("docs/benchmarks.md", r"renders in (\d+) ms"),
+        ),
+    ),
+    Fact(
+        "3DGS garden forward + backward, one H200 (ms)",
+        lambda: _json("gpu-h200-2026-12-04.json")["methods"]["3dgs"]["forward_backward_s"] * MS,
+        (
+            ("README.md", r"\| one NVIDIA H200 \| \d+ ms \| (\d+) ms \|"),
+            ("docs/benchmarks.md", r"differentiates in (\d+) ms"),
+        ),
+    ),
+    Fact(
+        "3DGS's Pallas kernels against its XLA path on the TPU, garden image",
+        lambda: _json("tpu-v5e-stages-2026-12-06.json")["check_3dgs_pallas_vs_xla"][
+            "image_max_abs_diff"
+        ],
+        (
+            ("README.md", r"XLA path to (\d\.\de-\d+) on the garden frame"),
+            ("docs/tpu.md", r"XLA path's to\s+(\d\.\de-\d+) in the image"),
+        ),
+    ),
+    Fact(
+        "3DGS against its float64 NumPy twin",
+        None,
+        (
+            ("README.md", r"\| 41 \| (\d\.\de-\d+) float64"),
+            ("README.md", r"NumPy twin to (\d\.\de-\d+) in float64"),
+        ),
+    ),
+    Fact(
+        "xprc demo on one TPU v5e (steps/s)",
+        None,
+        (
+            ("README.md", r"trained at (\d+\.\d) steps/s"),
+            ("README.md", r"\| one TPU v5e \|[^\n]*\| (\d+\.\d) steps/s \|"),
+            ("docs/tpu.md", r"trains at \**(\d+\.\d) steps/s"),
+        ),
+    ),
+    Fact(
+        "xprc demo on 2 CPU cores (steps/s)",
+        None,
+        (
+            ("README.md", r"primitives, (\d+\.\d) steps/s -> demo_run"),
+            ("README.md", r"\| 2 CPU cores \(AMD EPYC\) \|[^\n]*\| (\d+\.\d) steps/s \|"),
+            ("docs/tpu.md", r"the (\d+\.\d) steps/s of an idle 2-core CPU"),
+        ),
+    ),
+]
+
+
+def quoted(text: str, regex: str) -> list[str]:
+    """The group of every match; a space in `regex` matches any run of white space (a line
+    break of the page's prose)."""
+    return [m.group(1) for m in re.finditer(regex.replace(" ", r"\s+"), text)]
+
+
+def section(page: str) -> str:
+    """The text of `page`, or of its section when `page` is 'FILE#Heading' (up to the next
+    heading of the same or a higher level)."""
+    path, _, heading = page.partition("#")
+    text = (ROOT / path).read_text()
+    if not heading:
+        return text
+    m = re.search(rf"^(#+) {re.escape(heading)}\s*$", text, re.M)
+    assert m, f"{path}: no heading {heading!r}"
+    end = re.compile(rf"^#{{1,{len(m.group(1))}}} ", re.M).search(text, m.end())
+    return text[m.end() : end.start() if end else len(text)]
+
+
+def agrees(shown: str, value) -> bool:
+    """Whether a figure as a page shows it is `value` at the page's precision."""
+    if isinstance(value, str):
+        return shown == value
+    if "e" in shown:  # scientific: the digits shown are significant digits
+        mantissa = shown.split("e")[0]
+        digits = len(mantissa.replace(".", "").lstrip("-")) - 1
+        return float(shown) == float(f"{float(value):.{digits}e}")
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return float(shown) == round(float(value), decimals)
+
+
+def disagreements(fact: Fact, read=section) -> list[str]:
+    value = fact.source() if fact.source else None
+    bad, seen = [], []
+    for page, regex in fact.quotes:
+        shown = quoted(read(page), regex)
+        if not shown:
+            bad.append(f"{page}: no quote of it (/{regex}/)")
+        seen += [(page, s) for s in shown]
+    if value is None and seen:
+        value = seen[0][1]  # the pages must agree with each other
+    bad += [f"{page}: {s}, not {value}" for page, s in seen if not agrees(s, value)]
+    return bad
+
+
+@pytest.mark.parametrize("fact", FACTS, ids=lambda f: f.name)
+def test_figure_agrees_everywhere(fact):
+    assert disagreements(fact) == []
+
+
+def test_disagreements_are_found():
+    pages = {
+        "a.md": "the demo trains on 200x200 views; it takes 1.90 s",
+        "b.md": "views of 128x128, 1.9 s",
+    }
+    size = Fact("size", lambda: "128x128", (("a.md", r"on (\d+x\d+) views"),
+                                            ("b.md", r"views of (\d+x\d+)")))  # fmt: skip
+    assert disagreements(size, pages.__getitem__) == ["a.md: 200x200, not 128x128"]
+    assert agrees("4.8e-7", 4.768e-7) and not agrees("4.7e-7", 4.768e-7)
+    assert agrees("0.62", 0.6185) and not agrees("0.61", 0.6185) and agrees("67", 67.2)
+    secs = Fact("s", lambda: 1.9013, (("a.md", r"takes (\d+\.\d+) s"),
+                                      ("b.md", r"(\d+\.\d+) s")))  # fmt: skip
+    assert disagreements(secs, pages.__getitem__) == []
+    gone = Fact("gone", None, (("a.md", r"takes (\d+\.\d+) s"), ("b.md", r"missing (\d+)")))
+    assert disagreements(gone, pages.__getitem__) == ["b.md: no quote of it (/missing (\\d+)/)"]
+    pages["b.md"] = "takes 2.10 s"
+    both = Fact("both", None, (("a.md", r"takes (\d+\.\d+) s"), ("b.md", r"takes (\d+\.\d+) s")))
+    assert disagreements(both, pages.__getitem__) == ["b.md: 2.10, not 1.90"]
