@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import XprError, printable
 from ..train.folder import CHECKPOINT
+from ..train.progress import format_rate
 from ..train.strategies import STRATEGIES
 from .args import (
     check_run_folder,
@@ -143,7 +144,7 @@ def report(result) -> None:
         print(
             f"step {result.step}: test PSNR {m.get('psnr', float('nan')):.2f} dB{start}, "
             f"SSIM {m.get('ssim', float('nan')):.4f}, {m.get('primitives', '?')} primitives, "
-            + printable(f"{result.steps_per_second:.1f} steps/s -> {result.out_dir}")
+            + printable(f"{format_rate(result.steps_per_second)} -> {result.out_dir}")
         )
     if result.interrupted:
         print("interrupted: checkpoint saved; continue with --resume")
