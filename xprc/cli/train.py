@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from ..errors import XprError, printable
@@ -127,14 +128,36 @@ def run(args) -> int:
             wait=True,
         )
         server.watch()
-        print(printable(f"viewer: {server.url} (updates with each checkpoint)"))
+        for line in server.access_lines():
+            print(printable(line.replace(" (Ctrl-C", " (updates with each checkpoint; Ctrl-C")))
     try:
         result = train(method, train_set, test_set, args.out, config, resume=args.resume, **kwargs)
-    finally:
+    except BaseException:
         if server is not None:
             server.stop()
+        raise
     report(result)
+    if server is not None:
+        keep_viewing(server, result, args.out)
     return 0
+
+
+def keep_viewing(server, result, out) -> None:
+    """After `train --view`: a person at a terminal keeps the final scene in the viewer until
+    Ctrl-C; a run nobody can interrupt (no terminal: CI, a pipe, a batch job) or one stopped
+    early stops the viewer at once, and both say how to reopen it."""
+    from .view import interactive, serve_until_interrupted
+
+    reopen = printable(f"xprc view {shlex.quote(str(out))}")
+    if result.interrupted or not interactive():
+        server.stop()
+        why = "the run was interrupted" if result.interrupted else "no terminal to stop it from"
+        print(f"viewer stopped ({why}); to look at the scene: {reopen}", flush=True)
+        return
+    server.reload()  # the final checkpoint, without waiting for the watch
+    print(printable(f"training done: the viewer keeps showing the final scene at {server.url} "
+                    f"until Ctrl-C (later: {reopen})"), flush=True)  # fmt: skip
+    serve_until_interrupted(server)
 
 
 def report(result) -> None:
