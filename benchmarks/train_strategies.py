@@ -74,7 +74,7 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         lines.append(
             f"| {r['spec']} | {r['strategy']} | {r['psnr']:.2f} | {r['ssim']:.3f} | "
-            f"{r['primitives']} ({r['capacity']}) | {r['steps_per_second']:.1f} |"
+            f"{r['primitives']} ({r['capacity']}) | {r['steps_per_second']:.2f} |"
         )
     return "\n".join(lines)
 

@@ -36,10 +36,31 @@ if TPU:
     os.environ["JAX_PLATFORMS"] = "cpu"
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: `-p no:xdist` runs too
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (pyproject.toml): no worker processes beside a TPU, which one process holds."""
     return 0 if TPU else None
+
+
+XDIST_WORKERS = 2  # the most worker processes of a plain `python -m pytest`
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config):
+    """Where pytest-xdist is loaded: without `-n`, `-n auto --maxprocesses 2`; with workers and
+    no `--dist`, `--dist loadgroup` (each test file on one worker, pytest_collection_modifyitems
+    below). Set here rather than in pyproject.toml's addopts, which would make `-p no:xdist` a
+    usage error. Runs before xdist's own pytest_cmdline_main, which starts from these."""
+    option = config.option
+    # a worker process gets the controller's options as they are
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        if option.numprocesses is None:
+            option.numprocesses = "auto"
+            if option.maxprocesses is None:
+                option.maxprocesses = XDIST_WORKERS
+        if option.numprocesses != 0 and option.dist == "no":
+            option.dist = "loadgroup"
+    return (yield)
 
 
 SLOW_TIMEOUT_S = 7200  # the hang guard of a test marked slow (pyproject.toml: 1200 s for others)

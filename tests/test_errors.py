@@ -1211,7 +1211,8 @@ V2_MESSAGES = {
         "                        ^"
     ),
     "extends_name": (
-        "blob.xpr:1:21: error: unexpected 'base'\n"
+        "blob.xpr:1:21: error: unexpected 'base': the base spec is a quoted path, "
+        'extends "base.xpr"\n'
         "    primitive S extends base\n"
         "                        ^"
     ),

@@ -27,7 +27,7 @@ from PIL import Image
 
 import xprc
 from xprc.data.workloads import random_scene
-from xprc.viewer import Viewer, matrix_to_quat, quat_to_matrix
+from xprc.viewer import FrameRenderer, Viewer, matrix_to_quat, quat_to_matrix
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 W, H = 320, 240
@@ -116,8 +116,7 @@ def test_quaternion_round_trip():
 
 
 def test_frame_size():
-    viewer = Viewer.__new__(Viewer)  # the sizing rule alone: no server
-    viewer.max_pixels = 640 * 480
+    viewer = FrameRenderer(None, max_pixels=640 * 480)  # the sizing rule alone: no server
     assert viewer.frame_size(640, 480, 4) == (160, 120)
     assert viewer.frame_size(640, 480, 1) == (640, 480)
     assert viewer.frame_size(1280, 960, 1) == (640, 480)  # capped at max_pixels

@@ -55,8 +55,11 @@ def spec_path(spec) -> Path:
         return shipped[stem]
     if text.endswith(".xpr") or path.exists():
         return path
+    hint = ""
+    if Path(text + ".xpr").is_file():  # `xprc check ges` beside ges.xpr: a file needs its .xpr
+        hint = f"; did you mean {text}.xpr (./{text}.xpr, the file here)?"
     raise XprError(
-        f"no spec file '{text}' and no shipped spec of that name "
+        f"no spec file '{text}' and no shipped spec of that name{hint} "
         f"(shipped: {', '.join(shipped) or 'none'})",
         filename=text,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import ipaddress
 import math
 import socket
 import threading
@@ -110,9 +111,113 @@ def _check_host(host: str, port: int) -> None:
         raise XprError(f"viewer: cannot listen on {where} ({why})") from None
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or a name) listens on this machine's loopback only."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def access_lines(host: str, port: int) -> list[str]:
+    """What the commands print about reaching the viewer: on a loopback address, how to reach
+    it from another machine (SSH port forwarding, --host); on any other, a notice that other
+    machines can now connect."""
+    url = http_url(host, port)
+    if is_loopback(host):
+        return [
+            f"viewer: {url} (Ctrl-C to stop; this machine only: from another machine, forward "
+            f"the port with `ssh -L {port}:localhost:{port} USER@THIS_MACHINE` and open "
+            f"http://localhost:{port} there, or listen on every address with --host 0.0.0.0)"
+        ]
+    wildcard = host in ("0.0.0.0", "::")
+    there = http_url(socket.gethostname(), port) if wildcard else url
+    return [
+        f"viewer: {url} (Ctrl-C to stop)",
+        f"notice: listening on {host}, so other machines that can reach this one's port {port} "
+        f"can now connect, with no password: open {there} on them (--host 127.0.0.1 keeps the "
+        "viewer to this machine)",
+    ]
+
+
 def http_url(host: str, port: int) -> str:
     """The address to open; an IPv6 host in brackets (RFC 3986: `http://[::1]:8080`)."""
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class FrameRenderer:
+    """The viewer's frames, rendered with programs compiled once: the scene's parameters go to
+    the device once per scene (not per frame), and each frame size and mode keeps one entry
+    capacity, sized from the first frame's count with `headroom` and only ever grown, so a
+    moving camera reuses one compiled program per size instead of counting its entries and
+    compiling for a new capacity bucket. A frame that needs more entries than its size's
+    capacity is rendered again with a larger one (nothing is dropped from what is shown;
+    `regrown` counts it); run-time trouble the render reports is warned as by `xprc.render`."""
+
+    def __init__(
+        self, method, *, moving_scale: int = 4, max_pixels: int = 1280 * 800, headroom=2.0
+    ) -> None:
+        self.method = method
+        self.moving_scale, self.max_pixels, self.headroom = moving_scale, max_pixels, headroom
+        self.params: dict | None = None  # prepared, on the device
+        self.background = np.zeros(3, np.float32)
+        self.capacity: dict[tuple, int] = {}  # (width, height, mode) -> entry capacity
+        self.regrown = 0
+
+    def set_scene(self, params: dict, background) -> None:
+        """A new scene (raw parameters) and background; sizes keep their capacities."""
+        import jax
+
+        from .pipeline.params import prepare_params
+
+        self.params = jax.device_put(prepare_params(self.method, params))
+        bg = (0.0, 0.0, 0.0) if background is None else background
+        self.background = np.asarray(bg, np.float32)
+
+    def frame_size(self, width: int, height: int, scale: int) -> tuple[int, int]:
+        """The rendered size for a canvas of width x height: at most max_pixels, / scale."""
+        shrink = max(1.0, math.sqrt(width * height / self.max_pixels)) * scale
+        return max(1, round(width / shrink)), max(1, round(height / shrink))
+
+    def render(self, wxyz, position, fov: float, width: int, height: int, kind: str):
+        """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
+        from .pipeline import RenderConfig, count_entries, render
+        from .pipeline.capacity import report_overflow
+        from .plots import kind_image
+
+        camera = viewer_camera(wxyz, position, fov, width, height)
+        mode = "RGB+ED" if kind == "depth" else "RGB"
+        key = (width, height, mode)
+        if key not in self.capacity:
+            self._size(key, count_entries(self.method, self.params, camera), camera)
+        while True:
+            config = RenderConfig(max_entries=self.capacity[key], on_overflow="ignore")
+            out = render(self.method, self.params, camera, self.background, mode, config)
+            if not int(out.stats["dropped"]):
+                break
+            self._size(key, int(out.stats["entries_needed"]), camera)
+            self.regrown += 1
+        report_overflow(out.stats, "warn", model=camera.model)
+        return kind_image(out, kind)
+
+    def _size(self, key: tuple, needed: int, camera) -> None:
+        """The capacity for frames of `key`: the bucket above `headroom` x `needed`, checked
+        against the memory budget as `xprc.render` checks its own."""
+        from .pipeline import RenderConfig
+        from .pipeline.binning import TileGrid
+        from .pipeline.capacity import check_memory
+        from .pipeline.config import entry_bucket
+
+        capacity = entry_bucket(int(needed * self.headroom))
+        config = RenderConfig()
+        grid = TileGrid(camera.width, camera.height, config.tile_size)
+        check_memory(capacity, needed, self.method, grid, config)
+        self.capacity[key] = capacity
 
 
 @dataclasses.dataclass
@@ -149,6 +254,7 @@ class Viewer:
         viser = _import_viser()
         self.method = method
         self.views = list(views)
+        self.frames = FrameRenderer(method, moving_scale=moving_scale, max_pixels=max_pixels)
         self.moving_scale, self.settle_s = moving_scale, settle_s
         self.max_pixels, self.jpeg_quality = max_pixels, jpeg_quality
         self._source = None if isinstance(scene, dict) else Path(scene)
@@ -181,17 +287,19 @@ class Viewer:
         return http_url(self.server.get_host(), self.server.get_port())
 
     def _load(self, scene) -> None:
+        mtime = self._mtime
         if isinstance(scene, dict):
-            self.params, recorded = scene, None
+            params, recorded = scene, None
         else:
             from .trained import load_trained
 
             trained = load_trained(scene, self.views)
-            self.params, recorded = trained.params, trained.background
-            self._mtime = self._source_file().stat().st_mtime_ns
+            params, recorded = trained.params, trained.background
+            mtime = self._source_file().stat().st_mtime_ns
         choices = (self._fixed_background, recorded, (0.0, 0.0, 0.0))
-        bg = next(b for b in choices if b is not None)
-        self.background = np.asarray(bg, np.float32)
+        background = np.asarray(next(b for b in choices if b is not None), np.float32)
+        self.frames.set_scene(params, background)  # (on the device before it is shown)
+        self.params, self.background, self._mtime = params, background, mtime
         self.version += 1
 
     def _source_file(self) -> Path:
@@ -201,6 +309,14 @@ class Viewer:
 
             return scene_file(src) or src / PLY
         return src
+
+    def access_lines(self) -> list[str]:
+        """What to print about reaching this viewer (`access_lines`)."""
+        return access_lines(self.server.get_host(), self.server.get_port())
+
+    def reload(self) -> None:
+        """Load the scene's file again now if it changed (the run's final checkpoint)."""
+        self._reload_if_changed()
 
     def watch(self, interval: float = 1.0) -> None:
         """Reload the scene whenever its file (a run folder's checkpoint) changes."""
@@ -319,19 +435,11 @@ class Viewer:
                 self._wake.set()
 
     def frame_size(self, width: int, height: int, scale: int) -> tuple[int, int]:
-        """The rendered size for a canvas of width x height: at most max_pixels, / scale."""
-        shrink = max(1.0, math.sqrt(width * height / self.max_pixels)) * scale
-        return max(1, round(width / shrink)), max(1, round(height / shrink))
+        return self.frames.frame_size(width, height, scale)
 
     def render_frame(self, wxyz, position, fov: float, width: int, height: int, kind: str):
         """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
-        from .pipeline import render
-        from .plots import kind_image
-
-        camera = viewer_camera(wxyz, position, fov, width, height)
-        mode = "RGB+ED" if kind == "depth" else "RGB"
-        out = render(self.method, self.params, camera, background=self.background, mode=mode)
-        return kind_image(out, kind)
+        return self.frames.render(wxyz, position, fov, width, height, kind)
 
     def _send(self, client, key, scale: int) -> None:
         from .plots import to_uint8

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from ..errors import XprError, printable
 from ..train.folder import CHECKPOINT
+from ..train.progress import format_rate
 from ..train.strategies import STRATEGIES
 from .args import (
     check_run_folder,
@@ -126,14 +128,36 @@ def run(args) -> int:
             wait=True,
         )
         server.watch()
-        print(printable(f"viewer: {server.url} (updates with each checkpoint)"))
+        for line in server.access_lines():
+            print(printable(line.replace(" (Ctrl-C", " (updates with each checkpoint; Ctrl-C")))
     try:
         result = train(method, train_set, test_set, args.out, config, resume=args.resume, **kwargs)
-    finally:
+    except BaseException:
         if server is not None:
             server.stop()
+        raise
     report(result)
+    if server is not None:
+        keep_viewing(server, result, args.out)
     return 0
+
+
+def keep_viewing(server, result, out) -> None:
+    """After `train --view`: a person at a terminal keeps the final scene in the viewer until
+    Ctrl-C; a run nobody can interrupt (no terminal: CI, a pipe, a batch job) or one stopped
+    early stops the viewer at once, and both say how to reopen it."""
+    from .view import interactive, serve_until_interrupted
+
+    reopen = printable(f"xprc view {shlex.quote(str(out))}")
+    if result.interrupted or not interactive():
+        server.stop()
+        why = "the run was interrupted" if result.interrupted else "no terminal to stop it from"
+        print(f"viewer stopped ({why}); to look at the scene: {reopen}", flush=True)
+        return
+    server.reload()  # the final checkpoint, without waiting for the watch
+    print(printable(f"training done: the viewer keeps showing the final scene at {server.url} "
+                    f"until Ctrl-C (later: {reopen})"), flush=True)  # fmt: skip
+    serve_until_interrupted(server)
 
 
 def report(result) -> None:
@@ -143,7 +167,7 @@ def report(result) -> None:
         print(
             f"step {result.step}: test PSNR {m.get('psnr', float('nan')):.2f} dB{start}, "
             f"SSIM {m.get('ssim', float('nan')):.4f}, {m.get('primitives', '?')} primitives, "
-            + printable(f"{result.steps_per_second:.1f} steps/s -> {result.out_dir}")
+            + printable(f"{format_rate(result.steps_per_second)} -> {result.out_dir}")
         )
     if result.interrupted:
         print("interrupted: checkpoint saved; continue with --resume")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -49,12 +50,31 @@ def run(args) -> int:
     method = scene_method(load_trained(scene, views), args.spec, args.defines)
     host, port = viewer_address(args)
     viewer = Viewer(method, scene, views, background=args.background, host=host, port=port)
-    print(printable(f"viewer: {viewer.url} (Ctrl-C to stop)"), flush=True)
+    for line in viewer.access_lines():
+        print(printable(line), flush=True)
+    serve_until_interrupted(viewer)
+    return 0
+
+
+_pause = time.sleep  # (tests stand in a Ctrl-C here)
+
+
+def serve_until_interrupted(viewer) -> None:
+    """Serve until Ctrl-C (KeyboardInterrupt), then stop the viewer."""
     try:
         while True:
-            time.sleep(1.0)
+            _pause(1.0)
     except KeyboardInterrupt:
         pass
     finally:
         viewer.stop()
-    return 0
+
+
+def interactive() -> bool:
+    """Whether a person can stop a waiting command with Ctrl-C: standard input is a terminal
+    (not a CI job, a pipe, /dev/null or a closed input)."""
+    stdin = sys.stdin
+    try:
+        return stdin is not None and not stdin.closed and stdin.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False

@@ -272,6 +272,24 @@ def _expected(names) -> str:
     return " (expected " + ", ".join(sorted(out)) + ")"
 
 
+def _hint(tok: Token, expected, source: str) -> tuple[str, ast.Loc] | None:
+    """A message and location that say what was meant, for mistakes other languages teach:
+    an unquoted base after `extends` (`extends 3dgs`) and Python's power (`x**2`)."""
+    if tok.type == "$END":
+        return None
+    if "STRING" in expected:  # the base spec's path after `extends`
+        word = re.match(r"[^\s#;{}]*", source[tok.start_pos :]).group(0) or tok.value
+        base = word if word.endswith(".xpr") else word + ".xpr"
+        message = f"unexpected '{word}': the base spec is a quoted path, extends \"{base}\""
+        return message, ast.Loc(tok.line, tok.column)
+    before = len(source[: tok.start_pos].rstrip()) - 1  # the character before, spaces skipped
+    if tok.value == "*" and before >= 0 and source[before] == "*":
+        line_start = source.rfind("\n", 0, before) + 1
+        loc = ast.Loc(source.count("\n", 0, before) + 1, before - line_start + 1)
+        return "unexpected '**': a power is written with '^' (x^2, not x**2)", loc
+    return None
+
+
 def _end_loc(source: str) -> ast.Loc:
     lines = ast.source_lines(source) or [""]
     # Point just past the last non-blank line.
@@ -300,6 +318,9 @@ def parse(source: str, filename: str = "<input>") -> ast.Spec:
             loc = ast.Loc(tok.line, tok.column)
         if tok.type == "STRING":  # quotes belong to `extends "base.xpr"` only
             raise _error("unexpected character '\"'", loc, filename, source) from None
+        hint = _hint(tok, e.expected, source)
+        if hint is not None:
+            raise _error(hint[0], hint[1], filename, source) from None
         raise _error(
             f"unexpected {_describe(tok)}{_expected(e.expected)}", loc, filename, source
         ) from None

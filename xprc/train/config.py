@@ -418,7 +418,7 @@ class TrainResult:
     out_dir: Path | None
     interrupted: bool
     elapsed: float  # seconds of training (all runs of a resumed training)
-    steps_per_second: float  # this run's optimisation speed, compile excluded
+    steps_per_second: float  # xprc.train.progress.StepRate: first step (its compile) left out
     initial_psnr: float | None
     cameras: dict | None = None  # learned camera corrections (pose_opt / intrinsics_opt)
     entry_capacity: int = 0  # the render capacity bucket the run ended with

@@ -46,7 +46,7 @@ from .init import (
 )
 from .optim import lr_arrays, optimizer
 from .outputs import RunRecord, view_names, write_outputs
-from .progress import progress_bar
+from .progress import StepRate, format_rate, progress_bar
 from .reports import StepReports
 from .step import StepKey, eval_fn, step_fn
 from .strategies.make import make_strategy
@@ -480,28 +480,28 @@ def train(
             log.file(f"step 0: test PSNR {first['psnr']:.2f} SSIM {first['ssim']:.4f}")
         initial_psnr = run.evals[0]["psnr"] if run.evals and run.evals[0]["step"] == 0 else None
         with StopRequest() as stop:
-            timing = _loop(run, stop, callback, on_step)
-            elapsed = run.elapsed_before + timing["elapsed"]
+            rate = StepRate()
+            elapsed = run.elapsed_before + _loop(run, stop, callback, on_step, rate)
             run.save(elapsed)
         if stop.signal_name is not None:
             run.interrupted = True
             log(f"{stop.signal_name}: stopped at step {run.step}", always=True)
-        return _finish(run, elapsed, timing["speed"], initial_psnr)
+        return _finish(run, elapsed, rate, initial_psnr)
 
 
-def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
+def _loop(run: Run, stop: StopRequest, callback, on_step, rate: StepRate) -> float:
+    """Run the steps; mark each one's end in `rate`. Returns the loop's wall seconds (the
+    first step's compile included: `training_seconds`)."""
     config = run.config
     pbar = None
     if config.progress:  # a bar on a terminal, plain lines in a log file
-        pbar = progress_bar(config.steps, run.step, f"train {run.info.name}")
+        pbar = progress_bar(config.steps, run.step, f"train {run.info.name}", rate)
     t_run = time.perf_counter()
-    t_first, first_step = None, run.step
     try:
         while run.step < config.steps and stop.signal_name is None:
             info = run.advance()
             step = run.step
-            if t_first is None:
-                t_first, first_step = time.perf_counter(), step
+            rate.mark(step)
             if step % max(config.log_every, 1) == 0 or step == config.steps:
                 rec = {"step": step, "loss": float(info["loss"]), "psnr": float(info["psnr"]),
                        "primitives": int(info["live"])}  # fmt: skip
@@ -529,21 +529,23 @@ def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
                 on_step(step, run.state["params"])
     except KeyboardInterrupt:
         run.interrupted = True
-    finally:
+    except BaseException:
         if pbar is not None:
             pbar.close()
+        raise
     jax.block_until_ready(run.state["params"])
     t_end = time.perf_counter()
-    done = run.step - first_step
-    speed = done / (t_end - t_first) if t_first and done > 0 else 0.0
-    return {"elapsed": t_end - t_run, "speed": speed}
+    rate.mark(run.step, t_end)  # the last step's end, device work finished
+    if pbar is not None:
+        pbar.close()  # its last line shows this final rate
+    return t_end - t_run
 
 
 def _due(step: int, every: int, steps: int) -> bool:
     return every > 0 and step % every == 0 and step < steps
 
 
-def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult:
+def _finish(run: Run, elapsed: float, rate: StepRate, initial_psnr) -> TrainResult:
     config = run.config
     keep = run.out is not None and config.save_renders
     final, images = run.evaluate(elapsed, keep_images=keep)
@@ -557,7 +559,8 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
         run.log(f"interrupted at step {run.step}{where}")
     run.log.file(
         f"step {run.step}: final test PSNR {final['psnr']:.4f} SSIM {final['ssim']:.4f}, "
-        f"{final['primitives']} primitives, {speed:.2f} steps/s, {elapsed:.1f} s of training"
+        f"{final['primitives']} primitives, {format_rate(rate.per_second)}, "
+        f"{elapsed:.1f} s of training"
     )
     params = {k: np.asarray(v) for k, v in run.state["params"].items()}
     cams = {k: np.asarray(v).tolist() for k, v in run.state["cams"].items()} or None
@@ -566,7 +569,7 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
     if run.out is not None:
         record = RunRecord(
             run.method, config, params, np.asarray(run.state["used"]), run.test_views,
-            np.asarray(run.test_data["images"]), images, run.history, run.evals, final, speed,
+            np.asarray(run.test_data["images"]), images, run.history, run.evals, final, rate,
             elapsed, run.scale, run.interrupted, run.capacity.bucket,
             run.capacity.raises + run.eval_capacity.raises, run.reports.events, cams,
             run.meta(elapsed)["background"],
@@ -582,7 +585,7 @@ def _finish(run: Run, elapsed: float, speed: float, initial_psnr) -> TrainResult
         out_dir=run.out,
         interrupted=run.interrupted,
         elapsed=elapsed,
-        steps_per_second=speed,
+        steps_per_second=rate.per_second,
         initial_psnr=initial_psnr,
         cameras=cams,
         entry_capacity=run.capacity.bucket,

@@ -19,6 +19,7 @@ from .. import __version__
 from ..data.files import write_atomic
 from ..method_info import MethodInfo
 from .folder import CHECKPOINT, CONFIG, CURVES, METRICS, PLY, RENDERS, SHEET, writing
+from .progress import StepRate
 from .strategies.adc import ADC
 
 
@@ -36,7 +37,7 @@ class RunRecord:
     history: list
     evals: list
     final: dict
-    steps_per_second: float
+    rate: StepRate  # steps/s, as everywhere (xprc.train.progress.StepRate)
     elapsed: float
     scene_scale: float
     interrupted: bool
@@ -91,7 +92,11 @@ def write_outputs(out: Path, rec: RunRecord) -> list[str]:
         "final": rec.final,
         "evals": rec.evals,
         "train": rec.history,
-        "steps_per_second": round(rec.steps_per_second, 3),
+        # steps_per_second = timed_steps / timed_seconds (StepRate: the first step left out);
+        # training_seconds: the whole loop, the first step's compile included
+        "steps_per_second": round(rec.rate.per_second, 3),
+        "timed_steps": rec.rate.steps,
+        "timed_seconds": round(rec.rate.seconds, 3),
         "training_seconds": round(rec.elapsed, 3),
         "primitives": rec.final.get("primitives"),
         "scene_scale": rec.scene_scale,

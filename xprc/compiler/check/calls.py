@@ -72,9 +72,13 @@ class CallChecks:
         fn = self.ctx.fns["density"]
         if not 1 <= len(args) < len(fn.args):
             return
-        for arg, _ in fn.args[len(args) :]:
+        for arg, loc in fn.args[len(args) :]:
             b = scope.vars.get(arg)
             node = b.node if b is not None else getattr(self.ctx.consts.get(arg), "node", None)
+            if node is None and fn.loc.file != e.loc.file:
+                # the call is in another file (a base spec): the mistake is the user's
+                # argument name, so the error is at the user's density line
+                raise self.err(XprTypeError, self._unpassable(arg, name, args, e, scope), loc)
             if node is None:
                 n = len(fn.args)
                 raise self.err(
@@ -84,6 +88,16 @@ class CallChecks:
                     e.loc,
                 )
             args.append(node)
+
+    def _unpassable(self, arg: str, name: str, args: list, e: ast.Call, scope: Scope) -> str:
+        """Why the density's argument `arg` cannot be passed where another file calls it."""
+        where = f"{e.loc.file or self.ctx.spec.filename}:{e.loc.line}:{e.loc.column}"
+        known = list(scope.vars) + list(self.ctx.consts) + list(self.ctx.params)
+        return (
+            f"density argument '{arg}' names nothing where {where} calls '{name}' with "
+            f"{len(args)} argument{'s' if len(args) != 1 else ''}{suggest(arg, known)}; an "
+            "argument a call leaves out is the parameter, constant or local of its name there"
+        )
 
     def user_call(self, fn: ast.Fn, args: list[Node], e: ast.Call) -> Node:
         if len(args) != len(fn.args):

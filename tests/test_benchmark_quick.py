@@ -1,0 +1,26 @@
+"""`python benchmarks/run.py --quick` is a smoke run that says so (issue 42): one spec, no dense
+baseline or scaling sweep, its own output file so the full run's figures are never replaced.
+(tests/test_examples.py runs it.)"""
+
+import importlib.util
+
+from conftest import ROOT
+
+
+def _runner():
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "benchmarks" / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_quick_defaults_to_one_spec_and_its_own_file():
+    bench = _runner()
+    quick = bench.options(["--quick"])
+    assert quick.methods == "3dgs"
+    assert quick.out == str(ROOT / "benchmarks" / "results" / "quick.json")
+    full = bench.options([])
+    assert full.methods.split(",") == ["handwritten", *bench.SPECS]
+    assert full.out == str(ROOT / "benchmarks" / "results" / "latest.json")
+    assert bench.options(["--quick", "--methods", "handwritten,3dgs"]).methods == "handwritten,3dgs"
+    assert bench.QUICK.startswith("--quick is a smoke run") and "not a measurement" in bench.QUICK

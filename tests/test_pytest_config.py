@@ -1,0 +1,42 @@
+"""The test command's own configuration: the xdist options (two workers, one file per worker)
+apply where pytest-xdist is loaded, and a one-file run without xdist is not a usage error."""
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT, TPU
+
+# a plugin that prints the options xdist starts from, once they are settled
+PLUGIN = """
+def pytest_configure(config):
+    o = config.option
+    print("OPTIONS", getattr(o, "numprocesses", "-"), getattr(o, "maxprocesses", "-"),
+          getattr(o, "dist", "-"), len(getattr(o, "tx", []) or []))
+"""
+
+
+def _collect(tmp_path, *args):
+    (tmp_path / "show_xdist_options.py").write_text(PLUGIN)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+    cmd = [sys.executable, "-m", "pytest", "tests/test_readme.py", "--collect-only", "-s"]
+    cmd += ["-p", "show_xdist_options", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return [line for line in proc.stdout.splitlines() if line.startswith("OPTIONS")]
+
+
+def test_one_file_without_xdist_is_not_a_usage_error(tmp_path):
+    assert _collect(tmp_path, "-p", "no:xdist") == ["OPTIONS - - - 0"]
+
+
+def test_plain_run_has_two_workers_grouped_by_file(tmp_path):
+    # `-n auto` is the CPU count (none beside a TPU, which one process holds), at most two
+    workers = 0 if TPU else min(os.cpu_count() or 1, 2)
+    dist = "loadgroup" if workers else "no"
+    assert _collect(tmp_path) == [f"OPTIONS {workers} 2 {dist} {workers}"]
+
+
+def test_explicit_worker_counts_are_kept(tmp_path):
+    assert _collect(tmp_path, "-n", "0") == ["OPTIONS 0 None no 0"]
+    assert _collect(tmp_path, "-n", "3") == ["OPTIONS 3 None loadgroup 3"]

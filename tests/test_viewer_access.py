@@ -1,0 +1,192 @@
+"""The viewer beyond the browser check (tests/test_viewer.py), issue 42: frames come from
+programs compiled once per frame size (no compile while the camera moves, nothing dropped,
+the same image `xprc.render` gives); the address lines say how another machine reaches it;
+`xprc train --view` keeps serving the final scene for a person at a terminal until Ctrl-C,
+and a run nobody can interrupt (no terminal) does not wait."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import math
+import socket
+
+import numpy as np
+import pytest
+from test_commands import tiny_scene  # noqa: F401 - the fixture
+
+import xprc
+from xprc.cli import main
+from xprc.data.workloads import random_scene
+from xprc.viewer import FrameRenderer, access_lines, matrix_to_quat, quat_to_matrix
+
+RENDER = importlib.import_module("xprc.pipeline.render")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_loopback_viewer_says_how_to_reach_it_from_another_machine():
+    assert access_lines("127.0.0.1", 8080) == [
+        "viewer: http://127.0.0.1:8080 (Ctrl-C to stop; this machine only: from another "
+        "machine, forward the port with `ssh -L 8080:localhost:8080 USER@THIS_MACHINE` and open "
+        "http://localhost:8080 there, or listen on every address with --host 0.0.0.0)"
+    ]
+    assert access_lines("localhost", 8081)[0].startswith("viewer: http://localhost:8081 (")
+    assert "ssh -L 9000:localhost:9000" in access_lines("::1", 9000)[0]
+
+
+def test_any_other_address_prints_a_notice_that_other_machines_can_connect():
+    here = socket.gethostname()
+    assert access_lines("0.0.0.0", 8080) == [
+        "viewer: http://0.0.0.0:8080 (Ctrl-C to stop)",
+        "notice: listening on 0.0.0.0, so other machines that can reach this one's port 8080 "
+        f"can now connect, with no password: open http://{here}:8080 on them (--host 127.0.0.1 "
+        "keeps the viewer to this machine)",
+    ]
+    assert access_lines("192.0.2.7", 8080)[1].startswith("notice: listening on 192.0.2.7, ")
+    assert "open http://192.0.2.7:8080 on them" in access_lines("192.0.2.7", 8080)[1]
+
+
+def _poses(frames: int):
+    """A camera turning about the y axis through (0, 0, 4) (random_scene's centre) and moving
+    in and out, as a user drags and zooms."""
+    for i in range(frames):
+        a = math.radians(8 * i)
+        R = np.array([[math.cos(a), 0, math.sin(a)], [0, 1, 0], [-math.sin(a), 0, math.cos(a)]])
+        distance = 4.0 * (1.0 + 0.3 * math.sin(i))
+        position = np.array([0.0, 0.0, 4.0]) - R[:, 2] * distance  # looking at the centre
+        yield matrix_to_quat(R), position, math.radians(50)
+
+
+def test_frames_compile_once_per_size_and_match_a_direct_render():
+    method = xprc.load("3dgs")
+    params = random_scene(300, seed=5, spread=1.0)
+    background = np.array([0.2, 0.3, 0.4], np.float32)
+    frames = FrameRenderer(method)
+    frames.set_scene(params, background)
+    poses = list(_poses(8))
+    frames.render(*poses[0], 64, 48, "rgb")  # the first frame of a size compiles
+    traced = RENDER.TRACE_COUNT["render"]
+    images = [frames.render(*pose, 64, 48, "rgb") for pose in poses[1:]]
+    assert RENDER.TRACE_COUNT["render"] == traced  # moving: no compile
+    assert frames.regrown == 0
+    for image, (wxyz, position, fov) in zip(images, poses[1:], strict=True):
+        R = quat_to_matrix(wxyz)  # the same camera built here: pinhole, vertical fov
+        viewmat = np.eye(4)
+        viewmat[:3, :3], viewmat[:3, 3] = R.T, -R.T @ position
+        f = 24 / math.tan(fov / 2)
+        K = np.array([[f, 0, 32], [0, f, 24], [0, 0, 1]])
+        cam = xprc.Camera(viewmat=viewmat.astype(np.float32), K=K.astype(np.float32),
+                          width=64, height=48)  # fmt: skip
+        ref = xprc.render(method, params, cam, background=background).image
+        np.testing.assert_allclose(image, np.asarray(ref), atol=2e-5)
+
+
+def _camera(position, fov: float, width: int, height: int) -> xprc.Camera:
+    """A camera looking along +z from `position`, vertical field of view `fov`, built here."""
+    viewmat = np.eye(4, dtype=np.float32)
+    viewmat[:3, 3] = -np.asarray(position)
+    f = 0.5 * height / math.tan(0.5 * fov)
+    K = np.array([[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]], np.float32)
+    return xprc.Camera(viewmat=viewmat, K=K, width=width, height=height)
+
+
+def test_a_frame_that_needs_more_entries_grows_its_capacity_and_drops_nothing():
+    method = xprc.load("3dgs")
+    params = random_scene(1000, seed=5, spread=1.0)
+    frames = FrameRenderer(method, headroom=1.0)
+    frames.set_scene(params, None)
+    far, near = np.array([0.0, 0.0, -12.0]), np.array([0.0, 0.0, 1.0])
+    wxyz = np.array([1.0, 0.0, 0.0, 0.0])
+    frames.render(wxyz, far, 0.9, 128, 96, "rgb")  # 2,219 entries: capacity 2,560
+    small = frames.capacity[(128, 96, "RGB")]
+    image = frames.render(wxyz, near, 0.9, 128, 96, "rgb")  # 7,741 entries
+    assert frames.regrown == 1 and frames.capacity[(128, 96, "RGB")] > small
+    ref = xprc.render(method, params, _camera(near, 0.9, 128, 96)).image
+    np.testing.assert_allclose(image, np.asarray(ref), atol=2e-5)
+
+
+class _Stdin(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def _train_view(scene, out, monkeypatch, capsys, tty: bool):
+    """`xprc train --view` on the tiny scene with stdin a terminal or not; returns (exit code,
+    stdout, the viewers made, the times the wait was entered)."""
+    import xprc.cli.view as view_cli
+    import xprc.viewer as viewer_module
+
+    made, waits = [], []
+
+    class Recorded(viewer_module.Viewer):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            made.append(self)
+
+    def ctrl_c(seconds):  # a person presses Ctrl-C at the first wait
+        waits.append(seconds)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(viewer_module, "Viewer", Recorded)
+    monkeypatch.setattr(view_cli, "_pause", ctrl_c)
+    monkeypatch.setattr("sys.stdin", _Stdin(tty))
+    code = main(["train", "--data", str(scene), "--out", str(out), "--steps", "2",
+                 "--checkpoint-every", "1", "--view", "--port", str(_free_port())])  # fmt: skip
+    return code, capsys.readouterr().out, made, waits
+
+
+def test_train_view_keeps_the_final_scene_until_ctrl_c_at_a_terminal(
+    tiny_scene,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    capsys,
+):
+    out = tmp_path / "run"
+    code, text, made, waits = _train_view(tiny_scene, out, monkeypatch, capsys, tty=True)
+    assert code == 0 and waits == [1.0]  # it waited, and Ctrl-C ended the wait
+    (viewer,) = made
+    assert viewer._stop.is_set()  # stopped after Ctrl-C
+    assert viewer.params is not None and len(viewer.params["means"]) > 0  # the final scene
+    lines = text.splitlines()
+    (address,) = [line for line in lines if line.startswith("viewer: http")]  # (viser's box too)
+    assert address.startswith(f"viewer: {viewer.url} (updates with each checkpoint; Ctrl-C to "
+                              "stop; this machine only: ") and "ssh -L" in address  # fmt: skip
+    assert (
+        f"training done: the viewer keeps showing the final scene at {viewer.url} until Ctrl-C "
+        f"(later: xprc view {out})"
+    ) in lines
+
+
+def test_train_view_without_a_terminal_stops_and_says_how_to_reopen(
+    tiny_scene,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    capsys,
+):
+    out = tmp_path / "run"
+    code, text, made, waits = _train_view(tiny_scene, out, monkeypatch, capsys, tty=False)
+    assert code == 0 and waits == []  # never waited
+    assert made[0]._stop.is_set()
+    assert (
+        f"viewer stopped (no terminal to stop it from); to look at the scene: xprc view {out}"
+    ) in text.splitlines()
+
+
+@pytest.mark.parametrize("stdin", [None, "closed"])
+def test_no_input_is_not_interactive(stdin, monkeypatch):
+    from xprc.cli.view import interactive
+
+    if stdin == "closed":
+        stdin = _Stdin(True)
+        stdin.close()
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert not interactive()
