@@ -88,7 +88,6 @@ FACTS = [
         (
             ("README.md", r"\| one TPU v5e \| (\d+\.\d) ms \|"),
             ("README.md", r"\| \*\*(\d+\.\d) ms\*\* \|"),
-            ("README.md", r"against (\d+\.\d) ms forward"),
             ("docs/tpu.md", r"\| 3DGS \| \*\*(\d+\.\d)\*\* \|"),
             ("docs/tpu.md", r"\| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| (\d+\.\d) \| [\d.]+ \|"),
             ("docs/benchmarks.md", r"\(\[tpu\.md\]\(tpu\.md\):\s+(\d+\.\d) /"),
