@@ -321,3 +321,16 @@ def test_images_that_do_not_fit_are_refused_with_the_numbers():
     assert "the 150 training and test images of 1296x840 need 1.82 GiB" in msg
     assert "50% of the 1.82 GiB free on TPU v5e 0" in msg
     assert "--images images_2" in msg and "--downscale 2" in msg
+
+
+def test_train_refuses_images_over_the_device_memory_before_any_step(capture, monkeypatch):
+    import xprc
+    from xprc.train import TrainConfig, TrainError, train
+
+    out, _ = capture
+    train_set, test_set = load_scene(out, images="images_4")
+    monkeypatch.setattr("xprc.train.data.free_memory", lambda: (20_000, "free on a test device"))
+    with pytest.raises(TrainError, match=r"the 8 training and test images of 48x32 need 0\.00 GiB "
+                       r"on the device as float32, more than 50% of the 0\.00 GiB free on a test "
+                       r"device .*--images images_4 .*--downscale 4"):  # fmt: skip
+        train(xprc.load("3dgs"), train_set, test_set, None, TrainConfig(steps=1, progress=False))

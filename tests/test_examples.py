@@ -56,3 +56,31 @@ def test_binning_benchmark_quick(tmp_path):
     assert json.loads(out.read_text()) == data
     assert data["workload"] == "random" and data["entry_capacity"] >= 1024
     assert len(data["rows"]) == 16 and all(r["ms"] > 0 for r in data["rows"])
+
+
+def test_capture_train_eval_example(tmp_path, capsys):
+    """The capture -> train -> eval example at a tiny size; eval's PSNR of a held-out view is
+    the one NumPy computes from `xprc render`'s float output and the view's image."""
+    from xprc.cli import main as xprc
+    from xprc.data.scene_folder import load_scene
+
+    example = _load(ROOT / "examples" / "capture_train_eval.py")
+    report = example.main(
+        ["--out", str(tmp_path), "--size", "48x32", "--views", "8", "--objects", "10",
+         "--points", "300", "--steps", "20", "--test-every", "4"]
+    )  # fmt: skip
+    assert [r["name"] for r in report["per_view"]] == ["view_000.jpg", "view_004.jpg"]
+    assert report["lpips"].startswith("not computed")
+    assert report["split_matches_training"] == "same"
+    psnrs = [r["psnr"] for r in report["per_view"]]
+    assert report["mean"]["psnr"] == pytest.approx(np.mean(psnrs))
+    assert all(np.isfinite(psnrs)) and all(0 < r["ssim"] <= 1 for r in report["per_view"])
+    data, run = tmp_path / "capture", tmp_path / "run"
+    split = ["--images", "images_4", "--test-every", "4"]
+    out = str(tmp_path / "v.npy")
+    assert xprc(["render", str(run), "--data", str(data), *split, "--view", "1", "-o", out]) == 0
+    image = np.clip(np.load(tmp_path / "v.npy"), 0.0, 1.0)
+    gt = load_scene(data, images="images_4", test_every=4)[1][1].image
+    mse = np.mean((image.astype(np.float64) - gt) ** 2)
+    assert report["per_view"][1]["psnr"] == pytest.approx(-10 * np.log10(mse), abs=1e-3)
+    assert "held-out views: PSNR" in capsys.readouterr().out

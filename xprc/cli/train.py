@@ -36,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=tuple(PRESETS),
         default=None,
         help="a named set of training options (3dgs-30k: the 3DGS paper's 30k-step schedule "
-        "and densification, strategy adc; see docs/training.md); options given here override it",
+        "and densification, strategy adc; see docs/training.md); options given here override it "
+        "(default: none)",
     )
     p.add_argument(
         "--steps", type=positive_int, default=None,
@@ -52,13 +53,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_int, default=0, help="random seed")
     p.add_argument(
         "--eval-every", type=non_negative_int, default=None,
-        help=f"test every N steps (0: off; default: {default_of('eval_every')}, or the preset's)",
+        help=f"test every N steps, 0: off (default: {default_of('eval_every')}, or the preset's)",
     )  # fmt: skip
     p.add_argument(
         "--checkpoint-every",
         type=non_negative_int,
         default=None,
-        help=f"write {CHECKPOINT} every N steps (0: only at the end; default: "
+        help=f"write {CHECKPOINT} every N steps, 0: only at the end (default: "
         f"{default_of('checkpoint_every')}, or the preset's)",
     )
     p.add_argument(
