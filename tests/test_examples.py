@@ -61,6 +61,8 @@ def test_binning_benchmark_quick(tmp_path):
 def test_capture_train_eval_example(tmp_path, capsys):
     """The capture -> train -> eval example at a tiny size; eval's PSNR of a held-out view is
     the one NumPy computes from `xprc render`'s float output and the view's image."""
+    import warnings
+
     from xprc.cli import main as xprc
     from xprc.data.scene_folder import load_scene
 
@@ -84,3 +86,10 @@ def test_capture_train_eval_example(tmp_path, capsys):
     mse = np.mean((image.astype(np.float64) - gt) ** 2)
     assert report["per_view"][1]["psnr"] == pytest.approx(-10 * np.log10(mse), abs=1e-3)
     assert "held-out views: PSNR" in capsys.readouterr().out
+    # another split than the training's: said, as the test views may have been trained on
+    args = ["eval", str(run), "--data", str(data), "--images", "images_4", "--test-every", "3"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # as outside pytest, which makes warnings errors
+        assert xprc([*args, "-o", str(tmp_path / "e3.json")]) == 0
+    assert "not those the run trained on" in capsys.readouterr().err
+    assert json.loads((tmp_path / "e3.json").read_text())["split_matches_training"] == "different"
