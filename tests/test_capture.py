@@ -334,3 +334,10 @@ def test_train_refuses_images_over_the_device_memory_before_any_step(capture, mo
                        r"on the device as float32, more than 50% of the 0\.00 GiB free on a test "
                        r"device .*--images images_4 .*--downscale 4"):  # fmt: skip
         train(xprc.load("3dgs"), train_set, test_set, None, TrainConfig(steps=1, progress=False))
+
+
+def test_processes_write_the_same_capture(capture, tmp_path):
+    out, _ = capture
+    generate_capture(tmp_path / "two", TINY, jobs=2)
+    for rel in ("sparse/0/images.bin", "sparse/0/points3D.bin", "images_4/view_005.jpg"):
+        assert (out / rel).read_bytes() == (tmp_path / "two" / rel).read_bytes(), rel

@@ -35,6 +35,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import shutil
 import time
@@ -364,9 +365,11 @@ def _write(root: Path, params: CaptureParams, jobs: int, log) -> dict:
     tasks = [(params, k, poses[k], root, share[k]) for k in range(params.views)]
     results = [None] * params.views
     t0 = time.perf_counter()
-    scene(*scene_key(params))  # built before forking: the workers inherit it
     if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        # spawned, not forked: a fork of a process that runs JAX's threads can deadlock; each
+        # worker builds the scene once (`scene` is cached per process)
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
             for done, res in enumerate(pool.map(_view_job, tasks), 1):
                 results[res["k"]] = res
                 _progress(log, done, params.views, t0)
