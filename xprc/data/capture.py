@@ -14,7 +14,9 @@ images_4` (or `--downscale 4`) trains on them. By default only `images_4/` is wr
 traced at `size` with `aa x aa` rays a pixel: the full-size images (about 5200 x 3360 for the
 default size) would take 16 times as long to trace and about 2 GB of disk, and training at
 that size does not fit one accelerator. `full_size=True` traces them (at `aa` 1) and makes
-`images_4/` by shrinking them with a box filter, as the real layout was made.
+`images_4/` by shrinking them with a box filter, as the real layout was made (a view's buffers
+then take about 1 GB a process; at `size` about 60 MB: rays are traced in bands of BAND_ROWS
+rows, and only the finished image and each pixel's first hit are kept).
 
 The sparse model is SfM-like: `points` surface points seen by the views (about the same number
 from each view, anywhere a ray hits: objects, ground, the distant wall), each with the colour
