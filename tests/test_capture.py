@@ -341,3 +341,28 @@ def test_processes_write_the_same_capture(capture, tmp_path):
     generate_capture(tmp_path / "two", TINY, jobs=2)
     for rel in ("sparse/0/images.bin", "sparse/0/points3D.bin", "images_4/view_005.jpg"):
         assert (out / rel).read_bytes() == (tmp_path / "two" / rel).read_bytes(), rel
+
+
+def test_free_memory_reads_the_accelerator_else_the_host():
+    import os
+
+    from xprc.train.data import free_memory
+
+    class Device:
+        device_kind, id, platform = "TPU v5 lite", 0, "tpu"
+
+        def __init__(self, stats):
+            self.stats = stats
+
+        def memory_stats(self):
+            if isinstance(self.stats, Exception):
+                raise self.stats
+            return self.stats
+
+    tpu = Device({"bytes_limit": 16 * 2**30, "bytes_in_use": 2**30})
+    assert free_memory(tpu) == (15 * 2**30, "free on TPU v5 lite 0 (of 16.00 GiB)")
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    for stats in (None, {}, NotImplementedError("no stats")):
+        have, what = free_memory(Device(stats))
+        assert what == "of available host memory (tpu device)"
+        assert 0.5 * host < have < 2 * host
