@@ -73,7 +73,7 @@ def test_capture_train_eval_example(tmp_path, capsys):
     )  # fmt: skip
     assert [r["name"] for r in report["per_view"]] == ["view_000.jpg", "view_004.jpg"]
     assert report["lpips"].startswith("not computed")
-    assert report["split_matches_training"] == "same"
+    assert report["split_matches_training"] == "same" and report["test_every"] == 4
     psnrs = [r["psnr"] for r in report["per_view"]]
     assert report["mean"]["psnr"] == pytest.approx(np.mean(psnrs))
     assert all(np.isfinite(psnrs)) and all(0 < r["ssim"] <= 1 for r in report["per_view"])

@@ -43,6 +43,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _test_every(args) -> int | None:
+    """The held-out split of a COLMAP scene (None: a Blender scene's files name it)."""
+    from ..data.datasets import TEST_EVERY
+    from ..data.scene_folder import COLMAP_MARK, dataset_mark
+
+    if dataset_mark(args.data) != COLMAP_MARK:
+        return None
+    return TEST_EVERY if args.test_every is None else args.test_every
+
+
 def run(args) -> int:
     import numpy as np
 
@@ -71,7 +81,7 @@ def run(args) -> int:
         "data": str(Path(args.data).resolve()),
         "images": args.images,
         "downscale": args.downscale,
-        "test_every": args.test_every,
+        "test_every": _test_every(args),
         **report,
     }
     try:
