@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--views", type=int_range(2, 100_000, "an integer >= 2"), default=150,
                    help="cameras on the loop")  # fmt: skip
-    p.add_argument("--size", type=image_size, default=(1296, 840),
+    p.add_argument("--size", type=image_size, default="1296x840",
                    help="WIDTHxHEIGHT of images_4 (the camera is 4 times that)")  # fmt: skip
     p.add_argument("--seed", type=seed_int, default=0, help="random seed")
     p.add_argument("--objects", type=int_range(0, 10_000, "an integer in 0..10000"), default=90,
