@@ -16,7 +16,9 @@ from conftest import ROOT, before_determinant
 
 from xprc import cli
 
-COMMAND_NAMES = ["compile", "check", "verify", "render", "train", "view", "demo"]
+COMMAND_NAMES = [
+    "compile", "check", "verify", "render", "train", "eval", "view", "capture", "demo"
+]  # fmt: skip
 
 
 def _xprc(*argv, env=None, **kwargs) -> subprocess.CompletedProcess:

@@ -705,7 +705,13 @@ def test_colmap_image_errors(tmp_path):
         load_colmap,
         tmp_path,
     )
-    expect(tmp_path / "pics", "image folder not found", load_colmap, tmp_path, images_dir="pics")
+    expect(
+        tmp_path / "pics",
+        "image folder not found; the scene has images: choose one with --images",
+        load_colmap,
+        tmp_path,
+        images_dir="pics",
+    )
 
 
 # --------------------------------------------------------------------------- untrusted datasets

@@ -75,7 +75,13 @@ def test_every_example_is_tested_and_titled():
     import ast
 
     names = sorted(p.stem for p in EXAMPLES.glob("*.py"))
-    assert names == ["jax_loop", "new_primitive", "render_ply", "train_colmap"]
+    assert names == [
+        "capture_train_eval",
+        "jax_loop",
+        "new_primitive",
+        "render_ply",
+        "train_colmap",
+    ]
     tests = (ROOT / "tests" / "test_examples.py").read_text()
     for name in names:
         tree = ast.parse((EXAMPLES / f"{name}.py").read_text())
@@ -166,3 +172,40 @@ def test_jax_loop_example(tmp_path):
                                        "--steps", "40"])  # fmt: skip
     assert len(losses) == 40 and np.isfinite(losses).all()
     assert np.mean(losses[-8:]) < 0.8 * np.mean(losses[:8]) and end > start + 2
+
+
+def test_capture_train_eval_example(tmp_path, capsys):
+    """The capture -> train -> eval example at a tiny size; eval's PSNR of a held-out view is
+    the one NumPy computes from `xprc render`'s float output and the view's image."""
+    import warnings
+
+    from xprc.cli import main as xprc
+    from xprc.data.scene_folder import load_scene
+
+    example = _load(ROOT / "examples" / "capture_train_eval.py")
+    report = example.main(
+        ["--out", str(tmp_path), "--size", "48x32", "--views", "8", "--objects", "10",
+         "--points", "300", "--steps", "20", "--test-every", "4"]
+    )  # fmt: skip
+    assert [r["name"] for r in report["per_view"]] == ["view_000.jpg", "view_004.jpg"]
+    assert report["lpips"].startswith("not computed")
+    assert report["split_matches_training"] == "same" and report["test_every"] == 4
+    psnrs = [r["psnr"] for r in report["per_view"]]
+    assert report["mean"]["psnr"] == pytest.approx(np.mean(psnrs))
+    assert all(np.isfinite(psnrs)) and all(0 < r["ssim"] <= 1 for r in report["per_view"])
+    data, run = tmp_path / "capture", tmp_path / "run"
+    split = ["--images", "images_4", "--test-every", "4"]
+    out = str(tmp_path / "v.npy")
+    assert xprc(["render", str(run), "--data", str(data), *split, "--view", "1", "-o", out]) == 0
+    image = np.clip(np.load(tmp_path / "v.npy"), 0.0, 1.0)
+    gt = load_scene(data, images="images_4", test_every=4)[1][1].image
+    mse = np.mean((image.astype(np.float64) - gt) ** 2)
+    assert report["per_view"][1]["psnr"] == pytest.approx(-10 * np.log10(mse), abs=1e-3)
+    assert "held-out views: PSNR" in capsys.readouterr().out
+    # another split than the training's: said, as the test views may have been trained on
+    args = ["eval", str(run), "--data", str(data), "--images", "images_4", "--test-every", "3"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # as outside pytest, which makes warnings errors
+        assert xprc([*args, "-o", str(tmp_path / "e3.json")]) == 0
+    assert "not those the run trained on" in capsys.readouterr().err
+    assert json.loads((tmp_path / "e3.json").read_text())["split_matches_training"] == "different"

@@ -3,7 +3,7 @@
     xprc compile SPEC [-o OUT.py] [--emit ast|checked|sympy|jax] [-D NAME=VALUE]...
     xprc check SPEC [-D NAME=VALUE]...
     xprc verify SPEC ...
-    xprc render | train | view | demo ...
+    xprc render | train | eval | view | capture | demo ...
 
 SPEC is a .xpr path or a shipped spec's name (`3dgs`): see xprc.resources. Each command's module
 has `add_arguments(parser)` and `run(args)`; the argument types and options they share are in
@@ -29,7 +29,8 @@ from collections.abc import Callable
 
 from .. import compile_cache
 from ..errors import SpecWarning, XprError, printable
-from . import check, compile, demo, render, train, verify, view
+from . import capture, check, compile, demo, render, train, verify, view
+from . import eval as eval_command
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,11 +97,24 @@ COMMANDS: dict[str, Command] = {
         train.run,
         "use a larger --downscale or a smaller --capacity",
     ),
+    "eval": Command(
+        "PSNR and SSIM of a trained scene on the held-out views, per view and the mean, to JSON",
+        eval_command.add_arguments,
+        eval_command.run,
+        "use a larger --downscale (or --images images_8)",
+    ),
     "view": Command(
         "look at a trained scene in the browser (needs xprc[viewer])",
         view.add_arguments,
         view.run,
         "view a smaller scene, or leave out --data",
+    ),
+    "capture": Command(
+        "generate the benchmark capture: a COLMAP scene in the Mip-NeRF 360 layout, ray traced "
+        "(no download)",
+        capture.add_arguments,
+        capture.run,
+        "use fewer --jobs, or a smaller --size",
     ),
     "demo": Command(
         "generate the bundled demo scene and train a spec on it (no download)",

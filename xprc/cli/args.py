@@ -218,3 +218,32 @@ def check_run_folder(
             f"--out '{out}' holds a dataset ({mark}): the run's files would go among its "
             "own; give a run folder"
         )
+
+
+def dataset_options(p: argparse.ArgumentParser) -> None:
+    """--downscale, --images and --test-every: which images of a dataset are read, and (COLMAP)
+    which views are held out."""
+    p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
+    p.add_argument(
+        "--images",
+        type=path_arg,
+        default=None,
+        help="COLMAP: the image folder to read (default: images, or images_N for --downscale N "
+        "when it exists); images_N (e.g. images_4, the Mip-NeRF 360 layout) holds the images "
+        "shrunk N times and is read as it is",
+    )
+    p.add_argument(
+        "--test-every",
+        type=int_range(2, INT32_MAX, "an integer >= 2"),
+        default=None,
+        help="COLMAP: hold out every N-th view, sorted by name, from 0 (default: 8, the "
+        "Mip-NeRF 360 protocol of 3DGS and gsplat)",
+    )
+
+
+def load_dataset(args, **kwargs):
+    """(train, test) of --data with the `dataset_options`."""
+    from ..data.scene_folder import load_scene
+
+    return load_scene(args.data, downscale=args.downscale, test_every=args.test_every,
+                      images=args.images, **kwargs)  # fmt: skip

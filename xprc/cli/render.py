@@ -8,7 +8,16 @@ import warnings
 from pathlib import Path
 
 from ..errors import DataError, XprError, printable
-from .args import SCENE_HELP, no_file_above, path_arg, positive_int, rgb, spec_option
+from .args import (
+    SCENE_HELP,
+    dataset_options,
+    load_dataset,
+    no_file_above,
+    path_arg,
+    positive_int,
+    rgb,
+    spec_option,
+)
 
 RENDER_KINDS = ("rgb", "depth", "alpha")
 
@@ -25,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="0",
         help="view index (or '#3'), image name (e.g. r_0, test/r_0.png) or 'all'",
     )
-    p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
+    dataset_options(p)
     p.add_argument(
         "--background",
         type=rgb,
@@ -165,14 +174,13 @@ def run(args) -> int:
     import numpy as np
 
     from ..data.files import write_atomic
-    from ..data.scene_folder import load_scene
     from ..pipeline import RenderConfig, render
     from ..pipeline.params import prepare_params
     from ..plots import kind_image, save_png
     from ..resources import spec_path
     from ..trained import load_trained, scene_method
 
-    train_set, test_set = load_scene(args.data, downscale=args.downscale)
+    train_set, test_set = load_dataset(args)
     views = (test_set if args.split == "test" else train_set).views
     if not views:
         raise XprError(f"{args.data}: the {args.split} split has no views")

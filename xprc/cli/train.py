@@ -7,12 +7,15 @@ import shlex
 from pathlib import Path
 
 from ..errors import XprError, printable
+from ..train.config import PRESETS, default_of
 from ..train.folder import CHECKPOINT
 from ..train.progress import format_rate
 from ..train.strategies import STRATEGIES
 from .args import (
     check_run_folder,
+    dataset_options,
     devices_option,
+    load_dataset,
     load_method,
     non_negative_int,
     path_arg,
@@ -30,8 +33,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--data", type=path_arg, required=True, help="dataset folder (Blender or COLMAP)"
     )
     p.add_argument("--out", type=path_arg, required=True, help="run folder")
-    p.add_argument("--steps", type=positive_int, default=7000, help="optimisation steps")
-    p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
+    p.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default=None,
+        help="a named set of training options (3dgs-30k: the 3DGS paper's 30k-step schedule "
+        "and densification, strategy adc; see docs/training.md); options given here override it "
+        "(default: none)",
+    )
+    p.add_argument(
+        "--steps", type=positive_int, default=None,
+        help=f"optimisation steps (default: {default_of('steps')}, or the preset's)",
+    )  # fmt: skip
+    dataset_options(p)
     p.add_argument(
         "--capacity",
         type=positive_int,
@@ -40,13 +54,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=seed_int, default=0, help="random seed")
     p.add_argument(
-        "--eval-every", type=non_negative_int, default=1000, help="test every N steps (0: off)"
-    )
+        "--eval-every", type=non_negative_int, default=None,
+        help=f"test every N steps, 0: off (default: {default_of('eval_every')}, or the preset's)",
+    )  # fmt: skip
     p.add_argument(
         "--checkpoint-every",
         type=non_negative_int,
-        default=1000,
-        help=f"write {CHECKPOINT} every N steps (0: only at the end)",
+        default=None,
+        help=f"write {CHECKPOINT} every N steps, 0: only at the end (default: "
+        f"{default_of('checkpoint_every')}, or the preset's)",
     )
     p.add_argument(
         "--resume", action="store_true", help="continue from the run folder's checkpoint"
@@ -54,9 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strategy",
         choices=STRATEGIES,
-        default="mcmc",
+        default=None,
         help="densification: mcmc (3DGS-MCMC relocation) or adc (3DGS clone/split/prune); "
-        "see docs/training.md",
+        "see docs/training.md (default: mcmc, or the preset's)",
     )
     p.add_argument("--pose-opt", action="store_true", help="learn per-view camera pose corrections")
     p.add_argument(
@@ -88,9 +104,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..data.scene_folder import load_scene
     from ..distributed import setup_devices
-    from ..train import TrainConfig, train
+    from ..train import train
 
     given = [o for o, v in (("--host", args.host), ("--port", args.port)) if v is not None]
     if given and not args.view:  # (they were ignored without a word)
@@ -98,19 +113,8 @@ def run(args) -> int:
     check_run_folder(args.out, args.data, resume=args.resume)
     devices = setup_devices(args.devices)
     method = load_method(args)
-    train_set, test_set = load_scene(args.data, downscale=args.downscale)
-    config = TrainConfig(
-        steps=args.steps,
-        seed=args.seed,
-        capacity=args.capacity,
-        eval_every=args.eval_every,
-        checkpoint_every=args.checkpoint_every,
-        strategy=args.strategy,
-        pose_opt=args.pose_opt,
-        intrinsics_opt=args.intrinsics_opt,
-        random_background=args.random_background,
-        regularisers=args.regularisers,
-    )
+    train_set, test_set = load_dataset(args)
+    config = train_config(args)
     kwargs = {"devices": devices} if devices > 1 else {}
     server = None
     if args.view:
@@ -158,6 +162,24 @@ def keep_viewing(server, result, out) -> None:
     print(printable(f"training done: the viewer keeps showing the final scene at {server.url} "
                     f"until Ctrl-C (later: {reopen})"), flush=True)  # fmt: skip
     serve_until_interrupted(server)
+
+
+def train_config(args):
+    """The TrainConfig of the options: the preset's fields (if any), then each option given."""
+    from ..train.config import TrainConfig
+
+    given = {
+        "steps": args.steps, "eval_every": args.eval_every, "strategy": args.strategy,
+        "checkpoint_every": args.checkpoint_every,
+    }  # fmt: skip
+    options = {
+        **(PRESETS[args.preset] if args.preset else {}),
+        **{k: v for k, v in given.items() if v is not None},
+        "seed": args.seed, "capacity": args.capacity, "pose_opt": args.pose_opt,
+        "intrinsics_opt": args.intrinsics_opt, "random_background": args.random_background,
+        "regularisers": args.regularisers,
+    }  # fmt: skip
+    return TrainConfig(**options)
 
 
 def report(result) -> None:

@@ -9,7 +9,15 @@ from pathlib import Path
 
 from ..errors import printable
 from ..train.folder import DEMO_DATA
-from .args import SCENE_HELP, path_arg, rgb, spec_option, viewer_address, viewer_options
+from .args import (
+    SCENE_HELP,
+    dataset_options,
+    path_arg,
+    rgb,
+    spec_option,
+    viewer_address,
+    viewer_options,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="dataset folder: its cameras are drawn and the first one starts the view "
         "(default: the run folder's scene/ when it has one, as a demo run does; else none)",
     )
+    dataset_options(p)
     p.add_argument(
         "--background",
         type=rgb,
@@ -46,7 +55,8 @@ def run(args) -> int:
     if data is not None:
         from ..data.scene_folder import load_scene
 
-        views = load_scene(data)[0].views
+        views = load_scene(data, downscale=args.downscale, test_every=args.test_every,
+                           images=args.images)[0].views  # fmt: skip
     method = scene_method(load_trained(scene, views), args.spec, args.defines)
     host, port = viewer_address(args)
     viewer = Viewer(method, scene, views, background=args.background, host=host, port=port)

@@ -71,6 +71,19 @@ def _other_models(sparse: Path) -> None:
                   "images and frame)", stacklevel=3)  # fmt: skip
 
 
+def _image_folders(root: Path) -> str:
+    """'; the folders of images it has: ...' for a missing image folder's message."""
+    try:
+        found = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("images"))
+    except OSError:
+        return ""
+    if not found:
+        return ""
+    shrunk = [n for n in found if n.rpartition("_")[2].isdigit()]
+    hint = f" (e.g. --images {shrunk[0]})" if shrunk else ""
+    return f"; the scene has {', '.join(found[:6])}: choose one with --images{hint}"
+
+
 def camera_intrinsics(cam: ColmapCamera, num_dist: int) -> tuple[np.ndarray, str, np.ndarray]:
     """COLMAP camera -> (K [3, 3], xprc's model name, dist [num_dist]: k1..k6, p1, p2, ...)."""
     p, dist = cam.params, np.zeros(num_dist)
@@ -153,15 +166,20 @@ def _image_files(image_root: Path, images: list[ColmapImage], images_file: Path)
 
 
 def load_colmap(
-    root, downscale=1, images_dir: str = "images", background=(1.0, 1.0, 1.0)
+    root,
+    downscale=1,
+    images_dir: str = "images",
+    background=(1.0, 1.0, 1.0),
+    *,
+    shrunk_only: bool = False,
 ) -> Dataset:
     """Load a COLMAP reconstruction: `ROOT/sparse/0` (or `ROOT/sparse`) and `ROOT/images_dir`.
 
     Views are sorted by image name; use `split_every` for the train/test split. With an integer
     `downscale` d and a folder `ROOT/{images_dir}_{d}` (the Mip-NeRF 360 layout), the
     pre-shrunk images are used as they are, at their own size, which may be 1 pixel off the
-    camera's size / d (one rounding or another); otherwise images are resized. K is scaled to
-    the final size.
+    camera's size / d (one rounding or another); otherwise images are resized (with
+    `shrunk_only`, that folder missing is a DataError instead). K is scaled to the final size.
     Points are COLMAP's points3D (colours in [0, 1]).
     """
     root = Path(root)
@@ -186,8 +204,10 @@ def load_colmap(
     pre_shrunk = downscale != 1 and float(downscale).is_integer() and shrunk.is_dir()
     if pre_shrunk:
         image_root = shrunk
+    if shrunk_only and not pre_shrunk:  # --images NAME_N: that folder, not a resized other
+        raise DataError(shrunk, f"image folder not found{_image_folders(root)}")
     if not image_root.is_dir():
-        raise DataError(image_root, "image folder not found")
+        raise DataError(image_root, f"image folder not found{_image_folders(root)}")
 
     views = []
     narrowed: list[Path] = []  # 16-bit colour images read at 8 bits

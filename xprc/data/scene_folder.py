@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from ..errors import DataError
+from ..errors import DataError, XprError, printable
 from .blender import load_blender_splits
 from .colmap import load_colmap
 from .datasets import TEST_EVERY, Dataset, split_every
@@ -30,11 +31,39 @@ def dataset_mark(root) -> str | None:
     return marks[0] if marks else None
 
 
+def colmap_images(images: str | None, downscale) -> tuple[str, float, bool]:
+    """(images_dir, downscale, shrunk_only) for `load_colmap` from `--images NAME` and
+    `--downscale`.
+
+    NAME ending in `_N` (`images_4`) is the Mip-NeRF 360 layout: the images of `images/` shrunk
+    N times, read as they are (`load_colmap` with downscale N); any other NAME holds images at
+    the cameras' size (downscale as given). Both NAME_N and a downscale other than 1 is an
+    XprError: they say the factor twice."""
+    if images is None:
+        return "images", downscale, False
+    if not images or "/" in images or "\\" in images or images in (".", ".."):
+        raise XprError(f"--images '{printable(images[:60])}': give the name of an image folder "
+                       "inside the dataset folder (e.g. images_4)")  # fmt: skip
+    m = re.fullmatch(r"(.+)_([0-9]{1,3})", images)
+    if m is None or int(m[2]) < 2:
+        return images, downscale, False
+    if downscale != 1:
+        raise XprError(f"--images {printable(images)} already reads the images shrunk "
+                       f"{int(m[2])} times; leave out --downscale {downscale:g}")  # fmt: skip
+    return m[1], int(m[2]), True
+
+
 def load_scene(
-    root, background=(1.0, 1.0, 1.0), downscale=1, test_every: int = TEST_EVERY
+    root,
+    background=(1.0, 1.0, 1.0),
+    downscale=1,
+    test_every: int | None = None,
+    images: str | None = None,
 ) -> tuple[Dataset, Dataset]:
     """(train, test) from a Blender scene (transforms_train.json, then _test or _val) or a
-    COLMAP scene (sparse/, every `test_every`-th view held out)."""
+    COLMAP scene (sparse/, every `test_every`-th view held out: None, the Mip-NeRF 360
+    protocol's 8; `images`: the image folder, see `colmap_images`). `test_every` and `images`
+    are an XprError for a Blender scene, whose split and images its files name."""
     root = Path(root)
     marks = dataset_marks(root)
     if len(marks) > 1:  # (Blender was read without a word, the COLMAP model ignored)
@@ -46,13 +75,24 @@ def load_scene(
         )
     mark = marks[0] if marks else None
     if mark == BLENDER_MARK:
+        pairs = (("--images", images), ("--test-every", test_every))
+        given = [option for option, value in pairs if value is not None]
+        if given:  # (they would be ignored without a word)
+            raise XprError(f"{' and '.join(given)}: for COLMAP scenes; {root} is a Blender "
+                           "scene, whose transforms files name its images and split")  # fmt: skip
         test = next((s for s in ("test", "val") if (root / f"transforms_{s}.json").is_file()), None)
         if test is None:
             missing = "file not found (nor transforms_val.json)"
             raise DataError(root / "transforms_test.json", missing)
         return load_blender_splits(root, test, background, downscale)
     if mark == COLMAP_MARK:
-        return split_every(load_colmap(root, downscale, background=background), test_every)
+        every = TEST_EVERY if test_every is None else test_every
+        if not (isinstance(every, int) and every >= 2):
+            raise XprError(f"--test-every must be an integer >= 2 (every N-th view is held out), "
+                           f"got {every!r}")  # fmt: skip
+        folder, factor, exact = colmap_images(images, downscale)
+        dataset = load_colmap(root, factor, folder, background, shrunk_only=exact)
+        return split_every(dataset, every)
     if not root.is_dir():
         problem = "not a folder" if root.exists() else "folder not found"
         raise DataError(root, f"dataset {problem}")

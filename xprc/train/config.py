@@ -356,6 +356,31 @@ def _colour(name: str, value) -> tuple[float, float, float]:
     return tuple(float(c) for c in items)
 
 
+# Named option sets: `preset(name)`, `xprc train --preset NAME`.
+# 3dgs-30k: the 3DGS paper's schedule (Kerbl et al. 2023, /work/shared/REFERENCE.md section 8 and
+# its train.py defaults): 30k steps; adaptive density control every 100 steps from 500 to 15k,
+# clone/split above a mean screen-space gradient of 2e-4, prune opacity < 0.005, opacities
+# reset every 3000; the SH degree up by one every 1000; the position lr decaying to 1/100 of its
+# start (1.6e-4 -> 1.6e-6, times the scene extent; the other rates are the spec's `lr`); loss
+# 0.8 L1 + 0.2 D-SSIM. Evaluated every 7000 steps (3DGS reports 7k and 30k) and at the end.
+PRESETS: dict[str, dict] = {
+    "3dgs-30k": {
+        "steps": 30_000, "strategy": "adc", "refine_every": 100, "refine_from": 500,
+        "refine_until": 15_000, "grad_threshold": 2e-4, "min_opacity": 0.005,
+        "reset_every": 3000, "percent_dense": 0.01, "sh_degree_interval": 1000,
+        "position_lr_final": 0.01, "ssim_weight": 0.2, "eval_every": 7000,
+        "checkpoint_every": 5000,
+    },
+}  # fmt: skip
+
+
+def preset(name: str, **overrides) -> TrainConfig:
+    """The TrainConfig of a named preset (`PRESETS`), `overrides` replacing its fields."""
+    if name not in PRESETS:
+        raise TrainError(f"unknown preset {_shown(name)} (presets: {', '.join(PRESETS)})")
+    return TrainConfig(**{**PRESETS[name], **overrides})
+
+
 def as_config(config) -> TrainConfig:
     """`config`, or the defaults for None; anything else is a TrainError saying what to pass."""
     if config is None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,6 +39,62 @@ def stack_views(views, what: str, alphas: bool = False) -> dict:
     if alphas:
         out["alphas"] = jnp.asarray(stack_alphas(views, what, images.shape[1:3]))
     return out
+
+
+# The share of the free device memory the training and test images may take: the rest is the
+# render's (its tile entries, the backward pass) and the optimiser's.
+IMAGE_SHARE = 0.5
+
+
+def free_memory(device=None) -> tuple[int | None, str]:
+    """(bytes free, what they are) on `device` (default: the first): the accelerator's
+    `memory_stats()` limit less what is in use; on a CPU, or where a backend reports no
+    stats, the host's available physical memory; None where neither is known."""
+    device = device or jax.devices()[0]
+    try:
+        stats = device.memory_stats()
+    except Exception:  # noqa: BLE001 (backends without the call raise their own kinds)
+        stats = None
+    if stats and stats.get("bytes_limit"):
+        free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+        return free, f"free on {device.device_kind} {device.id} (of {_gib(stats['bytes_limit'])})"
+    try:
+        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None, "unknown"
+    return free, f"of available host memory ({device.platform} device)"
+
+
+def _gib(n) -> str:
+    return f"{int(n) / 2**30:.2f} GiB"
+
+
+def check_image_memory(sets, alphas: bool, free=None) -> None:
+    """A TrainError, before any image is put on the device, when the views of `sets` (the
+    training and test views) take more than IMAGE_SHARE of the free device memory as float32
+    (plus alpha with `alphas`, for the training views): the numbers and the downscale that
+    would fit. free: (bytes, what) as `free_memory` gives it (a test passes its own)."""
+    have, where = free if free is not None else free_memory()
+    if have is None:
+        return
+    count = sum(len(views) for views in sets)
+    need = 0
+    for k, views in enumerate(sets):
+        per_pixel = 4 * (3 + (1 if alphas and k == 0 else 0))
+        need += sum(int(v.width) * int(v.height) * per_pixel for v in views)
+    if need <= IMAGE_SHARE * have:
+        return
+    factor = math.ceil(math.sqrt(need / (IMAGE_SHARE * have)))
+    shrink = 2 ** math.ceil(math.log2(factor))
+    v = sets[0][0] if sets and sets[0] else None
+    size = f" of {v.width}x{v.height}" if v is not None else ""
+    raise TrainError(
+        f"the {count} training and test images{size} need {_gib(need)} on the device as "
+        f"float32, more than {IMAGE_SHARE:.0%} of the {_gib(have)} {where} (the rest is for "
+        f"rendering and the optimiser); train on smaller images: --images images_{shrink} where "
+        f"the dataset has that folder (the Mip-NeRF 360 layout), else --downscale {factor} "
+        f"(about {_gib(need / factor**2)})"
+    )
 
 
 def stack_alphas(views, what: str, size) -> np.ndarray:

@@ -35,7 +35,7 @@ from . import folder as run_folder
 from . import health, losses_2dgs
 from .camera_opt import corrections_optimizer, init_corrections, pivot_depths
 from .config import TrainConfig, TrainError, TrainResult, as_config, method_lrs
-from .data import ViewOrder, infer_background, stack_views
+from .data import ViewOrder, check_image_memory, infer_background, stack_views
 from .init import (
     camera_poses,
     init_params,
@@ -179,6 +179,7 @@ class Run:
         points = getattr(train_set, "points", None)
         self.points, self.names = points, view_names(train_views)  # (the divergence hint)
         self.test_views = views_of(test_set) if test_set is not None else train_views
+        check_image_memory([train_views, self.test_views], bool(config.random_background))
         self.data = stack_views(train_views, "training", alphas=bool(config.random_background))
         self.test_data = stack_views(self.test_views, "test")
         note = lambda msg: self.log(msg, always=True)  # noqa: E731 (an assumption: always shown)

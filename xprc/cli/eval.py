@@ -1,0 +1,94 @@
+"""`xprc eval RUN --data DATASET`: PSNR and SSIM of a trained scene on the held-out views, per
+view and their mean, to a JSON file (default RUN/eval.json). See `xprc.evaluate`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import DataError, XprError, printable
+from .args import (
+    SCENE_HELP,
+    dataset_options,
+    load_dataset,
+    no_file_above,
+    path_arg,
+    rgb,
+    spec_option,
+)
+
+EVAL_FILE = "eval.json"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scene", type=path_arg, help=SCENE_HELP)
+    spec_option(p, scene=True)
+    p.add_argument(
+        "--data", type=path_arg, required=True, help="dataset folder (Blender or COLMAP)"
+    )
+    dataset_options(p)
+    p.add_argument(
+        "--background",
+        type=rgb,
+        default=None,
+        help="R,G,B in [0, 1] (default: the background the scene was trained with)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        type=path_arg,
+        default=None,
+        help=f"the JSON report (default: {EVAL_FILE} in the run folder; eval.json beside a "
+        "checkpoint or PLY given as a file)",
+    )
+
+
+def _test_every(args) -> int | None:
+    """The held-out split of a COLMAP scene (None: a Blender scene's files name it)."""
+    from ..data.datasets import TEST_EVERY
+    from ..data.scene_folder import COLMAP_MARK, dataset_mark
+
+    if dataset_mark(args.data) != COLMAP_MARK:
+        return None
+    return TEST_EVERY if args.test_every is None else args.test_every
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from ..evaluate import LPIPS_NOTE, evaluate, write_report
+    from ..pipeline.params import prepare_params
+    from ..trained import load_trained, scene_method
+
+    train_set, test_set = load_dataset(args)
+    trained = load_trained(args.scene, train_set.views)
+    method = scene_method(trained, args.spec, args.defines)
+    try:
+        prepare_params(method, trained.params)
+    except XprError as e:
+        raise DataError(trained.source, f"{e.message}; a scene of another --spec?") from None
+    scene = Path(args.scene)
+    folder = scene if scene.is_dir() else scene.parent
+    out = Path(args.output) if args.output is not None else folder / EVAL_FILE
+    no_file_above("-o", str(out))
+    if out.is_dir():
+        raise XprError(f"-o '{args.output}' is a folder: give a file name ending in .json")
+    choices = (args.background, trained.background, (0.0, 0.0, 0.0))
+    bg = np.asarray(next(b for b in choices if b is not None), np.float32)
+    report = evaluate(method, trained, train_set, test_set, bg, log=lambda m: print(printable(m)))
+    report = {
+        "scene": str(trained.source),
+        "data": str(Path(args.data).resolve()),
+        "images": args.images,
+        "downscale": args.downscale,
+        "test_every": _test_every(args),
+        **report,
+    }
+    try:
+        write_report(out, report)
+    except OSError as e:
+        raise XprError(f"cannot write: {e.strerror or e}", filename=str(out)) from None
+    mean = report["mean"]
+    print(printable(f"{report['views']} test views: PSNR {mean['psnr']:.2f} dB, SSIM "
+                    f"{mean['ssim']:.4f}; LPIPS {LPIPS_NOTE} -> {out}"))  # fmt: skip
+    return 0
