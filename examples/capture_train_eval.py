@@ -1,5 +1,6 @@
-"""Generate a small benchmark capture, train 3DGS on it and evaluate the held-out views: the
-protocol of docs/photos.md (COLMAP layout, images_4, every 8th view held out, PSNR/SSIM to
+"""Generate a small benchmark capture, train 3DGS on it and evaluate the held-out views.
+
+The protocol of docs/photos.md (COLMAP layout, images_4, every 8th view held out, PSNR/SSIM to
 JSON) with no data outside the package.
 
     python examples/capture_train_eval.py --out capture_example        # 300 steps, 324x210
