@@ -13,8 +13,9 @@ The subcommands are one explicit, ordered table, `COMMANDS` (no registration by 
 effect: a registry filled from imports would depend on which modules happened to be imported,
 and `python -m` would see another copy of it). Exit status 0 on success, 1 on a user error (an
 XprError, printed to stderr without a traceback) or when memory runs out, 2 on bad usage
-(argparse), 130 on Ctrl-C. Output never fails on a character the terminal cannot encode (a file
-name that is not UTF-8, PYTHONIOENCODING=ascii): such characters are escaped.
+(argparse; a bare `xprc` prints the commands), 130 on Ctrl-C. Output never fails on a
+character the terminal cannot encode (a file name that is not UTF-8, PYTHONIOENCODING=ascii):
+such characters are escaped.
 """
 
 from __future__ import annotations
@@ -157,7 +158,14 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def main(argv: list[str] | None = None) -> int:
     escape_unencodable_output()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        # argparse said only "the following arguments are required: COMMAND"
+        parser.print_help(sys.stderr)
+        print("\nxprc: error: give a COMMAND; 'xprc COMMAND --help' shows its options",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    args = parser.parse_args(argv)
     command = COMMANDS[args.command]
     try:
         with warnings.catch_warnings():
