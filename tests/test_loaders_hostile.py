@@ -490,3 +490,62 @@ def test_json_key_twice(tmp_path):
     (tmp_path / "transforms_train.json").write_text(text)
     expect(tmp_path / "transforms_train.json", "invalid JSON: the key 'camera_angle_x' appears "
            "twice in one object", load_blender, tmp_path)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- links out of a dataset
+
+
+def _move_out(root, name, outside):
+    """Move `root/name` to `outside` and leave a symbolic link to it in its place."""
+    shutil.move(root / name, outside)
+    os.symlink(outside, root / name)
+
+
+def test_blender_folder_linked_out_of_the_dataset_is_followed_and_named(tmp_path):
+    """`train/` a link to a folder outside the dataset loaded without a word (a '../' path is
+    refused): it is followed (big image folders are linked in on purpose), and one warning
+    names the link and its target."""
+    root, big = tmp_path / "scene", tmp_path / "big" / "train"
+    root.mkdir()
+    big.parent.mkdir()
+    blender_scene(root)
+    _move_out(root, "train", big)
+    with pytest.warns(RuntimeWarning) as record:
+        data = load_blender(root)
+    assert len(data) == 3
+    (w,) = record
+    assert str(w.message) == (
+        f"{root}: 3 of 4 dataset files are read through symbolic links that lead out of the "
+        f"dataset folder ({root}): train -> {big} (3 files); they are followed"
+    )
+    assert w.filename == __file__  # the warning points at the caller
+
+
+def test_colmap_image_and_model_linked_out_of_the_dataset_are_named(tmp_path):
+    root = tmp_path / "scene"
+    root.mkdir()
+    colmap_scene(root)
+    name = IMAGES[1][4]
+    _move_out(root / "images", name, tmp_path / "one.png")
+    _move_out(root, "sparse", tmp_path / "model")
+    with pytest.warns(RuntimeWarning) as record:
+        data = load_colmap(root)
+    assert len(data) == len(IMAGES)
+    (w,) = record
+    assert str(w.message) == (
+        f"{root}: 4 of {3 + len(IMAGES)} dataset files are read through symbolic links that "
+        f"lead out of the dataset folder ({root}): sparse -> {tmp_path / 'model'} (3 files); "
+        f"images/{name} -> {tmp_path / 'one.png'} (1 file); they are followed"
+    )
+
+
+def test_links_inside_the_dataset_and_a_linked_dataset_folder_say_nothing(tmp_path):
+    """A link that stays inside the folder, and the dataset folder itself given through a
+    link, read nothing from outside it: no warning (warnings are errors here)."""
+    real = tmp_path / "real"
+    real.mkdir()
+    blender_scene(real)
+    (real / "train").rename(real / "frames")
+    os.symlink("frames", real / "train")
+    os.symlink(real, tmp_path / "scene")
+    assert len(load_blender(tmp_path / "scene")) == 3
