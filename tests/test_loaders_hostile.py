@@ -79,14 +79,35 @@ def test_images_txt_mixes_points2d_lines_empty_lines_and_none(tmp_path):
 @pytest.mark.parametrize("after,problem", [
     ("1.5 2.5", "line 2: expected the POINTS2D line of image 5 (line 1): X Y POINT3D_ID triples, "
                 "or the next image line: IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"),
-    ("1 2 -1 3 4 -1 5 6 -1 7 8 -1", "line 2: cannot tell whether this is the POINTS2D line of "
-                                    "image 5 (line 1) or an image line"),
+    # whole-number keypoints that could also be an image line of this model: camera 1 exists,
+    # image id 1 is new, and the name would be '7 8 9'
+    ("1 2 7 3 4 8 5 6 1 7 8 9", "line 2: cannot tell whether this is the POINTS2D line of "
+                                "image 5 (line 1) or an image line"),
 ])  # fmt: skip
 def test_images_txt_line_after_an_image_is_checked(tmp_path, after, problem):
     colmap_scene(tmp_path, fmt="txt")
     write_images_txt(tmp_path, [image_line(*IMAGES[0]), after] + [
         image_line(*im) for im in IMAGES[1:]])  # fmt: skip
     expect(tmp_path / "sparse/0/images.txt", problem, load_colmap, tmp_path)
+
+
+@pytest.mark.parametrize("points", [
+    "1 2 -1 3 4 -1 5 6 -1 7 8 -1",  # COLMAP's C++ writer: 10.0 is '10', no point is -1
+    "1 2 7 3 4 8 5 6 99 7 8 9",  # read as an image line: camera 99, which the model lacks
+    "5 2 7 3 4 8 5 6 1 7 8 9",  # ... image id 5, which the line before defines
+    "-1 2 7 3 4 8 5 6 1 7 8 9",  # ... image id -1 (COLMAP's ids are unsigned)
+    "1.0 2.0 -1 3.0 4.0 -1 5.0 6.0 -1 7.0 8.0 -1",  # Python writers (nerfstudio): '10.0'
+    "1.0000000000000001e-05 2 -1 3 4 -1 5 6 -1 7 8 -1",  # C++'s precision 17
+])  # fmt: skip
+def test_images_txt_whole_number_keypoints_as_colmap_writes_them_load(tmp_path, points):
+    """COLMAP's writer prints each coordinate with `<<` at precision 17, so a keypoint at a
+    whole pixel is `10`, not `10.0`; such a POINTS2D line of four triples or more also reads
+    as an image line (`10 20 -1 30 ...`: image 10, camera -1, name '70 80 -1') and was refused
+    as ambiguous. A reading that could not be an image line of this model is no reading."""
+    colmap_scene(tmp_path, fmt="txt")
+    lines = [image_line(*IMAGES[0]), points] + [image_line(*im) for im in IMAGES[1:]]
+    write_images_txt(tmp_path, lines)
+    assert loaded_names(tmp_path) == ALL_NAMES
 
 
 # --------------------------------------------------------------------------- duplicate ids
