@@ -570,3 +570,15 @@ def test_links_inside_the_dataset_and_a_linked_dataset_folder_say_nothing(tmp_pa
     os.symlink("frames", real / "train")
     os.symlink(real, tmp_path / "scene")
     assert len(load_blender(tmp_path / "scene")) == 3
+
+
+def test_a_dataset_given_as_the_current_folder_loads(tmp_path, monkeypatch):
+    """`--data .` on a Blender scene: every 'file_path' was refused as pointing outside the
+    dataset folder '.' (the check compared 'train/r_0' with '.')."""
+    blender_scene(tmp_path)
+    monkeypatch.chdir(tmp_path / "train")
+    assert len(load_blender("..")) == 3
+    monkeypatch.chdir(tmp_path)
+    assert len(load_blender(".")) == 3
+    with pytest.raises(DataError, match="'file_path' '../x' points outside the dataset folder"):
+        datasets.path_inside(datasets.Path("."), "../x", tmp_path / "t.json", "'file_path'")

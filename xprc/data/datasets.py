@@ -382,8 +382,9 @@ def path_inside(root: Path, relative: str, path: Path, what: str) -> Path:
     a dataset file names files of its own folder only."""
     if "\0" in relative:  # os.stat would raise ValueError
         raise DataError(path, f"{what} {relative!r} contains a NUL character")
-    joined = os.path.normpath(root / relative)
-    top = os.path.normpath(root)
+    # absolute, so that a root of '.' (`--data .`: every file_path was refused) compares too
+    joined = os.path.abspath(root / relative)
+    top = os.path.abspath(root)
     if joined == top:  # '', '.', 'a/..': no file (Blender would append '.png' to the folder)
         raise DataError(path, f"{what} {relative!r} names the dataset folder, not a file in it")
     inside = joined.startswith(top.rstrip(os.sep) + os.sep)
