@@ -54,11 +54,13 @@ from .config import RenderConfig
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
 INTERPRET = None  # None: interpret off a TPU; tests set False to lower the kernels for a TPU
-# Interpret mode (the kernels off a TPU) runs one grid step per tile, and each step costs about
-# the size of the entry lists, whose capacity grows with the tile count: the time grows with
-# its square. A CPU (3DGS, 10 primitives, 16 px tiles, 2026-12-06; the XLA path: under a
-# second each): 256 tiles 0.5 s, 1,024 tiles 7 s, 4,096 tiles 166 s; 65,536 (4096 x 4096)
-# gave nothing for 150 s and more. A larger grid is refused (`interpret_size_problem`).
+# Interpret mode (the kernels off a TPU) runs one grid step per tile, and a step's cost grows
+# with the tile count too (the interpreter carries the whole-grid arrays through its loop; the
+# entry capacity does not change it: 512 x 512 took 7.1 s with 1,024 entries, 5.5 s with
+# 16,384), so the time grows about with its square. A CPU (3DGS, 10 primitives, 16 px tiles,
+# 2026-12-06; the XLA path: under a second each): 256 tiles 0.5 s, 1,024 tiles 7 s, 4,096
+# tiles 166 s; 65,536 (4096 x 4096) gave nothing for 150 s and more. A larger grid is refused
+# (`interpret_size_problem`).
 INTERPRET_MAX_TILES = 1024
 
 
