@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="xprc", description="point-based rendering compiler", formatter_class=HelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"xprc {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: `main` lists them
     for name, command in COMMANDS.items():
         p = sub.add_parser(
             name, help=command.help, description=command.help, formatter_class=HelpFormatter
@@ -159,13 +159,12 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 def main(argv: list[str] | None = None) -> int:
     escape_unencodable_output()
     parser = build_parser()
-    if not (sys.argv[1:] if argv is None else argv):
-        # argparse said only "the following arguments are required: COMMAND"
+    args = parser.parse_args(argv)
+    if args.command is None:  # argparse said only "the following arguments are required: COMMAND"
         parser.print_help(sys.stderr)
         print("\nxprc: error: give a COMMAND; 'xprc COMMAND --help' shows its options",
               file=sys.stderr)  # fmt: skip
         return 2
-    args = parser.parse_args(argv)
     command = COMMANDS[args.command]
     try:
         with warnings.catch_warnings():
