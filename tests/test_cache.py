@@ -261,3 +261,67 @@ def test_cache_dir_setting_expands_the_home_folder(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XPRC_CACHE_DIR", "~/xc")
     assert cache.configured_dir() == tmp_path / "xc"
+
+
+def test_cache_dir_that_is_a_symbolic_link_is_not_used(env, tmp_path):
+    """XPRC_CACHE_DIR naming a link was followed: with a link to /, seal.key and a module were
+    written into / (the JAX cache refuses such a link). Now nothing is written where it leads."""
+    spec, target, _ = env
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    target.parent.symlink_to(elsewhere)
+    with pytest.warns(RuntimeWarning) as record:
+        path = driver.compile_file(spec)
+    assert re.fullmatch(
+        re.escape(f"{target.parent}: cache directory not used: it is a symbolic link "
+                  f"(to {elsewhere}); give the folder it leads to, if that is meant; ")
+        + _fallback_re(),
+        _warning(record),
+    )  # fmt: skip
+    assert path.parent == cache.fallback().dir
+    assert list(elsewhere.iterdir()) == []
+    target.parent.unlink()  # a dangling link: the same, and nothing is made where it points
+    target.parent.symlink_to(tmp_path / "missing")
+    with pytest.warns(RuntimeWarning, match="it is a symbolic link"):
+        driver.compile_file(spec)
+    assert not (tmp_path / "missing").exists()
+
+
+def test_cache_dir_under_a_link_of_another_user_is_not_used(env, tmp_path, monkeypatch):
+    """A link above the folder that another user owns can be pointed elsewhere by them at any
+    time; the user's own link (~/.cache -> /data/cache) is followed."""
+    spec, _, _ = env
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / "link").symlink_to(data)
+    monkeypatch.setenv("XPRC_CACHE_DIR", str(tmp_path / "link" / "cache"))
+    path = driver.compile_file(spec)  # the user's own link: used, without a warning
+    assert path.parent == tmp_path / "link" / "cache" and (data / "cache" / path.name).is_file()
+    if os.geteuid() == 0:  # root's links are trusted: give the link to another user
+        os.lchown(tmp_path / "link", 4242, 4242)
+    else:  # the user's link, seen as another user's
+        monkeypatch.setattr(cache, "_euid", lambda: os.geteuid() + 1)
+    owner = os.lstat(tmp_path / "link").st_uid
+    with pytest.warns(RuntimeWarning) as record:
+        driver.compile_file(spec)
+    assert re.fullmatch(
+        re.escape(f"{tmp_path / 'link' / 'cache'}: cache directory not used: "
+                  f"{tmp_path / 'link'} is a symbolic link owned by another user (uid {owner}), "
+                  "who may point it elsewhere; ") + _fallback_re(),
+        _warning(record),
+    )  # fmt: skip
+
+
+def test_relative_cache_dir_is_not_used(env, tmp_path, monkeypatch):
+    """A relative XPRC_CACHE_DIR made a cache folder in whatever folder a command ran from."""
+    spec, _, _ = env
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XPRC_CACHE_DIR", "relcache")
+    with pytest.warns(RuntimeWarning) as record:
+        path = driver.compile_file(spec)
+    assert re.fullmatch(
+        re.escape("relcache: cache directory not used: it is a relative path (the cache would "
+                  "follow the folder each command runs from); ") + _fallback_re(),
+        _warning(record),
+    )  # fmt: skip
+    assert path.parent == cache.fallback().dir and not (tmp_path / "relcache").exists()

@@ -1,6 +1,7 @@
 """The command line: `xprc compile` / `xprc check`, exit codes, messages on stderr."""
 
 import argparse
+import os
 import pathlib
 import subprocess
 import sys
@@ -189,3 +190,19 @@ def test_bad_mode_lists_the_modes(capsys):
     last = capsys.readouterr().err.splitlines()[-1]
     assert last.startswith("xprc render: error: argument --kind: invalid choice: 'normals'")
     assert all(k in last for k in ("rgb", "depth", "alpha"))
+
+
+@pytest.mark.parametrize("module", ["xprc", "xprc.cli"])
+def test_bare_command_lists_the_commands(module):
+    """A bare `xprc` printed only 'the following arguments are required: COMMAND': it lists
+    every command with its description, and says how to see a command's options (status 2,
+    a usage error, as before)."""
+    r = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True,
+                       env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("usage: xprc [-h] [--version] COMMAND ...\n")
+    lines = r.stderr.splitlines()
+    for name, command in cli.COMMANDS.items():
+        assert any(line.split() == [name, *command.help.split()] for line in lines), name
+    assert lines[-1] == "xprc: error: give a COMMAND; 'xprc COMMAND --help' shows its options"
+    assert "the following arguments are required" not in r.stderr

@@ -6,6 +6,7 @@ warning (a cache entry is a program JAX runs)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -118,8 +119,30 @@ def test_the_command_line_prints_the_cache_warning_as_its_own(tmp_path):
     r = subprocess.run([sys.executable, "-m", "xprc", "check", "3dgs"], env=env,
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert r.stderr.splitlines()[0] == (
-        "warning: xprc: JAX compilation cache not used: '/proc/self': it is not a folder; set "
-        "XPRC_JAX_CACHE_DIR to a private folder, or to 'off'"
+    assert re.fullmatch(  # (/proc/self is a link to the process's folder)
+        r"warning: xprc: JAX compilation cache not used: '/proc/self': it is a symbolic link "
+        r"\(to '[0-9]+'\), not a folder; set XPRC_JAX_CACHE_DIR to a private folder, or to 'off'",
+        r.stderr.splitlines()[0],
     )
     assert "RuntimeWarning" not in r.stderr
+
+
+def test_a_relative_folder_or_a_link_is_refused_and_named(tmp_path, monkeypatch):
+    """XPRC_JAX_CACHE_DIR=relcache put the cache in whatever folder a command ran from (the
+    compile cache refuses it too); a link, dangling or not, said 'it is not a folder' or
+    'cannot create it (File exists)'."""
+    from pathlib import Path
+
+    from xprc import compile_cache
+
+    monkeypatch.chdir(tmp_path)
+    why = compile_cache.private_dir(Path("relcache"))
+    assert why == "it is a relative path (the cache would follow the folder each command runs from)"
+    assert not (tmp_path / "relcache").exists()
+    (tmp_path / "real").mkdir(mode=0o700)
+    for target in ("real", "gone"):
+        (tmp_path / target[0]).symlink_to(tmp_path / target)
+        assert compile_cache.private_dir(tmp_path / target[0]) == (
+            f"it is a symbolic link (to '{tmp_path / target}'), not a folder"
+        )
+    assert not (tmp_path / "gone").exists()

@@ -401,3 +401,31 @@ def test_auto_falls_back_to_xla_when_the_kernels_do_not_compile(monkeypatch):
     with pytest.raises(jax.errors.JaxRuntimeError, match="out of memory at run time"):
         render(method, params, cam, config=ran)
     assert calls == ["auto", "auto"]
+
+
+def test_pallas_in_interpret_mode_refuses_a_grid_that_would_take_minutes(monkeypatch):
+    """At 4096 x 4096 (65,536 tiles) `compositor="pallas"` on a CPU gave no result and no word
+    for more than 150 s (interpret mode's time grows with the square of the tile count; the
+    XLA path: 1.8 s). It is refused at once, with the numbers and what to use instead; the
+    limit is a module setting, and a grid at it still renders."""
+    grid = cp.TileGrid(512, 512, 16)  # 1,024 tiles: taken; one row more is not
+    assert cp.interpret_size_problem(grid, True) is None
+    assert cp.interpret_size_problem(cp.TileGrid(512, 513, 16), True) is not None
+    assert cp.interpret_size_problem(cp.TileGrid(4096, 4096, 16), False) is None  # a TPU
+    method = load(ROOT / "specs" / "3dgs.xpr")
+    params = _scene(method, "random", 10, seed=0)
+    big = look_at([0.0, 0.0, -4.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0], 4096, 4096, 60.0,
+                  dtype=np.float32)  # fmt: skip
+    with pytest.raises(XprError) as info:  # raised while tracing: nothing compiles or runs
+        render(method, params, big, config=RenderConfig(compositor="pallas"))
+    assert str(info.value) == (
+        "error: RenderConfig(compositor='pallas') off a TPU runs the Pallas kernels in "
+        "interpret mode, whose time grows with the square of the tile count: this 4096x4096 "
+        "image is 65,536 tiles of 16x16 pixels, over the 1,024 it allows (1,024 tiles take "
+        "about 7 s on a CPU, 4,096 about 3 minutes); use compositor='xla' or 'auto' here (the "
+        "same result to float32 rounding), or raise "
+        "xprc.pipeline.composite_pallas.INTERPRET_MAX_TILES to wait"
+    )
+    monkeypatch.setattr(cp, "INTERPRET_MAX_TILES", 4)  # the test scene's 9 tiles, refused
+    with pytest.raises(XprError, match="this 24x20 image is 9 tiles of 8x8 pixels, over the 4 "):
+        render(method, params, _camera(), config=PALLAS)

@@ -4,6 +4,7 @@ location, source line and caret (the whole text the user sees)."""
 
 import pytest
 
+from xprc import errors
 from xprc.compiler import driver
 from xprc.errors import (
     DefineError,
@@ -1344,3 +1345,44 @@ def test_unprintable_characters_are_escaped_and_the_caret_follows():
     assert lines[0] == "s\\x1b.xpr:1:12: error: unexpected character '\\x1b'"
     assert lines[1] == "    primitive G\\x1b[31m x"
     assert lines[2].index("^") == lines[1].index("\\x1b")
+
+
+def test_a_long_line_is_cut_to_a_window_around_the_caret():
+    """A spec error on a line of 784 KB printed the whole line and a caret line as long (1.58 MB
+    on stderr): now at most 60 columns each side of the caret, `...` where the line goes on,
+    and the caret under the same character."""
+    src = "primitive G\nconst k =" + " " * 392_000 + "1 $ " + "a" * 392_000 + "\n"
+    with pytest.raises(ParseError) as info:
+        driver.compile_source(src, "s.xpr")
+    col = 10 + 392_000 + 2
+    assert str(info.value) == (
+        f"s.xpr:2:{col}: error: unexpected character '$'\n"
+        f"    ...{' ' * 58}1 $ {'a' * 58}...\n"
+        f"    {' ' * 63}^"
+    )
+
+
+def test_the_window_counts_tabs_escapes_and_wide_characters_as_the_terminal_shows_them():
+    """Before the caret: a tab (written as one space), an escape (written as 4 characters) and
+    wide East Asian characters (2 terminal columns each): the caret stays under its character,
+    and the window's 60 columns are terminal columns."""
+    e = XprError("x", filename="f", line=1, column=5, source_line="\t\x1b日本$z")
+    assert str(e) == "f:1:5: error: x\n     \\x1b日本$z\n    " + " " * 9 + "^"
+    line = "日" * 100 + "$" + "日" * 100
+    shown, pad = errors.caret_window(line, 101)
+    assert shown == "..." + "日" * 30 + "$" + "日" * 29 + "..."
+    assert pad == 3 + 60
+    # a flood of zero-width combining marks is cut too (at 4 characters a column)
+    shown, pad = errors.caret_window("\u0301" * 100_000 + "$", 100_001)
+    assert shown == "..." + "\u0301" * 240 + "$" and pad == 3
+
+
+def test_a_huge_message_is_cut_in_the_middle_and_says_how_much():
+    """An unknown name of 784 KB was quoted whole in the message."""
+    src = "primitive G\nconst k = " + "a" * 784_000 + "\n"
+    with pytest.raises(UnknownNameError) as info:
+        driver.compile_source(src, "s.xpr")
+    first = str(info.value).splitlines()[0]
+    assert len(first) < 4100
+    assert first.startswith("s.xpr:2:11: error: unknown name 'aaaa")
+    assert "[... 780,015 characters left out ...]" in first

@@ -79,14 +79,35 @@ def test_images_txt_mixes_points2d_lines_empty_lines_and_none(tmp_path):
 @pytest.mark.parametrize("after,problem", [
     ("1.5 2.5", "line 2: expected the POINTS2D line of image 5 (line 1): X Y POINT3D_ID triples, "
                 "or the next image line: IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME"),
-    ("1 2 -1 3 4 -1 5 6 -1 7 8 -1", "line 2: cannot tell whether this is the POINTS2D line of "
-                                    "image 5 (line 1) or an image line"),
+    # whole-number keypoints that could also be an image line of this model: camera 1 exists,
+    # image id 1 is new, and the name would be '7 8 9'
+    ("1 2 7 3 4 8 5 6 1 7 8 9", "line 2: cannot tell whether this is the POINTS2D line of "
+                                "image 5 (line 1) or an image line"),
 ])  # fmt: skip
 def test_images_txt_line_after_an_image_is_checked(tmp_path, after, problem):
     colmap_scene(tmp_path, fmt="txt")
     write_images_txt(tmp_path, [image_line(*IMAGES[0]), after] + [
         image_line(*im) for im in IMAGES[1:]])  # fmt: skip
     expect(tmp_path / "sparse/0/images.txt", problem, load_colmap, tmp_path)
+
+
+@pytest.mark.parametrize("points", [
+    "1 2 -1 3 4 -1 5 6 -1 7 8 -1",  # COLMAP's C++ writer: 10.0 is '10', no point is -1
+    "1 2 7 3 4 8 5 6 99 7 8 9",  # read as an image line: camera 99, which the model lacks
+    "5 2 7 3 4 8 5 6 1 7 8 9",  # ... image id 5, which the line before defines
+    "-1 2 7 3 4 8 5 6 1 7 8 9",  # ... image id -1 (COLMAP's ids are unsigned)
+    "1.0 2.0 -1 3.0 4.0 -1 5.0 6.0 -1 7.0 8.0 -1",  # Python writers (nerfstudio): '10.0'
+    "1.0000000000000001e-05 2 -1 3 4 -1 5 6 -1 7 8 -1",  # C++'s precision 17
+])  # fmt: skip
+def test_images_txt_whole_number_keypoints_as_colmap_writes_them_load(tmp_path, points):
+    """COLMAP's writer prints each coordinate with `<<` at precision 17, so a keypoint at a
+    whole pixel is `10`, not `10.0`; such a POINTS2D line of four triples or more also reads
+    as an image line (`10 20 -1 30 ...`: image 10, camera -1, name '70 80 -1') and was refused
+    as ambiguous. A reading that could not be an image line of this model is no reading."""
+    colmap_scene(tmp_path, fmt="txt")
+    lines = [image_line(*IMAGES[0]), points] + [image_line(*im) for im in IMAGES[1:]]
+    write_images_txt(tmp_path, lines)
+    assert loaded_names(tmp_path) == ALL_NAMES
 
 
 # --------------------------------------------------------------------------- duplicate ids
@@ -490,3 +511,74 @@ def test_json_key_twice(tmp_path):
     (tmp_path / "transforms_train.json").write_text(text)
     expect(tmp_path / "transforms_train.json", "invalid JSON: the key 'camera_angle_x' appears "
            "twice in one object", load_blender, tmp_path)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- links out of a dataset
+
+
+def _move_out(root, name, outside):
+    """Move `root/name` to `outside` and leave a symbolic link to it in its place."""
+    shutil.move(root / name, outside)
+    os.symlink(outside, root / name)
+
+
+def test_blender_folder_linked_out_of_the_dataset_is_followed_and_named(tmp_path):
+    """`train/` a link to a folder outside the dataset loaded without a word (a '../' path is
+    refused): it is followed (big image folders are linked in on purpose), and one warning
+    names the link and its target."""
+    root, big = tmp_path / "scene", tmp_path / "big" / "train"
+    root.mkdir()
+    big.parent.mkdir()
+    blender_scene(root)
+    _move_out(root, "train", big)
+    with pytest.warns(RuntimeWarning) as record:
+        data = load_blender(root)
+    assert len(data) == 3
+    (w,) = record
+    assert str(w.message) == (
+        f"{root}: 3 of 4 dataset files are read through symbolic links that lead out of the "
+        f"dataset folder ({root}): train -> {big} (3 files); they are followed"
+    )
+    assert w.filename == __file__  # the warning points at the caller
+
+
+def test_colmap_image_and_model_linked_out_of_the_dataset_are_named(tmp_path):
+    root = tmp_path / "scene"
+    root.mkdir()
+    colmap_scene(root)
+    name = IMAGES[1][4]
+    _move_out(root / "images", name, tmp_path / "one.png")
+    _move_out(root, "sparse", tmp_path / "model")
+    with pytest.warns(RuntimeWarning) as record:
+        data = load_colmap(root)
+    assert len(data) == len(IMAGES)
+    (w,) = record
+    assert str(w.message) == (
+        f"{root}: 4 of {3 + len(IMAGES)} dataset files are read through symbolic links that "
+        f"lead out of the dataset folder ({root}): sparse -> {tmp_path / 'model'} (3 files); "
+        f"images/{name} -> {tmp_path / 'one.png'} (1 file); they are followed"
+    )
+
+
+def test_links_inside_the_dataset_and_a_linked_dataset_folder_say_nothing(tmp_path):
+    """A link that stays inside the folder, and the dataset folder itself given through a
+    link, read nothing from outside it: no warning (warnings are errors here)."""
+    real = tmp_path / "real"
+    real.mkdir()
+    blender_scene(real)
+    (real / "train").rename(real / "frames")
+    os.symlink("frames", real / "train")
+    os.symlink(real, tmp_path / "scene")
+    assert len(load_blender(tmp_path / "scene")) == 3
+
+
+def test_a_dataset_given_as_the_current_folder_loads(tmp_path, monkeypatch):
+    """`--data .` on a Blender scene: every 'file_path' was refused as pointing outside the
+    dataset folder '.' (the check compared 'train/r_0' with '.')."""
+    blender_scene(tmp_path)
+    monkeypatch.chdir(tmp_path / "train")
+    assert len(load_blender("..")) == 3
+    monkeypatch.chdir(tmp_path)
+    assert len(load_blender(".")) == 3
+    with pytest.raises(DataError, match="'file_path' '../x' points outside the dataset folder"):
+        datasets.path_inside(datasets.Path("."), "../x", tmp_path / "t.json", "'file_path'")

@@ -11,7 +11,8 @@ from disk instead. xprc turns the cache on when it is imported, unless:
 The folder is XPRC_JAX_CACHE_DIR, else $XDG_CACHE_HOME/xprc/jax (an absolute one), else
 ~/.cache/xprc/jax. A cache entry is a compiled program that JAX loads and runs, so the folder
 must be private: it is created with mode 0700, and one that belongs to another user or that
-others may write to is not used (a warning says so, and nothing is cached).
+others may write to, a symbolic link or a relative path is not used (a warning says so, and
+nothing is cached).
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def private_dir(path: pathlib.Path) -> str | None:
         str(path).encode("utf-8")  # JAX takes the folder as UTF-8 text
     except UnicodeEncodeError:
         return "its name is not valid UTF-8"
+    if not path.is_absolute():  # JAX would write wherever each command runs
+        return "it is a relative path (the cache would follow the folder each command runs from)"
+    if path.is_symlink():  # (a dangling one too; said so, not 'cannot create it: File exists')
+        return f"it is a symbolic link (to {ascii(os.readlink(path))}), not a folder"
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = path.lstat()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 import warnings
 
 
@@ -44,7 +45,7 @@ def located(severity: str, message: str, filename=None, line=None, column=None,
             source_line=None) -> str:  # fmt: skip
     """`FILE:LINE:COL: SEVERITY: MESSAGE` and the source line with a caret (what is known of
     it), every part printable."""
-    message = printable(message)  # it may quote a file name, a key, a spec's text
+    message = shortened(printable(message))  # it may quote a file name, a key, a spec's text
     if filename is None and line is None:
         return f"{severity}: {message}"
     where = printable(filename or "<input>")
@@ -53,11 +54,73 @@ def located(severity: str, message: str, filename=None, line=None, column=None,
     col = column or 1
     text = f"{where}:{line}:{col}: {severity}: {message}"
     if source_line is not None:
-        src = source_line.rstrip("\n").expandtabs(1)
-        # the caret under the same character once the line's escapes are written out
-        pad = len(printable(src[: col - 1]))
-        text += f"\n    {printable(src)}\n    {' ' * pad}^"
+        shown, pad = caret_window(source_line.rstrip("\n").expandtabs(1), col)
+        text += f"\n    {shown}\n    {' ' * pad}^"
     return text
+
+
+MAX_MESSAGE = 4000  # characters of a message; a longer one (a name of 784 KB) is cut in the middle
+
+
+def shortened(message: str) -> str:
+    """`message`, its middle left out (and counted) when it is longer than `MAX_MESSAGE`."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    keep = MAX_MESSAGE // 2
+    cut = len(message) - 2 * keep
+    return f"{message[:keep]}[... {cut:,} characters left out ...]{message[-keep:]}"
+
+
+# A source line longer than `LONG_LINE` characters (a 784 KB generated one) is cut to a window
+# of `CONTEXT_COLUMNS` terminal columns either side of the caret, with `...` marks.
+LONG_LINE = 160
+CONTEXT_COLUMNS = 60
+ELLIPSIS = "..."
+
+
+def _cell(ch: str) -> tuple[str, int]:
+    """`ch` as printed (escaped when unprintable) and the terminal columns it takes: 2 for a
+    wide East Asian character, 0 for a combining mark."""
+    shown = printable(ch)
+    if shown != ch:
+        return shown, len(shown)
+    if unicodedata.combining(ch):
+        return ch, 0
+    return ch, 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+
+
+def caret_window(src: str, col: int) -> tuple[str, int]:
+    """Line `src` as shown above a caret at 1-based column `col`, and the terminal columns
+    before the character at `col`: the whole line when it is at most `LONG_LINE` characters,
+    else at most `CONTEXT_COLUMNS` columns each side of the caret, `...` where the line goes
+    on. Only characters near `col` are looked at."""
+    i = max(col - 1, 0)
+    if len(src) <= LONG_LINE:
+        cells = [_cell(ch) for ch in src]
+        return "".join(c for c, _ in cells), sum(w for _, w in cells[:i])
+    # at most 4 characters per column of budget, so a run of zero-width marks stays bounded
+    limit = 4 * CONTEXT_COLUMNS
+    left, width = [], 0
+    j = min(i, len(src))
+    while j > 0 and len(left) < limit:
+        shown, w = _cell(src[j - 1])
+        if width + w > CONTEXT_COLUMNS:
+            break
+        left.append(shown)
+        width += w
+        j -= 1
+    right, rwidth = [], 0
+    k = i
+    while k < len(src) and len(right) < limit:
+        shown, w = _cell(src[k])
+        if rwidth + w > CONTEXT_COLUMNS and k > i:
+            break
+        right.append(shown)
+        rwidth += w
+        k += 1
+    head = ELLIPSIS if j > 0 else ""
+    tail = ELLIPSIS if k < len(src) else ""
+    return head + "".join(reversed(left)) + "".join(right) + tail, len(head) + width
 
 
 class DataError(XprError):

@@ -13,8 +13,9 @@ The subcommands are one explicit, ordered table, `COMMANDS` (no registration by 
 effect: a registry filled from imports would depend on which modules happened to be imported,
 and `python -m` would see another copy of it). Exit status 0 on success, 1 on a user error (an
 XprError, printed to stderr without a traceback) or when memory runs out, 2 on bad usage
-(argparse), 130 on Ctrl-C. Output never fails on a character the terminal cannot encode (a file
-name that is not UTF-8, PYTHONIOENCODING=ascii): such characters are escaped.
+(argparse; a bare `xprc` prints the commands), 130 on Ctrl-C. Output never fails on a
+character the terminal cannot encode (a file name that is not UTF-8, PYTHONIOENCODING=ascii):
+such characters are escaped.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="xprc", description="point-based rendering compiler", formatter_class=HelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"xprc {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: `main` lists them
     for name, command in COMMANDS.items():
         p = sub.add_parser(
             name, help=command.help, description=command.help, formatter_class=HelpFormatter
@@ -171,7 +172,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def main(argv: list[str] | None = None) -> int:
     escape_unencodable_output()
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # argparse said only "the following arguments are required: COMMAND"
+        parser.print_help(sys.stderr)
+        print("\nxprc: error: give a COMMAND; 'xprc COMMAND --help' shows its options",
+              file=sys.stderr)  # fmt: skip
+        return 2
     command = COMMANDS[args.command]
     try:
         with warnings.catch_warnings():

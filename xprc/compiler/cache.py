@@ -6,8 +6,9 @@ A cache file is Python that `load` runs, so whoever can write one can run code a
 The cache is therefore private, and nothing in it runs unless this user's xprc wrote it:
 
 - The directory ($XPRC_CACHE_DIR, default ~/.cache/xprc) is created 0700 and used only while it
-  is a directory owned by the user and not writable by group or others. Otherwise (and when it
-  cannot be created) a RuntimeWarning names it and the process compiles into a fresh private
+  is a directory owned by the user and not writable by group or others, named by an absolute
+  path that is not itself a symbolic link (nor under a link another user owns). Otherwise (and
+  when it cannot be created) a RuntimeWarning names it and the process compiles into a fresh private
   temporary directory instead, removed when the process exits.
 - Each file ends with a seal: HMAC-SHA256 of the module above it under a random key kept in
   the directory (`seal.key`, 0600). Someone who plants a module cannot seal it without the key;
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 
 from xprc.compiler import COMPILER_VERSION, extends, parse
 from xprc.compiler.output_file import write_atomic
+from xprc.errors import printable
 
 SEAL = "# xprc cache seal: hmac-sha256 "
 KEY_NAME = "seal.key"
@@ -139,9 +141,46 @@ def _key(directory: pathlib.Path) -> bytes:
     raise _Unusable(f"{path}: cannot make the seal key")  # pragma: no cover
 
 
+def _path_problem(directory: pathlib.Path) -> str | None:
+    """Why the path `directory` may not be used however the directory it leads to looks: it is
+    relative (the cache would follow the folder each command runs from), it is itself a
+    symbolic link (as the JAX cache, `xprc.compile_cache`, refuses one: a link to / put
+    seal.key and modules into /), or a folder above it is a symbolic link that another user
+    (not root) owns, who may point it elsewhere at any time. A link of the user's own above it
+    (~/.cache -> /data/cache) is followed."""
+    if not directory.is_absolute():
+        return "it is a relative path (the cache would follow the folder each command runs from)"
+    try:
+        st = os.lstat(directory)
+    except OSError:
+        st = None  # missing (made below), or a path the system refuses (reported below)
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        try:
+            target = f" (to {printable(os.readlink(directory))})"
+        except OSError:  # pragma: no cover - it was a link a moment ago
+            target = ""
+        return f"it is a symbolic link{target}; give the folder it leads to, if that is meant"
+    uid = _euid()
+    for parent in reversed(directory.parents):  # from the root down, '..' kept as written
+        try:
+            st = os.lstat(parent)
+        except OSError:
+            break
+        if stat.S_ISLNK(st.st_mode) and uid is not None and st.st_uid not in (uid, 0):
+            return (
+                f"{printable(str(parent))} is a symbolic link owned by another user "
+                f"(uid {st.st_uid}), who may point it elsewhere"
+            )
+    return None
+
+
 def _private_dir(directory: pathlib.Path) -> Place:
     """`directory`, created 0700 if missing, with its key; _Unusable (why) when it is not a
-    directory owned by the user and closed to group and others' writes."""
+    directory owned by the user and closed to group and others' writes, or when the path to it
+    may not be followed (`_path_problem`)."""
+    why = _path_problem(directory)
+    if why is not None:
+        raise _Unusable(why)
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.stat(directory)
@@ -182,7 +221,7 @@ def place() -> Place:
     except _Unusable as e:
         tmp = fallback()
         warnings.warn(
-            f"{directory}: cache directory not used: {e}; compiling into {tmp.dir} "
+            f"{printable(str(directory))}: cache directory not used: {e}; compiling into {tmp.dir} "
             "(removed when this process exits)",
             RuntimeWarning,
             stacklevel=4,

@@ -30,6 +30,7 @@ from .datasets import (
     shown,
     to_view_image,
     warn_implausible_cameras,
+    warn_links_out,
     warn_narrowed,
 )
 from .files import require_file
@@ -372,6 +373,8 @@ def _blender_views(root: Path, path: Path, frames: list[_Frame], background, dow
                   f"{frames[differ[0]].unused}", stacklevel=3)  # fmt: skip
     warn_narrowed(path, narrowed, len(views))
     warn_implausible_cameras(path, views)
+    read = [path, *(f.image for f in frames)]
+    warn_links_out(root, read + ([root / "points3d.ply"] if points is not None else []), 3)
     return Dataset(tuple(views), points, colors, root)
 
 

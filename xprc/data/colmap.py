@@ -31,6 +31,7 @@ from .datasets import (
     scaled_size,
     to_view_image,
     warn_implausible_cameras,
+    warn_links_out,
     warn_narrowed,
 )
 
@@ -262,4 +263,6 @@ def load_colmap(
     points = as_float32(find_file(sparse, "points3D"), xyz, "point coordinates")
     warn_narrowed(image_root, narrowed, len(views))
     warn_implausible_cameras(cameras_file, views)
+    model = [find_file(sparse, stem) for stem in ("cameras", "images", "points3D")]
+    warn_links_out(root, model + files)
     return Dataset(tuple(views), points, colors, root)

@@ -285,12 +285,36 @@ def _is_points2d(line: str) -> bool:
     return len(tokens) % 3 == 0 and _typed(tokens[:3], "ffi") is not None
 
 
-def _read_images_txt(path: Path) -> dict[int, ColmapImage]:
+def _all_points2d(line: str) -> bool:
+    """Every token of `line` in (X Y POINT3D_ID) triples, not only the first triple."""
+    tokens = line.split()
+    return len(tokens) % 3 == 0 and _typed(tokens, "ffi" * (len(tokens) // 3)) is not None
+
+
+_UNSIGNED = re.compile(r"[0-9]+", re.A)
+
+
+def _can_be_image_line(line: str, cameras, images: dict) -> bool:
+    """Whether `line`, which reads as an image line, can be one of this model: COLMAP's image
+    and camera ids are unsigned, the camera must be one `cameras` defines (None: not known),
+    and the image id must be new. A reading that breaks one of these would be an error anyway
+    (a POINTS2D line of whole numbers, as COLMAP writes them, `10 20 -1 ...`, reads as an image
+    line of camera -1)."""
+    tokens = line.split(maxsplit=9)
+    if not (_UNSIGNED.fullmatch(tokens[0]) and _UNSIGNED.fullmatch(tokens[8])):
+        return False
+    return (cameras is None or int(tokens[8]) in cameras) and int(tokens[0]) not in images
+
+
+def _read_images_txt(path: Path, cameras=None) -> dict[int, ColmapImage]:
     """COLMAP writes two lines per image: the image line and its POINTS2D line (empty without
     keypoints). Some writers leave the second line out; reading every other line blindly then
     took each second image for keypoints and lost it without a word. So the line after an image
     line is taken as its POINTS2D line only when it is empty or reads as one and not as an
-    image line; a line that reads as both is an error, as is one that reads as neither."""
+    image line; a line that reads as both is an error, as is one that reads as neither.
+    Whole-number keypoints (COLMAP's C++ writer prints 10.0 as `10`; Python writers print
+    `10.0`) read as both only when every token is a triple and the line could be an image line
+    of this model (`_can_be_image_line`, with the ids of `cameras` when known)."""
     images: dict[int, ColmapImage] = {}
     seen: dict[int, str] = {}
     lines = _text_lines(path)
@@ -310,6 +334,9 @@ def _read_images_txt(path: Path) -> dict[int, ColmapImage]:
         next_no, next_line = lines[i]
         points = not next_line or _is_points2d(next_line)
         image_line = _typed(next_line.split(maxsplit=9), _IMAGE_TYPES) is not None
+        if points and image_line:  # keep a reading only if it could be right
+            points = _all_points2d(next_line)
+            image_line = _can_be_image_line(next_line, cameras, images)
         if points and image_line:
             raise DataError(
                 path,
@@ -381,7 +408,10 @@ def read_colmap_model(sparse) -> tuple[dict, dict, np.ndarray, np.ndarray]:
     out = {}
     for stem, path in paths.items():
         binary, text = readers[stem]
-        out[stem] = binary(path) if path.suffix == ".bin" else text(path)
+        if path.suffix == ".bin":
+            out[stem] = binary(path)
+        else:  # the images' camera ids tell a keypoint line from an image line
+            out[stem] = text(path, out["cameras"]) if stem == "images" else text(path)
     cameras, images = out["cameras"], out["images"]
     for img in images.values():
         if img.camera_id not in cameras:

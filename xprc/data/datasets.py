@@ -345,13 +345,46 @@ def check_downscale(downscale) -> float:
     return downscale
 
 
+def warn_links_out(root: Path, files: Sequence[Path], stacklevel: int = 2) -> None:
+    """One RuntimeWarning, naming each link and where it leads, when some of the dataset's
+    `files` (paths under `root`) are read through symbolic links leading out of the folder
+    `root` resolves to. They are followed: a big image folder linked in (`images ->
+    /data/...`) is a common setup, and what the loader names (`file_path`, an image name) is
+    still refused when it climbs out with '..' or is absolute (`path_inside`). `stacklevel` as
+    `warn_data` counts from the caller."""
+    top = os.path.realpath(root)
+    inside = top.rstrip(os.sep) + os.sep
+    links: dict[Path, int] = {}  # the link through which files leave -> how many
+    for f in files:
+        if os.path.realpath(f).startswith(inside):
+            continue
+        step, link = Path(root), Path(f)  # the file itself unless a folder on its way is a link
+        for part in Path(f).relative_to(root).parts:
+            step = step / part
+            if os.path.islink(step) and not os.path.realpath(step).startswith(inside):
+                link = step
+                break
+        links[link] = links.get(link, 0) + 1
+    if not links:
+        return
+    shown = [f"{printable(str(link.relative_to(root)))} -> "
+             f"{printable(os.path.realpath(link))} ({n} file{'s' if n > 1 else ''})"
+             for link, n in list(links.items())[:3]]  # fmt: skip
+    more = f", and {len(links) - 3} more links" if len(links) > 3 else ""
+    warn_data(root, f"{sum(links.values())} of {len(files)} dataset files are read through "
+              f"symbolic links that lead out of the dataset folder ({printable(top)}): "
+              f"{'; '.join(shown)}{more}; they are followed",
+              stacklevel=stacklevel + 1)  # fmt: skip
+
+
 def path_inside(root: Path, relative: str, path: Path, what: str) -> Path:
     """`root / relative`, which must stay inside `root` (no absolute path, no '..' out of it):
     a dataset file names files of its own folder only."""
     if "\0" in relative:  # os.stat would raise ValueError
         raise DataError(path, f"{what} {relative!r} contains a NUL character")
-    joined = os.path.normpath(root / relative)
-    top = os.path.normpath(root)
+    # absolute, so that a root of '.' (`--data .`: every file_path was refused) compares too
+    joined = os.path.abspath(root / relative)
+    top = os.path.abspath(root)
     if joined == top:  # '', '.', 'a/..': no file (Blender would append '.png' to the folder)
         raise DataError(path, f"{what} {relative!r} names the dataset folder, not a file in it")
     inside = joined.startswith(top.rstrip(os.sep) + os.sep)

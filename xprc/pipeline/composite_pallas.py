@@ -54,6 +54,14 @@ from .config import RenderConfig
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
 INTERPRET = None  # None: interpret off a TPU; tests set False to lower the kernels for a TPU
+# Interpret mode (the kernels off a TPU) runs one grid step per tile, and a step's cost grows
+# with the tile count too (the interpreter carries the whole-grid arrays through its loop; the
+# entry capacity does not change it: 512 x 512 took 7.1 s with 1,024 entries, 5.5 s with
+# 16,384), so the time grows about with its square. A CPU (3DGS, 10 primitives, 16 px tiles,
+# 2026-12-06; the XLA path: under a second each): 256 tiles 0.5 s, 1,024 tiles 7 s, 4,096
+# tiles 166 s; 65,536 (4096 x 4096) gave nothing for 150 s and more. A larger grid is refused
+# (`interpret_size_problem`).
+INTERPRET_MAX_TILES = 1024
 
 
 class _Components:
@@ -166,12 +174,32 @@ def pixel_rows(rays, grid: TileGrid, dtype) -> jax.Array:
     return jnp.concatenate([pix, rest], axis=-1).transpose(0, 2, 1)
 
 
+def interpret_size_problem(grid: TileGrid, interpret: bool) -> str | None:
+    """Why the kernels would take minutes on this grid (interpret mode, more tiles than
+    `INTERPRET_MAX_TILES`), with what to do instead; None when they will not."""
+    if not interpret or grid.num_tiles <= INTERPRET_MAX_TILES:
+        return None
+    return (
+        f"RenderConfig(compositor='pallas') off a TPU runs the Pallas kernels in interpret "
+        f"mode, whose time grows with the square of the tile count: this {grid.width}x"
+        f"{grid.height} image is {grid.num_tiles:,} tiles of {grid.tile}x{grid.tile} pixels, "
+        f"over the {INTERPRET_MAX_TILES:,} it allows (1,024 tiles take about 7 s on a CPU, "
+        "4,096 about 3 minutes); use compositor='xla' or 'auto' here (the same result to "
+        "float32 rounding), or raise xprc.pipeline.composite_pallas.INTERPRET_MAX_TILES to wait"
+    )
+
+
 def composite_pallas(
     response, attrs, values, bins: Bins, rays, grid: TileGrid, config: RenderConfig,
     signed: bool, pixel_channels: int,
 ):  # fmt: skip
     """Per-tile sums [T, P, V + K + 2], as `composite` returns them; attrs [N, A], values
-    [N, V] per primitive."""
+    [N, V] per primitive. An XprError, before anything runs, for a grid too large for
+    interpret mode (`interpret_size_problem`)."""
+    interpret = jax.default_backend() != "tpu" if INTERPRET is None else INTERPRET
+    problem = interpret_size_problem(grid, interpret)
+    if problem is not None:
+        raise XprError(problem)
     dtype = attrs.dtype
     b = config.chunk
     table = jnp.concatenate([attrs, values], axis=-1)
@@ -189,8 +217,7 @@ def composite_pallas(
     central = rays is not None and rays[0].shape[1] == 1
     static = _Static(
         response, grid, config.chunk, config.alpha_min, config.t_min, signed, pixel_channels,
-        num_attrs, num_values, rays is not None, central,
-        jax.default_backend() != "tpu" if INTERPRET is None else INTERPRET,
+        num_attrs, num_values, rays is not None, central, interpret,
     )  # fmt: skip
     out = _core(static, lanes, rows, bins.tile_start, first, count)
     return out.transpose(0, 2, 1)
