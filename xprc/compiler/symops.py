@@ -183,6 +183,34 @@ class Expm1(Op):
     nargs = 1
 
 
+class Erf(Op):
+    nargs = 1
+
+
+class Erfc(Op):
+    nargs = 1
+
+
+class ErfInv(Op):
+    """The inverse of erf on [-1, 1] (jax.scipy.special.erfinv)."""
+
+    nargs = 1
+
+
+class Lgamma(Op):
+    """log |Gamma(x)| (jax.scipy.special.gammaln)."""
+
+    nargs = 1
+
+
+class Sinh(Op):
+    nargs = 1
+
+
+class Cosh(Op):
+    nargs = 1
+
+
 class StopGrad(Op):
     """x, with no gradient (lax.stop_gradient)."""
 

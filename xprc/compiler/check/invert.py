@@ -71,6 +71,9 @@ _INVERSE = {
     "log1p": lambda b, y: b.call("expm1", y),
     "sigmoid": lambda b, y: b.call("log", b.bin("/", y, b.bin("-", 1, y))),
     "softplus": lambda b, y: b.call("log", b.call("expm1", y)),
+    "erf": lambda b, y: b.call("erfinv", y),
+    "erfinv": lambda b, y: b.call("erf", y),
+    "erfc": lambda b, y: b.call("erfinv", b.bin("-", 1, y)),
 }
 
 
