@@ -57,6 +57,8 @@ from xprc.compiler.symops import (
     power,
     recip,
     scalar_op,
+    sort_values,
+    sorting_network,
     sum_all,
     transpose,
     where_each,
@@ -265,6 +267,27 @@ def _eval_sh(c: _Call) -> Node:
     c.need(1, lambda t: ast.plain(t) == VecT(3), "a vec3 direction")
     n = c.args[0].type.n
     return c.call(SCALAR if n == 1 else VecT(n), *c.args)
+
+
+MAX_SORT = 16  # `sort` unrolls a sorting network: 63 compare-and-swaps for 16 values
+
+
+def _sort(c: _Call) -> Node:
+    c.arity(1)
+    c.need(0, _is_vec, "a vector (`sort([a, b, c])`)")
+    n = c.args[0].type.n
+    if n > MAX_SORT:
+        pairs = len(sorting_network(n))
+        raise c.ck.err(
+            StaticError,
+            f"'sort' sorts at most {MAX_SORT} values (a sorting network of min/max, unrolled), "
+            f"got vec{n} ({pairs} compare-and-swaps)",
+            c.e.args[0].loc,
+        )
+    x = c.args[0]
+    if x.op == "pack" and all(_is_num(a) for a in x.args):  # numbers: sorted now
+        return c.ck.pack(sorted(x.args, key=lambda a: a.extra), c.e.loc)
+    return c.call(VecT(n), x)
 
 
 def _max_eigenvalue(c: _Call) -> Node:
@@ -545,6 +568,9 @@ TABLE: dict[str, Builtin] = {
                               "unit quaternion (w, x, y, z) -> `mat3`"),)),
     "eval_sh": Builtin(_eval_sh, _plain(eval_sh), (("`eval_sh(sh, dir)`", "the real SH of "
                        "3DGS, degree 0-3 (from the rows), -> `vec3`"),)),
+    "sort": Builtin(_sort, _plain(sort_values), (("`sort(v)`", "`v`'s components in "
+                    f"ascending order (n <= {MAX_SORT}): a sorting network of `min` / `max`, "
+                    "with their gradients"),)),
     "max_eigenvalue": Builtin(_max_eigenvalue, _plain(max_eigenvalue), (("`max_eigenvalue(M)`",
                               "symmetric `mat2`: `mid + sqrt(max(mid^2 - det, 0))`"),)),
     "cutoff": Builtin(lambda c: c.ck.cutoff(c.args, c.e), _lower_cutoff, (
