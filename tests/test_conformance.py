@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import reference_3dgut
 import reference_beta
+import reference_ellipsoid
 import reference_linprim as ref_lp
 import reference_student_t
 import test_spec_3dgs_values as gs3
@@ -200,7 +201,7 @@ def test_render_matches_reference(name, variant):
 # ---------------------------------------------------------------------------------------------
 # `xprc verify`: spec footprints against whole-image ones.
 
-VERIFIED = ["beta", "student_t", *(f"3dgrt_k{n}" for n in DEGREES)]
+VERIFIED = ["beta", "student_t", *(f"3dgrt_k{n}" for n in DEGREES), "ever_ellipsoid"]
 
 
 @pytest.mark.parametrize("name", VERIFIED)
@@ -595,7 +596,24 @@ def _retrace_linprim(kind):
     assert TRACE_COUNT["render"] == before
 
 
-RETRACE = {f"linprim_{k}": functools.partial(_retrace_linprim, k) for k in KINDS}
+def _retrace_ever_ellipsoid():
+    m = spec("ever_ellipsoid")
+    bg = jnp.asarray([0.1, 0.2, 0.3], jnp.float32)
+    out = render(m, reference_ellipsoid.random_params(40, seed=1), lp.identity_camera(
+        dtype=np.float32), background=bg, mode="RGB+D")  # fmt: skip
+    out.image.block_until_ready()
+    before = TRACE_COUNT["render"]
+    for seed in (2, 3):
+        cam = lp.identity_camera(f=50.0 + seed, dtype=np.float32)
+        params = reference_ellipsoid.random_params(40, seed=seed)
+        render(m, params, cam, background=bg, mode="RGB+D").image.block_until_ready()
+    assert TRACE_COUNT["render"] == before
+
+
+RETRACE = {
+    **{f"linprim_{k}": functools.partial(_retrace_linprim, k) for k in KINDS},
+    "ever_ellipsoid": _retrace_ever_ellipsoid,
+}
 
 
 @pytest.mark.parametrize("name,variant", [case(name) for name in RETRACE])

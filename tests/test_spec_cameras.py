@@ -147,6 +147,7 @@ SHIPPED = {
     "3dgrt_k4": MODELS,  # extends 3dgut
     "linprim_octahedron": ("pinhole", "ortho"),
     "linprim_tetrahedron": ("pinhole", "ortho"),
+    "ever_ellipsoid": ("pinhole", "ortho"),
 }
 
 
