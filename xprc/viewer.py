@@ -184,10 +184,10 @@ class Viewer:
         if isinstance(scene, dict):
             self.params, recorded = scene, None
         else:
-            from .trained import load_trained
+            from .trained import load_trained, scene_params
 
             trained = load_trained(scene, self.views)
-            self.params, recorded = trained.params, trained.background
+            self.params, recorded = scene_params(trained, self.method), trained.background
             self._mtime = self._source_file().stat().st_mtime_ns
         choices = (self._fixed_background, recorded, (0.0, 0.0, 0.0))
         bg = next(b for b in choices if b is not None)

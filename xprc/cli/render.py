@@ -170,7 +170,7 @@ def run(args) -> int:
     from ..pipeline.params import prepare_params
     from ..plots import kind_image, save_png
     from ..resources import spec_path
-    from ..trained import load_trained, scene_method
+    from ..trained import load_trained, scene_method, scene_params
 
     train_set, test_set = load_scene(args.data, downscale=args.downscale)
     views = (test_set if args.split == "test" else train_set).views
@@ -180,6 +180,7 @@ def run(args) -> int:
     targets = _output_paths(args.output, chosen, args.split, args.view == "all")
     trained = load_trained(args.scene, train_set.views)
     method = scene_method(trained, args.spec, args.defines)
+    trained.params = scene_params(trained, method)
     try:  # before any render: a scene of another spec is a message about its file
         prepare_params(method, trained.params)
     except XprError as e:
