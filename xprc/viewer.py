@@ -25,8 +25,18 @@ from pathlib import Path
 import numpy as np
 
 from .errors import XprError
+from .method_info import MethodInfo
 
 KINDS = {"RGB": "rgb", "Depth": "depth", "Alpha": "alpha"}
+
+
+def viewer_kinds(method) -> dict[str, str]:
+    """The "Show" menu: {label: kind}, the built-in kinds and the spec's per-pixel outputs
+    (`xprc.plots.output_kinds`: 2DGS's normal and depth_sq)."""
+    from .plots import output_kinds
+
+    outputs = output_kinds(MethodInfo.of(method).pixel_outputs)
+    return {**KINDS, **{name: name for name in outputs if name not in KINDS}}
 
 
 def _import_viser():
@@ -148,6 +158,7 @@ class Viewer:
     ) -> None:
         viser = _import_viser()
         self.method = method
+        self.kinds = viewer_kinds(method)
         self.views = list(views)
         self.moving_scale, self.settle_s = moving_scale, settle_s
         self.max_pixels, self.jpeg_quality = max_pixels, jpeg_quality
@@ -168,7 +179,7 @@ class Viewer:
         except OSError as e:
             raise XprError(f"viewer: cannot listen on {host}:{port} ({e.strerror})") from None
         self.server.gui.configure_theme(show_logo=False, show_share_button=False)
-        self._kind = self.server.gui.add_dropdown("Show", tuple(KINDS), initial_value="RGB")
+        self._kind = self.server.gui.add_dropdown("Show", tuple(self.kinds), initial_value="RGB")
         self._kind.on_update(lambda _: self._wake.set())
         self._status = self.server.gui.add_markdown("starting")
         self._add_frusta()
@@ -326,11 +337,14 @@ class Viewer:
     def render_frame(self, wxyz, position, fov: float, width: int, height: int, kind: str):
         """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
         from .pipeline import render
-        from .plots import kind_image
+        from .plots import kind_image, output_image, output_kinds
 
         camera = viewer_camera(wxyz, position, fov, width, height)
         mode = "RGB+ED" if kind == "depth" else "RGB"
         out = render(self.method, self.params, camera, background=self.background, mode=mode)
+        outputs = output_kinds(MethodInfo.of(self.method).pixel_outputs)
+        if kind in outputs:  # a spec's per-pixel output, shown as `xprc render --kind` writes it
+            return output_image(out, outputs[kind])[0]
         return kind_image(out, kind)
 
     def _send(self, client, key, scale: int) -> None:
@@ -341,7 +355,8 @@ class Viewer:
             return
         fw, fh = self.frame_size(w, h, scale)
         t0 = time.perf_counter()
-        image = self.render_frame(np.array(wxyz), np.array(position), fov, fw, fh, KINDS[label])
+        kind = self.kinds[label]
+        image = self.render_frame(np.array(wxyz), np.array(position), fov, fw, fh, kind)
         dt = time.perf_counter() - t0
         self.fps = 1.0 / max(dt, 1e-6)
         client.scene.set_background_image(
