@@ -265,3 +265,19 @@ def test_a_spec_outside_the_layout_writes_params_ply(surfels, tmp_path):
     assert not (tmp_path / "scene.ply").exists() and not (tmp_path / "scene.splat").exists()
     back, spec, _ = load_scene_ply(tmp_path / "params.ply")
     assert len(back[MethodInfo.of(surfels).params[0].name]) == 30  # the used slots only
+
+
+def test_a_module_whose_name_cannot_be_recorded_writes_a_ply_without_it(tmp_path):
+    """A hand-written module may call itself anything: its PLY names no spec (render then
+    says it renders as 3dgs), and the run does not fail at its end."""
+    gs = xprc.load("3dgs")
+    odd = types.SimpleNamespace(**{k: getattr(gs, k) for k in dir(gs) if k.isupper()})
+    odd.NAME, odd.SPEC_SHA256 = "my gauss\nsha256", ""
+    rec = _record(gs)
+    rec.method = odd
+    assert _write_ply(tmp_path / "scene.ply", rec) == []  # (no spec text: taken at its word)
+    assert b"comment" not in (tmp_path / "scene.ply").read_bytes()[:300]
+    assert load_trained(tmp_path / "scene.ply").spec is None
+    odd.NAME, odd.SPEC_SHA256 = "Mine", "not hex"
+    assert len(_write_ply(tmp_path / "scene.ply", rec)) == 1  # (not a Gaussian spec: said)
+    assert b"comment" not in (tmp_path / "scene.ply").read_bytes()[:300]

@@ -167,8 +167,9 @@ def _write_ply(path: Path, rec: RunRecord) -> list[str]:
 
 
 def _nameable(info: MethodInfo) -> bool:
-    """Whether the PLY header can name the spec (a primitive name is an identifier; a
-    hand-written module may call itself anything)."""
+    """Whether the PLY header can name the spec (a primitive name is an identifier and its
+    SPEC_SHA256 hex; a hand-written module may hold anything there)."""
     import re
 
-    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", info.name) is not None
+    name = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", info.name)
+    return name is not None and re.fullmatch(r"([0-9a-f]{64})?", info.spec_sha256) is not None
