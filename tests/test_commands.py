@@ -161,8 +161,8 @@ def test_a_run_records_its_spec(tiny_run, capsys):
     ckpt = tiny_run / "checkpoint.npz"
     where = str(ROOT / "specs" / "3dgs.xpr")  # the shipped spec's file, absolute
     assert load_trained(tiny_run).spec == SpecRecord("Gaussian3D", sha, ckpt, where)
-    record = load_trained(tiny_run / "scene.ply").spec
-    assert record == SpecRecord("Gaussian3D", sha, tiny_run / "metrics.json", where)
+    record = load_trained(tiny_run / "scene.ply").spec  # the PLY's header names it (issue 41)
+    assert record == SpecRecord("Gaussian3D", sha, tiny_run / "scene.ply", where)
     assert shipped_spec_of(record).name == "3dgs.xpr"
 
 

@@ -642,7 +642,7 @@ CASES = [
         "init_unknown_rule_no_suggestion",
         sub("param means : vec3", "param means : vec3 init random"),
         UnknownNameError,
-        "blob.xpr:2:25: error: unknown init rule 'random' (expected points, colors, identity, nn_distance, zeros, ones or a number)\n"
+        "blob.xpr:2:25: error: unknown init rule 'random' (expected points, colors, identity, nn_distance, zeros, ones, normal(mean, std), uniform(low, high), unit() or a number)\n"
         "    param means : vec3 init random\n"
         "                            ^",
     ),

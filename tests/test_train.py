@@ -553,10 +553,14 @@ def test_specs_train(scene, spec, tmp_path):
     config = _config(eval_every=0, checkpoint_every=0, save_renders=False)
     result = tr.train(method, train_set, test_set, tmp_path, config)
     assert result.metrics["psnr"] - result.initial_psnr >= 5.0, (spec, result.evals)
-    # LinPrim's sizes are abs-activated lengths, not 3DGS log-scales: no 3DGS PLY for them.
-    assert (tmp_path / "scene.ply").is_file() == (spec in ("3dgs", "3dgut"))
-    said = f"no scene.ply: {method.NAME}'s parameters are not the 3DGS PLY layout, which viewers "
-    assert (said in (tmp_path / "train.log").read_text()) == (spec not in ("3dgs", "3dgut"))
+    # LinPrim's sizes are abs-activated lengths, not 3DGS log-scales: no 3DGS PLY for them,
+    # but a params.ply that names their parameters (issue 41)
+    gaussian = spec in ("3dgs", "3dgut")
+    assert (tmp_path / "scene.ply").is_file() == gaussian == (tmp_path / "scene.splat").is_file()
+    assert (tmp_path / "params.ply").is_file() == (not gaussian)
+    said = (f"no scene.ply: {method.NAME}'s parameters are not the 3DGS PLY layout, which 3DGS "
+            "viewers read; they are in params.ply")  # fmt: skip
+    assert (said in (tmp_path / "train.log").read_text()) == (not gaussian)
 
 
 def test_signed_opacity_relocation_keeps_scooping_components_alive():

@@ -137,7 +137,11 @@ def test_an_lr_default_nothing_uses_is_logged():
         "spec's `lr` or TrainConfig.lr)"
     ]
     lrs, lines = _lrs(_TaggedMethod(), tr.TrainConfig(lr_default=2e-3))  # colour, bias use it
-    assert lines == [] and lrs["bias"].item() == np.float32(2e-3)
+    assert lines == [  # (issue 41: the parameters at lr_default are named)
+        "lr: no `lr` declared in Tagged for 'colour', 'weight', 'bias': they train at lr_default "
+        "0.002"
+    ]
+    assert lrs["bias"].item() == np.float32(2e-3)
 
 
 def test_an_init_opacity_the_spec_overrides_is_logged():

@@ -179,6 +179,8 @@ def test_trainer_says_the_background_and_the_init_guesses(tmp_path, capsys):
     want = [
         "background: black (0, 0, 0) assumed: none of the 3 training views has alpha (set "
         "TrainConfig.background if the images were composited on another colour)",
+        # (the hand-written module declares no lr for its sh: issue 41)
+        "lr: no `lr` declared in HandwrittenGaussian3D for 'sh': it trains at lr_default 0.001",
         "init: the dataset's 40 points have no colours: they start grey (0.5)",
         "init: the dataset has 40 points; the capacity 30 keeps a random 30 (10 dropped)",
     ]
@@ -196,7 +198,8 @@ def test_trainer_says_the_inferred_background(tmp_path, capsys):
     logged = _run(tmp_path, Dataset(views=views, points=pts, colors=cols))
     want = [
         "background: (1, 1, 1) inferred: the median colour of the 96 transparent pixels of 3 "
-        "of the 3 training views"
+        "of the 3 training views",
+        "lr: no `lr` declared in HandwrittenGaussian3D for 'sh': it trains at lr_default 0.001",
     ]
     assert logged == want and capsys.readouterr().err.splitlines() == want
     # alpha that is nowhere 0: black, said
@@ -204,7 +207,8 @@ def test_trainer_says_the_inferred_background(tmp_path, capsys):
                                           colors=cols))  # fmt: skip
     assert logged == [
         "background: black (0, 0, 0) assumed: the alpha of the 3 training views with one is "
-        "nowhere 0 (set TrainConfig.background if the images were composited on another colour)"
+        "nowhere 0 (set TrainConfig.background if the images were composited on another colour)",
+        "lr: no `lr` declared in HandwrittenGaussian3D for 'sh': it trains at lr_default 0.001",
     ]
 
 

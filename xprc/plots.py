@@ -56,6 +56,58 @@ def depth_scale(out) -> tuple[np.ndarray, float | None, float | None]:
     return covered, float(lo), float(hi)
 
 
+BUILT_IN_KINDS = ("rgb", "depth", "alpha")
+
+
+def output_kinds(pixel_outputs) -> dict[str, list[int]]:
+    """The per-pixel outputs a spec declares (its PIXEL_OUTPUTS channel names) as render kinds:
+    {name: its channels in `RenderOutput.extra`}, 'normal.x', 'normal.y', 'normal.z' grouped as
+    'normal'. A name of a built-in kind is left out: an emitted `depth` is what the built-in
+    depth kind shows (it replaces the sort depth), and `alpha` cannot be emitted."""
+    kinds: dict[str, list[int]] = {}
+    for i, channel in enumerate(pixel_outputs):
+        kinds.setdefault(channel.split(".")[0], []).append(i)
+    return {k: v for k, v in kinds.items() if k not in BUILT_IN_KINDS}
+
+
+def output_image(out, channels, raw: bool = False) -> tuple[np.ndarray, str]:
+    """A per-pixel output (`channels` of `out.extra`) as a picture, and what its levels mean.
+
+    3 channels (normals, directions): (v + 1) / 2 as RGB, so [-1, 1] spans the colours; 1 channel:
+    grey from its 1st (black) to 99th (white) percentile over the covered pixels (alpha > 0.5),
+    the others black; any other count: one such grey panel per channel, side by side. The
+    values are the composited ones, `sum_i w_i x_i` (weighted by alpha, not divided by it).
+    raw=True: the float32 values [H, W, K] (and no note)."""
+    values = np.asarray(out.extra, np.float32)[..., list(channels)]
+    if raw:
+        return values, ""
+    if values.shape[-1] == 3:
+        outside = int(np.sum(np.abs(values) > 1.0))
+        image = np.clip((values + 1.0) / 2.0, 0.0, 1.0)
+        return image, (
+            f"(x, y, z) as RGB (v + 1) / 2: -1 black, 0 mid grey, +1 full; {outside} value(s) "
+            "beyond [-1, 1] clipped; alpha-weighted sums, as composited"
+        )
+    covered = np.asarray(out.alpha, np.float32)[..., 0] > 0.5
+    panels, ranges = [], []
+    for k in range(values.shape[-1]):
+        v = values[..., k]
+        if covered.any():
+            lo, hi = (float(x) for x in np.percentile(v[covered], (1, 99)))
+            grey = np.where(covered, (v - lo) / max(hi - lo, 1e-12), 0.0)
+            ranges.append(f"{lo:.4g} (black) to {hi:.4g} (white)")
+        else:
+            grey = np.zeros_like(v)
+            ranges.append("no pixel covered (alpha > 0.5): black")
+        panels.append(np.repeat(np.clip(grey, 0.0, 1.0)[..., None], 3, axis=-1))
+    image = np.concatenate(panels, axis=1).astype(np.float32)
+    where = "" if len(panels) == 1 else f" ({len(panels)} channels, left to right)"
+    return image, (
+        f"{'; '.join(ranges)}{where}, this view's 1st to 99th percentile over the pixels with "
+        "alpha > 0.5 (the others black); alpha-weighted sums, as composited"
+    )
+
+
 def comparison_sheet(dest, pairs: Sequence[tuple], labels=("ground truth", "render")) -> None:
     """One row per view: ground truth | render, images [H, W, 3] in [0, 1], all the same size;
     a PNG written to a path or an open binary file."""

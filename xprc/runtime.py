@@ -30,7 +30,8 @@ class ParamSpec(NamedTuple):
     degree: SH degree for kind "sh", else None
     lr: the spec's learning rate (`lr 1e-3`), else None (the trainer's default)
     init: the spec's initialisation (`init ...`): "points", "colors", "identity",
-        "nn_distance", "zeros", "ones", or a number (the activated value), else None
+        "nn_distance", "zeros", "ones", a number (the activated value), a random rule of the
+        raw value (`("normal", mean, std)`, `("uniform", low, high)`, `("unit",)`), else None
     role: "position", "opacity" or "scale" (`role ...`), else None
     init_raw: for a numeric `init` through an activation without a name (`4 * exp(raw)`), the
         raw value the compiler derived (per component), else None
@@ -42,7 +43,7 @@ class ParamSpec(NamedTuple):
     activation: str
     degree: int | None
     lr: float | None = None
-    init: str | float | None = None
+    init: str | float | tuple | None = None
     role: str | None = None
     init_raw: float | None = None
 

@@ -51,6 +51,7 @@ class Trained:
     run_dir: Path | None  # the run folder, when the file sits in one
     spec: SpecRecord | None = None  # None: nothing recorded (a bare PLY, a plain checkpoint)
     constants: ConstantsRecord | None = None  # the -D constants it was trained with
+    layout: str = "params"  # "3dgs": a 3DGS PLY's keys (GAUSSIAN_KEYS); else the spec's names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +75,7 @@ def load_trained(path, train_views=None) -> Trained:
     recorded none (it inferred it from the data) gets it re-inferred from `train_views` the way
     the trainer does.
     """
-    from .data.ply import load_ply
+    from .data.spec_ply import load_scene_ply
 
     path = Path(path)
     if path.is_dir():
@@ -83,8 +84,9 @@ def load_trained(path, train_views=None) -> Trained:
             raise DataError(path, f"not a run folder: no {CHECKPOINT} or {PLY} in it")
         path = found
     meta: dict = {}
+    ply_spec, layout = None, "params"
     if path.suffix.lower() == ".ply":
-        params = load_ply(path)
+        params, ply_spec, layout = load_scene_ply(path)
     else:
         tree, meta = load_checkpoint(path)
         if not isinstance(meta, dict):
@@ -101,6 +103,9 @@ def load_trained(path, train_views=None) -> Trained:
     if background is None and run_dir is not None:
         background, where = _run_background(report, train_views), run_dir / METRICS
     spec = _spec_record(meta, path) or (_spec_record(report, run_dir / METRICS) if report else None)
+    if ply_spec is not None:  # the PLY's own header names its spec (its run's path kept)
+        same = spec is not None and (spec.name, spec.sha256) == (ply_spec.name, ply_spec.sha256)
+        spec = SpecRecord(ply_spec.name, ply_spec.sha256, path, spec.path if same else None)
     background = None if background is None else _checked_background(background, where)
     constants = _constants_record(meta, path)
     if constants is None and run_dir is not None and path.suffix.lower() == ".ply":
@@ -108,7 +113,19 @@ def load_trained(path, train_views=None) -> Trained:
         ckpt = run_dir / CHECKPOINT
         if ckpt.is_file():
             constants = _constants_record(load_checkpoint(ckpt)[1], ckpt)
-    return Trained(params, background, path, run_dir, spec, constants)
+    return Trained(params, background, path, run_dir, spec, constants, layout)
+
+
+def scene_params(trained: Trained, method) -> dict:
+    """`trained.params` keyed by `method`'s parameter names: a 3DGS PLY's fields
+    (means, quats, ...) go to the parameters the spec's 3DGS layout maps them to
+    (`xprc.data.ply.gaussian_layout`: a spec may name them otherwise); as they are otherwise."""
+    from .data.ply import gaussian_layout
+
+    layout = gaussian_layout(MethodInfo.of(method).params) if trained.layout == "3dgs" else None
+    if layout is None:
+        return trained.params
+    return {layout[key]: value for key, value in trained.params.items()}
 
 
 def _not_finite(name: str, value) -> str | None:
@@ -439,6 +456,27 @@ def _shipped_named(name: str) -> str | None:
         if any(isinstance(i, ast.Primitive) and i.name == name for i in items):
             return spec
     return None
+
+
+GAUSSIAN_SPECS = ("3dgs", "3dgut")  # shipped specs whose primitives are 3D Gaussians
+
+
+def gaussian_spec(info: MethodInfo) -> bool:
+    """Whether `info` was compiled from a shipped Gaussian spec (GAUSSIAN_SPECS, or an earlier
+    version of one), which 3DGS viewers draw as it renders; a module without a spec text
+    (hand-written) is taken at its word."""
+    from .compiler.driver import read_spec, spec_digest
+    from .resources import shipped_specs
+
+    if not info.spec_sha256:
+        return True
+    if EARLIER_SHIPPED.get(info.spec_sha256) in GAUSSIAN_SPECS:
+        return True
+    shipped = shipped_specs()
+    return any(
+        stem in shipped and info.spec_sha256 == spec_digest(read_spec(shipped[stem]), shipped[stem])
+        for stem in GAUSSIAN_SPECS
+    )
 
 
 def shipped_spec_of(rec: SpecRecord) -> Path | None:

@@ -26,8 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from .errors import XprError
+from .method_info import MethodInfo
 
 KINDS = {"RGB": "rgb", "Depth": "depth", "Alpha": "alpha"}
+
+
+def viewer_kinds(method) -> dict[str, str]:
+    """The "Show" menu: {label: kind}, the built-in kinds and the spec's per-pixel outputs
+    (`xprc.plots.output_kinds`: 2DGS's normal and depth_sq)."""
+    from .plots import output_kinds
+
+    outputs = output_kinds(MethodInfo.of(method).pixel_outputs)
+    return {**KINDS, **{name: name for name in outputs if name not in KINDS}}
 
 
 def _import_viser():
@@ -188,7 +198,7 @@ class FrameRenderer:
         """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
         from .pipeline import RenderConfig, count_entries, render
         from .pipeline.capacity import report_overflow
-        from .plots import kind_image
+        from .plots import kind_image, output_image, output_kinds
 
         camera = viewer_camera(wxyz, position, fov, width, height)
         mode = "RGB+ED" if kind == "depth" else "RGB"
@@ -203,6 +213,9 @@ class FrameRenderer:
             self._size(key, int(out.stats["entries_needed"]), camera)
             self.regrown += 1
         report_overflow(out.stats, "warn", model=camera.model)
+        outputs = output_kinds(MethodInfo.of(self.method).pixel_outputs)
+        if kind in outputs:  # a spec's per-pixel output, shown as `xprc render --kind` writes it
+            return output_image(out, outputs[kind])[0]
         return kind_image(out, kind)
 
     def _size(self, key: tuple, needed: int, camera) -> None:
@@ -253,6 +266,7 @@ class Viewer:
     ) -> None:
         viser = _import_viser()
         self.method = method
+        self.kinds = viewer_kinds(method)
         self.views = list(views)
         self.frames = FrameRenderer(method, moving_scale=moving_scale, max_pixels=max_pixels)
         self.moving_scale, self.settle_s = moving_scale, settle_s
@@ -274,7 +288,7 @@ class Viewer:
         except OSError as e:
             raise XprError(f"viewer: cannot listen on {host}:{port} ({e.strerror})") from None
         self.server.gui.configure_theme(show_logo=False, show_share_button=False)
-        self._kind = self.server.gui.add_dropdown("Show", tuple(KINDS), initial_value="RGB")
+        self._kind = self.server.gui.add_dropdown("Show", tuple(self.kinds), initial_value="RGB")
         self._kind.on_update(lambda _: self._wake.set())
         self._status = self.server.gui.add_markdown("starting")
         self._add_frusta()
@@ -291,10 +305,10 @@ class Viewer:
         if isinstance(scene, dict):
             params, recorded = scene, None
         else:
-            from .trained import load_trained
+            from .trained import load_trained, scene_params
 
             trained = load_trained(scene, self.views)
-            params, recorded = trained.params, trained.background
+            params, recorded = scene_params(trained, self.method), trained.background
             mtime = self._source_file().stat().st_mtime_ns
         choices = (self._fixed_background, recorded, (0.0, 0.0, 0.0))
         background = np.asarray(next(b for b in choices if b is not None), np.float32)
@@ -449,7 +463,8 @@ class Viewer:
             return
         fw, fh = self.frame_size(w, h, scale)
         t0 = time.perf_counter()
-        image = self.render_frame(np.array(wxyz), np.array(position), fov, fw, fh, KINDS[label])
+        kind = self.kinds[label]
+        image = self.render_frame(np.array(wxyz), np.array(position), fov, fw, fh, kind)
         dt = time.perf_counter() - t0
         self.fps = 1.0 / max(dt, 1e-6)
         client.scene.set_background_image(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import warnings
 from pathlib import Path
 
 from ..errors import DataError, XprError, printable
+from ..method_info import MethodInfo
 from .args import (
     SCENE_HELP,
     dataset_options,
@@ -48,13 +50,49 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="static (primitive, tile) capacity (default: counted per render)",
     )
-    p.add_argument("--kind", default="rgb", choices=RENDER_KINDS, help="what to write")
+    p.add_argument(
+        "--kind",
+        default="rgb",
+        type=_kind_name,
+        help="what to write: rgb, depth, alpha, or a per-pixel output the spec declares (its "
+        "PIXEL_OUTPUTS, e.g. normal for 2dgs)",
+    )
     p.add_argument(
         "-o",
         "--output",
         type=path_arg,
         default="render.png",
         help="a .png (8-bit) or .npy (float32) file; a folder with --view all",
+    )
+
+
+def _kind_name(text: str) -> str:
+    """--kind: a built-in kind or a name a spec's output can have (checked against the spec
+    once it is known: `_kinds`)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", text):
+        raise argparse.ArgumentTypeError(
+            f"invalid kind: {printable(text[:80])!r} (rgb, depth, alpha, or the name of a "
+            "per-pixel output the spec declares)"
+        )
+    return text
+
+
+def _kinds(method, kind: str, spec_name: str) -> list[int] | None:
+    """The channels of `kind` when it is one of the spec's per-pixel outputs, None for a
+    built-in kind; an XprError listing the kinds otherwise."""
+    from ..compiler.names import suggest
+    from ..plots import output_kinds
+
+    outputs = output_kinds(MethodInfo.of(method).pixel_outputs)
+    if kind in RENDER_KINDS:
+        return None
+    if kind in outputs:
+        return outputs[kind]
+    every = [*RENDER_KINDS, *outputs]
+    declared = f"its per-pixel outputs: {', '.join(outputs)}" if outputs else "no per-pixel outputs"
+    raise XprError(
+        f"--kind {kind}: {spec_name} declares {declared}{suggest(kind, every)}; the kinds are "
+        f"{', '.join(every)}"
     )
 
 
@@ -176,9 +214,9 @@ def run(args) -> int:
     from ..data.files import write_atomic
     from ..pipeline import RenderConfig, render
     from ..pipeline.params import prepare_params
-    from ..plots import kind_image, save_png
+    from ..plots import kind_image, output_image, save_png
     from ..resources import spec_path
-    from ..trained import load_trained, scene_method
+    from ..trained import load_trained, scene_method, scene_params
 
     train_set, test_set = load_dataset(args)
     views = (test_set if args.split == "test" else train_set).views
@@ -188,6 +226,8 @@ def run(args) -> int:
     targets = _output_paths(args.output, chosen, args.split, args.view == "all")
     trained = load_trained(args.scene, train_set.views)
     method = scene_method(trained, args.spec, args.defines)
+    trained.params = scene_params(trained, method)
+    channels = _kinds(method, args.kind, MethodInfo.of(method).name)
     try:  # before any render: a scene of another spec is a message about its file
         prepare_params(method, trained.params)
     except XprError as e:
@@ -214,18 +254,23 @@ def run(args) -> int:
                 RuntimeWarning,
                 stacklevel=1,
             )
+        npy = target.suffix.lower() == ".npy"
+        if channels is not None:
+            image, note = output_image(out, channels, raw=npy)
+        else:
+            image, note = kind_image(out, args.kind, raw=npy), ""
         try:  # a new file renamed into place: a symlink at `target` is replaced, not written
-            if target.suffix.lower() == ".npy":
-                image = kind_image(out, args.kind, raw=True)
+            if npy:
                 write_atomic(target, lambda f, image=image: np.save(f, image))
             else:
-                image = kind_image(out, args.kind)
                 write_atomic(target, lambda f, image=image: save_png(f, image))
         except OSError as e:
             raise XprError(f"cannot write: {e.strerror or e}", filename=str(target)) from None
         print(printable(f"view {i} ({view.name}): {view.width}x{view.height} -> {target}"))
-        if args.kind == "depth" and target.suffix.lower() == ".png":
+        if args.kind == "depth" and not npy:
             print(_depth_note(out))
+        elif note:
+            print(printable(f"  {args.kind}: {note}; -o NAME.npy keeps the values"))
     for folder in made:  # write_atomic makes a missing folder; said, not silent
         print(printable(f"created the folder {folder}"))
     return 0

@@ -338,7 +338,8 @@ class ParamInfo:
     degree: int | None
     value: Node  # the activated value, in terms of the ("raw", name) input
     lr: float | None = None  # training annotations (ParamSpec.lr / .init / .role)
-    init: str | float | None = None  # a rule name, or the activated value as a number
+    # a rule name, the activated value as a number, or a random rule ("normal", mean, std)
+    init: str | float | tuple | None = None
     init_raw: float | None = None  # numeric init through a text activation: its raw value
     role: str | None = None  # "position" | "opacity" | "scale"
 

@@ -124,7 +124,13 @@ def _interface(simplified: Simplified, *, spec_name: str, spec_sha256: str, vers
         if prm.lr is not None:
             tags += f", lr={literal(prm.lr)}"
         if prm.init is not None:
-            init = repr(ident(prm.init)) if isinstance(prm.init, str) else literal(prm.init)
+            if isinstance(prm.init, tuple):  # a random rule: ('normal', 0.0, 0.1)
+                items = [repr(ident(prm.init[0]))] + [literal(x) for x in prm.init[1:]]
+                init = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+            elif isinstance(prm.init, str):
+                init = repr(ident(prm.init))
+            else:
+                init = literal(prm.init)
             tags += f", init={init}"
         if prm.role is not None:
             tags += f", role={ident(prm.role)!r}"

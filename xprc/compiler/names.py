@@ -48,6 +48,8 @@ _TYPE_NAMES = ["scalar", "vec2", "vec3", "vec4", "quat", "mat2", "mat3", "mat4",
 
 # Training annotations on parameters (read by the trainer through ParamSpec).
 INIT_RULES = ("points", "colors", "identity", "nn_distance", "zeros", "ones")
+# Random inits, drawn per component of the raw value from the run's seed: name -> arguments.
+RANDOM_INITS = {"normal": ("mean", "std"), "uniform": ("low", "high"), "unit": ()}
 ROLES = PARAM_ROLES
 # Activations ParamSpec names (anything else is recorded as its text).
 NAMED_ACTIVATIONS = ("exp", "sigmoid", "normalize", "abs", "softplus", "tanh")

@@ -58,13 +58,14 @@ def sh_degree_from_rest(n_rest: int) -> int | None:
 # --------------------------------------------------------------------------- 3DGS PLY
 
 
-def save_ply(path, params: Mapping) -> None:
+def save_ply(path, params: Mapping, comments=()) -> None:
     """Write Gaussians in the standard 3DGS PLY layout.
 
     params (raw, numpy or jax arrays):
       means [N, 3], quats [N, 4] (w, x, y, z), scales [N, 3] (log), opacities [N] or [N, 1]
       (logit), sh [N, (d+1)^2, 3] (sh[:, 0] is the DC term).
-    Values are stored as float32; normals are written as zeros.
+    Values are stored as float32; normals are written as zeros. `comments`: header comment
+    lines (the spec's record: `xprc.data.spec_ply.spec_comments`).
     """
     path = Path(path)
     missing = [k for k in GAUSSIAN_KEYS if k not in params]
@@ -113,7 +114,7 @@ def save_ply(path, params: Mapping) -> None:
     for name, col in columns:
         data[name] = col
     element = plyfile.PlyElement.describe(data, "vertex")
-    ply = plyfile.PlyData([element], text=False, byte_order="<")
+    ply = plyfile.PlyData([element], text=False, byte_order="<", comments=list(comments))
     write_atomic(path, ply.write)
 
 
@@ -295,7 +296,11 @@ def load_ply(path) -> dict[str, np.ndarray]:
     RuntimeWarning names them, since the tool that wrote them renders with them.
     """
     path = Path(path)
-    v = _vertex(path, _read_ply(path))
+    return gaussians_of(path, _vertex(path, _read_ply(path)))
+
+
+def gaussians_of(path: Path, v: np.ndarray) -> dict[str, np.ndarray]:
+    """`load_ply` of a vertex element already read (`v`, a structured array)."""
     names = set(v.dtype.names or ())
     missing = [p for p in _REQUIRED if p not in names]
     if missing:

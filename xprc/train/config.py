@@ -401,7 +401,8 @@ def method_lrs(method, config: TrainConfig, log=None) -> dict[str, float]:
     """Each parameter's learning rate: `config.lr[name]` (the run's, which overrides), else the
     spec's `lr`, else `config.lr_default`. A name in `config.lr` that is no parameter of the
     method is a TrainError listing them. With `log`, says once each rate `config.lr` takes
-    from the spec, and an `lr_default` set to a non-default value that no parameter uses."""
+    from the spec, the parameters at `lr_default` (no `lr` declared), and an `lr_default` set
+    to a non-default value that no parameter uses."""
     from ..compiler.names import suggest
 
     info = MethodInfo.of(method)
@@ -425,6 +426,11 @@ def method_lrs(method, config: TrainConfig, log=None) -> dict[str, float]:
         else:
             out[spec.name] = config.lr_default
             fallback.append(spec.name)
+    if fallback and log is not None:
+        shown = ", ".join(f"'{n}'" for n in fallback)
+        log(f"lr: no `lr` declared in {info.name} for {shown}: "
+            f"{'it trains' if len(fallback) == 1 else 'they train'} at lr_default "
+            f"{config.lr_default:g}")  # fmt: skip
     if not fallback and log is not None and config.lr_default != default_of("lr_default"):
         log(f"lr_default {config.lr_default:g} has no effect: every parameter of {info.name} "
             "has a learning rate (the spec's `lr` or TrainConfig.lr)")  # fmt: skip

@@ -32,7 +32,7 @@ def demo(
 
     method: a method module (default: specs/3dgs.xpr compiled with `xprc.load`). The run folder
     is out_dir itself (metrics.json, config.json, curves.png, sheet.png, renders/, scene.ply,
-    checkpoint.npz).
+    scene.splat, checkpoint.npz).
     """
     from ..data.demo_scene import generate_demo_scene
     from ..data.scene_folder import load_scene

@@ -31,7 +31,9 @@ from .config import TrainError
 
 # The layout of a run folder.
 CHECKPOINT = "checkpoint.npz"  # the train state: parameters, optimiser, strategy, cameras
-PLY = "scene.ply"  # the scene in the 3DGS layout, for a spec that declares it (xprc.io)
+PLY = "scene.ply"  # the scene in the 3DGS layout, for a spec that declares it (xprc.data.ply)
+SPLAT = "scene.splat"  # the same, for web viewers (xprc.data.splat)
+PARAMS_PLY = "params.ply"  # any other spec's parameters, self-describing (xprc.data.spec_ply)
 METRICS = "metrics.json"  # the run's report: evaluations, background, spec, config
 CONFIG = "config.json"  # the run's options and spec
 CURVES, SHEET, RENDERS = "curves.png", "sheet.png", "renders"  # plots; renders/ a png per view
@@ -43,14 +45,14 @@ DEMO_DATA = "scene"  # `xprc demo`: the dataset it generated, inside its run fol
 # (`xprc.cli.args.check_run_folder`), so it never replaces a user's file. train.log is appended
 # to and train.lock taken over, so they are not here: a folder left by a run that failed or was
 # killed before its first checkpoint stays usable. `xprc demo` also writes its dataset.
-RUN_FILES = (CHECKPOINT, METRICS, CONFIG, PLY, CURVES, SHEET, RENDERS)
+RUN_FILES = (CHECKPOINT, METRICS, CONFIG, PLY, CURVES, SHEET, RENDERS, SPLAT, PARAMS_PLY)
 DEMO_FILES = (*RUN_FILES, DEMO_DATA)
 
 
 def scene_file(run: Path) -> Path | None:
     """The file a run folder's scene is read from: its checkpoint, else its PLY; None when it
     has neither."""
-    found = [run / n for n in (CHECKPOINT, PLY) if (run / n).is_file()]
+    found = [run / n for n in (CHECKPOINT, PLY, PARAMS_PLY) if (run / n).is_file()]
     return found[0] if found else None
 
 

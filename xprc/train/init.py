@@ -12,7 +12,13 @@ Per parameter, first match wins (`init` on the ParamSpec overrides the rule):
   - a `[3]` sigmoid param: logit of the point colours ("colors");
   - anything else: zeros ("zeros").
 `init` strings: points, colors, identity, nn_distance, zeros, ones, or a number (the activated
-value, mapped back through the activation, e.g. "0.1" for a sigmoid param is logit(0.1)).
+value, mapped back through the activation, e.g. "0.1" for a sigmoid param is logit(0.1)); or a
+random rule of the raw value, ("normal", mean, std), ("uniform", low, high) or ("unit",) (unit
+vectors, uniform on the sphere), drawn from `TrainConfig.seed` and the parameter's name
+(`param_rng`), so a run is reproducible and one parameter's draws do not depend on the others.
+
+A parameter that starts from raw 0 because it declares no `init` (and no role or type gives
+it one), and one without `lr` (`config.method_lrs`), are named on one line each.
 
 Every guess is reported through `log` (one line each; the trainer's console and train.log): random
 points for a dataset without any, points dropped to fit the capacity, grey for points without
@@ -23,6 +29,7 @@ cannot give them.
 from __future__ import annotations
 
 import sys
+import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -115,9 +122,56 @@ def _const(method, spec, value: float, n: int) -> np.ndarray:
     return np.full((n,) + shape_of(spec), inverse_np(method, spec, np.float64(value)))
 
 
-def _init_one(method, spec, rule, n: int, pts, cols, nn) -> np.ndarray:
+RANDOM_RULES = {"normal": 2, "uniform": 2, "unit": 0}  # (xprc.compiler.names.RANDOM_INITS)
+
+
+def param_rng(seed: int, name: str) -> np.random.Generator:
+    """The generator of a parameter's random init: from the run's seed and the parameter's name
+    (its crc32), so adding, removing or reordering other parameters changes nothing."""
+    return np.random.default_rng([int(seed), zlib.crc32(name.encode("utf-8"))])
+
+
+def rule_text(rule) -> str:
+    """An init rule as the spec writes it: 'normal(0, 0.1)', 'unit()', 'points', '0.1'."""
+    if isinstance(rule, tuple) and rule and isinstance(rule[0], str):
+        return f"{rule[0]}({', '.join(f'{x:g}' for x in rule[1:])})"
+    return f"{rule:g}" if isinstance(rule, float) else str(rule)
+
+
+def _random(method, spec, rule: tuple, n: int, seed: int) -> np.ndarray:
+    """Raw values drawn by a random rule (checked here too: a hand-written module's)."""
+    shape = shape_of(spec)
+    name, args = rule[0], rule[1:]
+    ok = name in RANDOM_RULES and len(args) == RANDOM_RULES[name]
+    ok = ok and all(isinstance(x, (int, float)) and np.isfinite(x) for x in args)
+    if ok and name == "normal":
+        ok = args[1] > 0
+    elif ok and name == "uniform":
+        ok = args[0] < args[1]
+    elif ok:  # unit
+        ok = len(shape) == 1 and shape[0] >= 2
+    if not ok:
+        raise TrainError(
+            f"{where(method, spec.name)}: init {rule!r} is not normal(mean, std > 0), "
+            "uniform(low < high) or unit() (of a vector)"
+        )
+    rng = param_rng(seed, spec.name)
+    if name == "normal":
+        return rng.normal(args[0], args[1], (n,) + shape)
+    if name == "uniform":
+        return rng.uniform(args[0], args[1], (n,) + shape)
+    v = rng.standard_normal((n,) + shape)  # isotropic, so its direction is uniform
+    norm = np.linalg.norm(v, axis=1, keepdims=True)
+    zero = norm[:, 0] == 0.0  # (a draw of exactly 0 has no direction: probability 0)
+    v[zero, 0], norm[zero] = 1.0, 1.0
+    return v / norm
+
+
+def _init_one(method, spec, rule, n: int, pts, cols, nn, seed: int = 0) -> np.ndarray:
     shape = shape_of(spec)
     bad = f"{where(method, spec.name)}: init"
+    if isinstance(rule, tuple):
+        return _random(method, spec, rule, n, seed)
     if isinstance(rule, (int, float)):
         return _const(method, spec, float(rule), n)
     if rule == "points":
@@ -175,6 +229,20 @@ def default_rule(spec, roles: dict, init_opacity: float):
     return "zeros"
 
 
+def say_defaults(method, zeros: list, randoms: dict, seed: int, log: Log) -> None:
+    """One line naming the parameters that start from raw 0 because the spec declares no `init`
+    for them and no role or type gives one (`default_rule`), and one naming those drawn at
+    random ({name: rule})."""
+    if zeros:
+        shown = ", ".join(f"'{k}'" for k in zeros)
+        log(f"init: no `init` declared in {MethodInfo.of(method).name} for {shown}: "
+            f"{'it starts' if len(zeros) == 1 else 'they start'} from raw 0 (the trainer's "
+            "default)")  # fmt: skip
+    if randoms:
+        shown = ", ".join(f"'{k}' {rule_text(r)}" for k, r in randoms.items())
+        log(f"init: random raw values (seed {seed}): {shown}")
+
+
 def _points(dataset, config: TrainConfig, capacity: int | None, rng, log: Log):
     points = getattr(dataset, "points", None)
     colors = getattr(dataset, "colors", None)
@@ -210,7 +278,8 @@ def _say_unused_opacity(method, table, roles, config: TrainConfig, log: Log) -> 
     spec = table.get(name) if name is not None else None
     if spec is None or getattr(spec, "init", None) is not None:
         why = ("it has no `role opacity` parameter" if spec is None else
-               f"the spec's init of '{name}' ({spec.init}) sets its initial opacity")  # fmt: skip
+               f"the spec's init of '{name}' ({rule_text(spec.init)}) sets its initial "
+               "opacity")  # fmt: skip
         log(f"init: init_opacity {config.init_opacity:g} has no effect on "
             f"{MethodInfo.of(method).name}: {why}")  # fmt: skip
 
@@ -249,12 +318,17 @@ def init_params(
         nn = np.concatenate([nn, nn[extra]])
     params, table = {}, MethodInfo.of(method).param_table
     _say_unused_opacity(method, table, roles, config, log)
+    zeros, randoms = [], {}
     for spec in table.values():
         rule = getattr(spec, "init", None)
         if rule is None:
             rule = default_rule(spec, roles, config.init_opacity)
-        arr = np.asarray(_init_one(method, spec, rule, n, pts, cols, nn), np.float64)
-        params[spec.name] = arr.astype(np.float32)
+            zeros += [spec.name] if rule == "zeros" else []
+        elif isinstance(rule, tuple):
+            randoms[spec.name] = rule
+        arr = _init_one(method, spec, rule, n, pts, cols, nn, config.seed)
+        params[spec.name] = np.asarray(arr, np.float64).astype(np.float32)
+    say_defaults(method, zeros, randoms, config.seed, log)
     used = np.arange(n) < n_used
     if n > n_used and roles["opacity"] is not None:
         spec = table[roles["opacity"]]

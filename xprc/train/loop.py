@@ -451,8 +451,9 @@ def train(
     [H, W, 3] float32, `camera()`, `viewmat`, `alpha`; optional `points`/`colors`). test_set
     None evaluates on the training views. out_dir (None: write nothing) receives metrics.json,
     config.json, curves.png, sheet.png, renders/*.png, checkpoint.npz and, for the 3DGS layout,
-    scene.ply. resume: continue from out_dir/checkpoint.npz when it exists (same seed and config
-    give the same result as an uninterrupted run).
+    scene.ply and scene.splat, else params.ply (xprc.train.outputs). resume: continue from
+    out_dir/checkpoint.npz when it exists (same seed and config give the same result as an
+    uninterrupted run).
     callback(step, info): after every step (info: loss, psnr, live, ... as numbers).
     on_step(step, params): after every step, with the raw parameters (device arrays), e.g. for a
     live viewer; it must not modify them.

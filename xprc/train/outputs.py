@@ -1,6 +1,7 @@
 """What a run leaves in its folder: metrics.json, config.json, curves.png, sheet.png,
 renders/*.png and, when the spec declares the 3DGS layout (`xprc.data.ply.gaussian_layout`),
-scene.ply.
+scene.ply and scene.splat (web viewers), else params.ply (every parameter, self-describing:
+`xprc.data.spec_ply`); each PLY names the spec in its header.
 
 Each file is written through a temporary sibling and a rename (`xprc.data.files.write_atomic`):
 a failed write (a full disk) is a TrainError naming the file and leaves the one it would replace
@@ -17,8 +18,20 @@ import numpy as np
 
 from .. import __version__
 from ..data.files import write_atomic
+from ..data.splat import save_splat
 from ..method_info import MethodInfo
-from .folder import CHECKPOINT, CONFIG, CURVES, METRICS, PLY, RENDERS, SHEET, writing
+from .folder import (
+    CHECKPOINT,
+    CONFIG,
+    CURVES,
+    METRICS,
+    PARAMS_PLY,
+    PLY,
+    RENDERS,
+    SHEET,
+    SPLAT,
+    writing,
+)
 from .progress import StepRate
 from .strategies.adc import ADC
 
@@ -121,14 +134,47 @@ def _write(path: Path, write) -> None:
 
 
 def _write_ply(path: Path, rec: RunRecord) -> list[str]:
+    """scene.ply and scene.splat for a spec in the 3DGS layout, else params.ply; each names the
+    spec in its header. Returns the lines to tell the user."""
     from ..data.ply import gaussian_layout, save_ply
+    from ..data.spec_ply import save_params_ply, spec_comments
+    from ..errors import DataError
+    from ..trained import gaussian_spec
 
     info = MethodInfo.of(rec.method)
+    comments = spec_comments(info.name, info.spec_sha256) if _nameable(info) else []
     layout = gaussian_layout(info.params)
-    if layout is None:  # (the run folder simply lacked it)
+    if layout is None:
+        params_ply = path.parent / PARAMS_PLY
+        with writing(params_ply):  # (save_params_ply writes atomically itself)
+            save_params_ply(params_ply, {k: v[rec.used] for k, v in rec.params.items()},
+                            info.params, comments)  # fmt: skip
         return [f"no {path.name}: {info.name}'s parameters are not the 3DGS PLY layout, which "
-                f"viewers read; the scene is in {CHECKPOINT} (xprc render and xprc view read it)"]
-    # save_ply writes atomically itself
+                f"3DGS viewers read; they are in {PARAMS_PLY}, a PLY that names them, and "
+                f"{CHECKPOINT} (xprc render and xprc view read both)"]  # fmt: skip
+    gaussians = {key: rec.params[name][rec.used] for key, name in layout.items()}
     with writing(path):
-        save_ply(path, {key: rec.params[name][rec.used] for key, name in layout.items()})
-    return []
+        save_ply(path, gaussians, comments)
+    notes = []
+    try:
+        with writing(path.parent / SPLAT):
+            save_splat(path.parent / SPLAT, gaussians)
+    except DataError as e:  # (a scale beyond float32: the PLY keeps it, the .splat cannot)
+        notes.append(f"no {SPLAT}: {e.message}")
+    if not gaussian_spec(info):
+        notes.append(
+            f"{path.name}: {info.name}'s parameters fit the 3DGS layout, but it is not a "
+            "Gaussian spec (3dgs, 3dgut): 3DGS viewers, and web viewers of "
+            f"{SPLAT}, will draw its primitives as Gaussians; xprc render and xprc view "
+            "render them with its spec"
+        )
+    return notes
+
+
+def _nameable(info: MethodInfo) -> bool:
+    """Whether the PLY header can name the spec (a primitive name is an identifier and its
+    SPEC_SHA256 hex; a hand-written module may hold anything there)."""
+    import re
+
+    name = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", info.name)
+    return name is not None and re.fullmatch(r"([0-9a-f]{64})?", info.spec_sha256) is not None

@@ -16,6 +16,7 @@ from xprc.compiler.names import (
     INIT_RULES,
     MAX_VEC,
     NAMED_ACTIVATIONS,
+    RANDOM_INITS,
     ROLES,
     _is_num,
     size_digits,
@@ -97,6 +98,8 @@ class ParamChecks:
                 info.role = self.role(p, info, v, declared)
             elif c.key == "init" and isinstance(v, ast.Name) and v.id in INIT_RULES:
                 info.init = self.init_rule(p, info, v, declared)
+            elif c.key == "init" and _random_rule(v) is not None:
+                info.init = self.random_init(p, info, v, declared)
             else:
                 self.number_clause(p, info, c.key, v)
 
@@ -136,12 +139,61 @@ class ParamChecks:
             )
         return v.id
 
+    def random_init(self, p: ast.Param, info: ast.ParamInfo, v, declared: str) -> tuple:
+        """`normal(mean, std)`, `uniform(low, high)` or `unit()`: random raw values, checked
+        here (numbers, std > 0, low < high, unit() on a vector) -> ("normal", mean, std), ..."""
+        rule = _random_rule(v)
+        wanted = RANDOM_INITS[rule]
+        form = f"{rule}({', '.join(wanted)})"
+        if not isinstance(v, ast.Call):
+            raise self.err(StaticError, f"init '{rule}' needs its arguments: {form}", v.loc)
+        if len(v.args) != len(wanted):
+            raise self.err(
+                StaticError,
+                f"init {form} takes {len(wanted)} argument{'s' * (len(wanted) != 1)}, "
+                f"got {len(v.args)}",
+                v.loc,
+            )
+        if rule == "unit" and not (isinstance(info.type, VecT) and info.type.n >= 2):
+            raise self.err(
+                XprTypeError,
+                f"init unit() needs a vector or quat parameter, '{p.name}' is {declared}",
+                v.loc,
+            )
+        values = []
+        for what, arg in zip(wanted, v.args, strict=True):
+            value = self.expr(arg, Scope("constant"))
+            x = float(value.extra) if _is_num(value) else math.nan
+            if not math.isfinite(x):
+                got = value.type if not _is_num(value) else repr(x)
+                raise self.err(
+                    StaticError,
+                    f"init {form}: {what} must be a finite compile-time number, got {got}",
+                    arg.loc,
+                )
+            if float32_becomes(x) == "inf":  # (a fold: a literal is checked as it is read)
+                shown = f"init {form}: {what} {x!r}"
+                raise self.err(StaticError, outside_float32(shown, "inf"), arg.loc)
+            values.append(x)
+        if rule == "normal" and not values[1] > 0:
+            raise self.err(
+                StaticError, f"init {form}: std must be > 0, got {values[1]!r}", v.args[1].loc
+            )
+        if rule == "uniform" and not values[0] < values[1]:
+            raise self.err(
+                StaticError,
+                f"init {form}: low must be below high, got {values[0]!r} and {values[1]!r}",
+                v.args[0].loc,
+            )
+        return (rule, *values)
+
     def number_clause(self, p: ast.Param, info: ast.ParamInfo, key: str, v) -> None:
         """A numeric `lr` or `init` (a compile-time expression) -> info.lr / .init (and the raw
         value of an init through an activation expression)."""
         if key == "init" and isinstance(v, ast.Name) and v.id not in self.ctx.consts:
             hint = suggest(v.id, INIT_RULES) or (
-                " (expected " + ", ".join(INIT_RULES) + " or a number)"
+                " (expected " + ", ".join(INIT_RULES) + ", normal(mean, std), uniform(low, high),"
+                " unit() or a number)"
             )
             raise self.err(UnknownNameError, f"unknown init rule '{v.id}'{hint}", v.loc)
         what = "a compile-time number"
@@ -215,3 +267,13 @@ class ParamChecks:
                 if m <= MAX_VEC and n <= MAX_VEC:
                     return MatT(m, n)
         raise self.err(UnknownNameError, f"unknown type '{name}'" + suggest(name, _TYPE_NAMES), loc)
+
+
+def _random_rule(v) -> str | None:
+    """The random init `v` names (`normal(0, 0.1)`, or `normal` without its arguments), or
+    None. A rule name wins over a function of the same name, as over a constant."""
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Name):
+        v = v.func
+    if isinstance(v, ast.Name) and v.id in RANDOM_INITS:
+        return v.id
+    return None
