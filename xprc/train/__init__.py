@@ -26,7 +26,7 @@ Modules, one job each:
 from .config import TrainConfig, TrainError, TrainResult
 from .demo import default_spec_path, demo
 from .init import SH_C0, init_params, nn_distance, scene_scale
-from .loop import train
+from .loop import StopSignal, train
 from .roles import param_roles
 from .step import TRACE_COUNT
 from .strategies import STRATEGIES
@@ -34,6 +34,7 @@ from .strategies import STRATEGIES
 __all__ = [
     "SH_C0",
     "STRATEGIES",
+    "StopSignal",
     "TRACE_COUNT",
     "TrainConfig",
     "TrainError",

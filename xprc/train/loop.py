@@ -61,17 +61,49 @@ STOP_SIGNALS = tuple(
 )
 
 
+class StopSignal(KeyboardInterrupt):
+    """A stop signal that arrived while a stopped or finished run wrote its final outputs (the
+    checkpoint already saved): the writing stops at once (each file is whole or absent, no
+    `.tmp` left) and `train` raises this. `signum`: the signal."""
+
+    def __init__(self, signum: int, step: int | None = None):
+        self.signum = signum
+        name = signal.Signals(signum).name
+        at = f" (the checkpoint holds step {step})" if step is not None else ""
+        super().__init__(
+            f"{name} while the run's final outputs were written: they were left out{at}; "
+            "--resume writes them"
+        )
+
+
 class StopRequest:
     """While active, STOP_SIGNALS only set `signal_name`; the loop stops at the next step
-    boundary (handlers are installed from the main thread only)."""
+    boundary (handlers are installed from the main thread only). After `finishing(step)` (the
+    checkpoint is saved) a stop signal raises StopSignal instead: a second SIGTERM from a
+    scheduler whose grace period ends, or a first one while the outputs are written, stops the
+    writing cleanly where the default action killed the process mid-file."""
 
     def __init__(self) -> None:
-        self.signal_name: str | None = None
+        self.signum: int | None = None
         self._old: dict = {}
+        self._saved_step: int | None = None
+        self._finishing = False
+
+    @property
+    def signal_name(self) -> str | None:
+        return None if self.signum is None else signal.Signals(self.signum).name
 
     def _handle(self, signum, frame) -> None:
         del frame
-        self.signal_name = signal.Signals(signum).name
+        if self.signum is None:
+            self.signum = signum
+        if self._finishing:
+            raise StopSignal(signum, self._saved_step)
+
+    def finishing(self, saved_step: int | None) -> None:
+        """From here a stop signal raises StopSignal (the checkpoint of `saved_step` is kept)."""
+        self._saved_step = saved_step
+        self._finishing = True
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
@@ -80,6 +112,7 @@ class StopRequest:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._finishing = False
         for sig, old in self._old.items():
             signal.signal(sig, old)
 
@@ -456,8 +489,10 @@ def train(
     on_step(step, params): after every step, with the raw parameters (device arrays), e.g. for a
     live viewer; it must not modify them.
     SIGTERM, SIGHUP, SIGINT or a KeyboardInterrupt from a callback save a checkpoint and return
-    early with `interrupted=True`. devices: train data-parallel on this many devices, one view per
-    device and step (the loss is the mean over those views).
+    early with `interrupted=True` (`signal`: the signal's name). A stop signal while the final
+    outputs are written (a second one, say) stops the writing and raises `StopSignal`.
+    devices: train data-parallel on this many devices, one view per device and step (the loss
+    is the mean over those views).
     The run folder is created before the first step and locked while the run lasts; train.log
     in it records what the console shows (appended on resume). A run that diverges (a loss or
     parameter that is not finite) or cannot write its files stops with a TrainError.
@@ -482,11 +517,14 @@ def train(
         with StopRequest() as stop:
             timing = _loop(run, stop, callback, on_step)
             elapsed = run.elapsed_before + timing["elapsed"]
-            run.save(elapsed)
-        if stop.signal_name is not None:
-            run.interrupted = True
-            log(f"{stop.signal_name}: stopped at step {run.step}", always=True)
-        return _finish(run, elapsed, timing["speed"], initial_psnr)
+            run.save(elapsed)  # a signal here is only noted: the checkpoint is written whole
+            stop.finishing(run.step if run.ckpt_path is not None else None)
+            if stop.signal_name is not None:
+                run.interrupted = True
+                log(f"{stop.signal_name}: stopped at step {run.step}", always=True)
+            result = _finish(run, elapsed, timing["speed"], initial_psnr)
+        result.signal = stop.signal_name
+        return result
 
 
 def _loop(run: Run, stop: StopRequest, callback, on_step) -> dict:
