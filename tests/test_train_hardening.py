@@ -186,11 +186,43 @@ def test_resume_refuses_other_constants_spec_and_data(scene, base, tmp_path):
         tr.train(METHOD, _downscaled(train_set), test_set, out, _cfg(), resume=True)
     pattern = (
         rf"\(data\.cameras: '{theirs['data.cameras']}' -> '[0-9a-f]{{16}}'; data\.image_size: "
-        r"'32x32' -> '16x16'\); resume with the same --data, --downscale and options, or start "
-        "a new run folder"
+        rf"'32x32' -> '16x16'; data\.images: '{theirs['data.images']}' -> '[0-9a-f]{{16}}'\); "
+        "resume with the same --data, --downscale and options, or start a new run folder"
     )
     assert re.search(pattern, str(info.value)), str(info.value)
     assert load_checkpoint(path)[1] == load_checkpoint(base / "checkpoint.npz")[1]  # untouched
+
+
+def test_resume_refuses_training_images_changed_in_place(scene, base, tmp_path):
+    """Issue 43: the run recorded the data's folder and cameras, not its pixels: one image
+    flipped in place (same path, same cameras) resumed silently, while the same data moved
+    elsewhere was refused. The decoded training images' digest is recorded and checked; a
+    checkpoint written before it (no digest) resumes with a note."""
+    train_set, test_set = scene
+    out = _copy(base, tmp_path)
+    path = out / "checkpoint.npz"
+    theirs = load_checkpoint(path)[1]["inputs"]
+    assert re.fullmatch(r"[0-9a-f]{16}", theirs["data.images"])
+    views = list(train_set.views)
+    views[1] = dataclasses.replace(views[1], image=views[1].image[:, ::-1].copy())
+    flipped = dataclasses.replace(train_set, views=tuple(views))
+    with pytest.raises(tr.TrainError) as info:
+        tr.train(METHOD, flipped, test_set, out, _cfg(), resume=True)
+    assert re.fullmatch(
+        rf"{re.escape(str(path))}: error: checkpoint was written with other options "
+        rf"\(data\.images: '{theirs['data.images']}' -> '[0-9a-f]{{16}}': the training images' "
+        r"pixels differ from the run's, in the same folder with the same cameras \(an image "
+        r"changed in place\?\)\); resume with the same --data, --downscale and options, or "
+        "start a new run folder",
+        str(info.value),
+    ), str(info.value)
+    tr.train(METHOD, train_set, test_set, out, _cfg(steps=4), resume=True)
+    tree, meta = load_checkpoint(path)
+    del meta["inputs"]["data.images"]  # as a checkpoint of an earlier xprc
+    _write_raw(path, tree, meta)
+    tr.train(METHOD, flipped, test_set, out, _cfg(steps=5), resume=True)
+    log = (out / "train.log").read_text()
+    assert "does not record a digest of its training images (written before xprc did)" in log
 
 
 # ------------------------------------------------------------------------------ run folder

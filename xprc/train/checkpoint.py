@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -63,6 +65,9 @@ def save(path: Path, state: dict, meta: dict) -> None:
 # ------------------------------------------------------------------------------ metadata
 
 
+# The key of the training images' digest (checkpoints written before it lack it).
+IMAGES_KEY = "data.images"
+
 # What a `run_inputs` key comes from on the command line (the resume error's advice).
 RESUME_HINTS = (("spec.", ("spec", "-D constants")), ("data.", ("--data", "--downscale")))
 
@@ -79,12 +84,34 @@ def _digest(*parts) -> str:
 CONSTANT_KEY = "spec.constants."
 
 
-def run_inputs(method, train_set, cameras, names: list[str], background) -> dict:
+def images_digest(views) -> str:
+    """A short sha256 of the decoded training images (and their alpha, if any), in view order:
+    an image changed in place (same path, same cameras) changes it. The decoded pixels, not the
+    files: they are in memory already, and a re-encoded file with the same pixels is the same
+    data. Each view is hashed in a thread of its own (hashlib releases the GIL), so hundreds
+    of multi-megabyte images take about a second on a few cores."""
+
+    def one(view) -> bytes:
+        h = hashlib.sha256()
+        for a in (view.image, getattr(view, "alpha", None)):
+            if a is not None:
+                a = np.ascontiguousarray(a, np.float32)
+                h.update(repr(a.shape).encode())
+                h.update(memoryview(a).cast("B"))
+        return h.digest()
+
+    views = list(views)
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        return _digest(b"".join(pool.map(one, views)))
+
+
+def run_inputs(method, train_set, cameras, names: list[str], background, views=None) -> dict:
     """What a run fits besides its options, as JSON values keyed for the resume check: the
     spec (its text's sha256, each constant with -D overrides applied), the training data
-    (folder, views, image size, a digest of their cameras and of the points) and the background
-    the run composites on (given or inferred from the data). A checkpoint records them; a resume
-    with others is refused. cameras: the training views' stacked Camera; names: their names."""
+    (folder, views, image size, a digest of their cameras, of their decoded images and of the
+    points) and the background the run composites on (given or inferred from the data). A
+    checkpoint records them; a resume with others is refused. cameras: the training views'
+    stacked Camera; names: their names; views: the training views (their images)."""
     root = getattr(train_set, "root", None)
     arrays = [np.asarray(a, np.float32) for a in (cameras.viewmat, cameras.K, cameras.dist)]
     info = MethodInfo.of(method)
@@ -97,6 +124,8 @@ def run_inputs(method, train_set, cameras, names: list[str], background) -> dict
         "data.cameras": _digest(*arrays, json.dumps([cameras.model, *names]).encode()),
         "data.background": [float(c) for c in np.asarray(background)],
     }
+    if views is not None:
+        out[IMAGES_KEY] = images_digest(views)
     points = getattr(train_set, "points", None)
     if points is not None:
         colors = getattr(train_set, "colors", None)

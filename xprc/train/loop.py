@@ -229,7 +229,9 @@ class Run:
         params, used = init_params(method, train_set, config, capacity=cap, log=note)
         cams = self.data["cameras"], self.test_data["cameras"]
         health.check_initial(params, cams[0], self.names, points, self.out)
-        self.inputs = ckpt.run_inputs(method, train_set, cams[0], self.names, background)
+        self.inputs = ckpt.run_inputs(
+            method, train_set, cams[0], self.names, background, train_views
+        )
         self.state = self._initial_state(params, used, len(train_views))
         self.capacity = _capacity(method, params, cams[0], config.render, self.log)
         self.eval_capacity = _capacity(method, params, cams[1], config.render, self.log)
@@ -349,11 +351,18 @@ class Run:
             elif legacy and (said := earlier_version(recorded, self.info)):
                 self.log(f"{path} was trained with {said}: taken as this spec", always=True)
                 theirs["spec.sha256"] = mine["spec.sha256"]
+            if ckpt.IMAGES_KEY not in meta["inputs"] and ckpt.IMAGES_KEY in mine:
+                self.log(f"{path} does not record a digest of its training images (written "
+                         "before xprc did): not checked", always=True)  # fmt: skip
+                theirs[ckpt.IMAGES_KEY] = mine[ckpt.IMAGES_KEY]
         else:  # written before checkpoints recorded their spec and data
             self.log(f"{path} does not record its spec and data: assuming this run's", always=True)
         changed = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         if changed:
             said = "; ".join(f"{k}: {theirs.get(k)!r} -> {mine.get(k)!r}" for k in changed)
+            if changed == [ckpt.IMAGES_KEY]:
+                said += (": the training images' pixels differ from the run's, in the same "
+                         "folder with the same cameras (an image changed in place?)")  # fmt: skip
             same = [w for key, words in ckpt.RESUME_HINTS for w in words
                     if any(k.startswith(key) for k in changed)] + ["options"]  # fmt: skip
             same = ", ".join(same[:-1]) + " and " + same[-1] if len(same) > 1 else same[0]
