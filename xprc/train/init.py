@@ -22,6 +22,7 @@ cannot give them.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 
@@ -30,6 +31,7 @@ from scipy.spatial import cKDTree
 
 from ..conventions import SH_C0
 from ..method_info import MethodInfo
+from ..pipeline.capacity import BUDGET_ENV, default_memory_budget
 from .config import TrainConfig, TrainError, as_config, default_of
 from .roles import inverse_np, param_roles, shape_of, where
 
@@ -215,6 +217,47 @@ def _say_unused_opacity(method, table, roles, config: TrainConfig, log: Log) -> 
             f"{MethodInfo.of(method).name}: {why}")  # fmt: skip
 
 
+# copies of each parameter a training step keeps: the parameters, their gradients and Adam's
+# two moments (a lower bound: strategies and the step's temporaries add more)
+STATE_COPIES = 4
+
+
+def state_bytes(method, capacity: int) -> int:
+    """At least the bytes a training run of `capacity` primitives holds: each parameter's
+    float32 numbers STATE_COPIES times, and the projection's values per primitive (attrs,
+    features, depth, box, centre) forward and backward."""
+    info = MethodInfo.of(method)
+    numbers = sum(math.prod(p.shape) for p in info.params)
+    projected = info.num_attrs + info.num_features + 7
+    return capacity * 4 * (STATE_COPIES * numbers + 2 * projected)
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):,.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):,.1f} MiB"
+
+
+def check_capacity_memory(method, capacity: int, config: TrainConfig) -> None:
+    """A TrainError, before anything is allocated, when `capacity` primitives' training state
+    cannot fit the memory budget (`config.render.memory_budget`, else XPRC_MEMORY_BUDGET or
+    half the machine's memory, at most 16 GiB): `--capacity 300000000` grew to 20 GB and was
+    killed by the kernel without a word."""
+    budget = config.render.memory_budget or default_memory_budget()
+    need = state_bytes(method, capacity)
+    if need <= budget:
+        return
+    info = MethodInfo.of(method)
+    numbers = sum(math.prod(p.shape) for p in info.params)
+    fits = budget // state_bytes(method, 1)
+    raise TrainError(
+        f"capacity {capacity:,} (--capacity, TrainConfig.capacity): the training state of "
+        f"{capacity:,} {info.name} primitives takes at least {_size(need)} ({numbers} "
+        f"numbers each, kept {STATE_COPIES} times: parameters, gradients and Adam's moments), "
+        f"over the memory budget of {_size(budget)} (RenderConfig.memory_budget or "
+        f"{BUDGET_ENV}; by default half this machine's memory, at most 16 GiB); give a capacity "
+        f"of at most {fits:,}, or raise the budget"
+    )
+
+
 def init_params(
     method,
     dataset,
@@ -232,6 +275,8 @@ def init_params(
     log = log or _stderr
     rng = np.random.default_rng(config.seed)
     capacity = capacity or config.capacity
+    if capacity:  # (None: the points', already in memory)
+        check_capacity_memory(method, capacity, config)
     roles = param_roles(method)
     pts, cols = _points(dataset, config, capacity, rng, log)
     n = capacity or len(pts)
