@@ -255,8 +255,7 @@ def _params(tree: dict, template: dict, path: Path) -> dict:
     stored = _group(tree, "params", path)
     out = {}
     for name, want in template.items():
-        hint = " (a checkpoint of another spec, capacity or strategy?)"
-        a = _array(stored, name, want, f"params/{name}", path, hint)
+        a = _array(stored, name, want, f"params/{name}", path, _PARAMS_HINT)
         bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
         if bad:
             raise TrainError(
@@ -267,10 +266,41 @@ def _params(tree: dict, template: dict, path: Path) -> dict:
     return out
 
 
+_PARAMS_HINT = " (a checkpoint of another spec, capacity or strategy?)"
+
+
+def _expected(template: dict) -> dict:
+    """{entry: (template array, hint)} of every entry a checkpoint of this run holds."""
+    out = {f"params/{k}": (v, _PARAMS_HINT) for k, v in template["params"].items()}
+    out.update({f"state/{k}": (template[k], "") for k in _ARRAYS})
+    for name in _TREES:
+        for i, leaf in enumerate(jax.tree_util.tree_leaves(template[name])):
+            out[f"{name}/{i}"] = (leaf, "")
+    return out
+
+
+def _check_headers(path: Path, template: dict, headers: dict) -> None:
+    """The shapes and dtypes the entries' headers declare, and how many each state tree
+    has, against this run's, before any data is read: a header that declares (2^28, 4) is
+    refused as it stands, not after gigabytes are read (the same messages as after)."""
+    for where, (want, hint) in _expected(template).items():
+        h = headers.get(where)
+        if h is not None and (h.shape != tuple(want.shape) or h.dtype != want.dtype):
+            raise TrainError(f"checkpoint entry '{where}' is {h.dtype}{list(h.shape)}, this run "
+                             f"needs {_describe(want)}{hint}", path)  # fmt: skip
+    for name in _TREES:
+        stored = sum(k.startswith(f"{name}/") for k in headers)
+        needs = len(jax.tree_util.tree_leaves(template[name]))
+        if stored not in (0, needs):  # (none: `_group`'s message after the read)
+            raise TrainError(f"checkpoint {name} state has {stored} arrays, this run needs "
+                             f"{needs} (different strategy or camera options?)", path)  # fmt: skip
+
+
 def load(path: Path, template: dict) -> tuple[dict, dict]:
     """(state shaped like `template`, meta); TrainError when it does not fit this run or is
-    malformed (naming the entry or metadata field)."""
-    tree, meta = load_checkpoint(path)
+    malformed (naming the entry or metadata field). The entries' headers are checked before
+    their data is read."""
+    tree, meta = load_checkpoint(path, expect=lambda h: _check_headers(path, template, h))
     meta = check_meta(meta, path)
     params = _params(tree, template["params"], path)
     group = _group(tree, "state", path)
