@@ -686,3 +686,26 @@ def test_metadata_that_is_not_bytes_is_refused_unread(tmp_path, no_data_read):
         f"{path}: error: corrupt checkpoint: its metadata entry is float64[65536, 4], not "
         "bytes of JSON"
     )
+
+
+def test_a_version_3_header_gets_the_size_check_too(tmp_path, no_data_read):
+    """Hostile pass (issue 43): the size check skipped .npy headers of version 3.0 (2.0 with a
+    UTF-8 header), leaving their declared shape to np.load's allocation."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    header = {"descr": "<f8", "fortran_order": False, "shape": (1 << 40,)}
+    np.lib.format.write_array_header_2_0(buf, header)
+    raw = buf.getvalue()
+    assert raw[6:8] == b"\x02\x00"
+    raw = raw[:6] + b"\x03\x00" + raw[8:] + bytes(24)  # version 3.0, three numbers of data
+    path = tmp_path / "c.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("a.npy", raw)
+    with pytest.raises(DataError) as e:
+        load_checkpoint(path)
+    assert str(e.value) == (
+        f"{path}: error: truncated or corrupt checkpoint (entry 'a.npy' declares 8796093022208 "
+        "bytes of data but holds 24)"
+    )

@@ -277,6 +277,20 @@ def test_a_capacity_over_the_memory_budget_is_refused_before_allocating(
     tr.init_params(METHOD, scene[0], dataclasses.replace(config, capacity=budget // per))
 
 
+def test_a_budget_below_one_primitive_says_no_capacity_fits():
+    """Hostile pass (issue 43): XPRC_MEMORY_BUDGET=1 advised 'a capacity of at most 0'."""
+    from xprc.train.init import check_capacity_memory
+
+    config = dataclasses.replace(_cfg(), render=dataclasses.replace(RENDER, memory_budget=100))
+    with pytest.raises(tr.TrainError) as info:
+        check_capacity_memory(METHOD, 1, config)
+    assert str(info.value).endswith(
+        "over the memory budget of 100 bytes (RenderConfig.memory_budget or XPRC_MEMORY_BUDGET; "
+        "by default half this machine's memory, at most 16 GiB); no capacity fits it: raise "
+        "the budget"
+    )
+
+
 # ------------------------------------------------------------------------------ run folder
 
 

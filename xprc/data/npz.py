@@ -84,7 +84,10 @@ def _npz_headers(path: Path, raw: bytes, noun: str) -> dict[str, Header]:
     bytes it declares, and a compressed one cannot claim more than deflate can produce.
     Entries this cannot read are left to np.load's own errors."""
     fmt = np.lib.format
-    readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+    # (3.0 is 2.0 with a UTF-8 header, for structured dtypes' field names: read as 2.0, a
+    # number's header is ASCII; skipped, its declared size went unchecked into np.load)
+    readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0,
+               (3, 0): fmt.read_array_header_2_0}  # fmt: skip
     headers = {}
     with zipfile.ZipFile(io.BytesIO(raw)) as archive:
         for info in archive.infolist():

@@ -233,7 +233,10 @@ def state_bytes(method, capacity: int) -> int:
 
 
 def _size(n: int) -> str:
-    return f"{n / (1 << 30):,.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):,.1f} MiB"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} bytes"
 
 
 def check_capacity_memory(method, capacity: int, config: TrainConfig) -> None:
@@ -253,9 +256,10 @@ def check_capacity_memory(method, capacity: int, config: TrainConfig) -> None:
         f"{capacity:,} {info.name} primitives takes at least {_size(need)} ({numbers} "
         f"numbers each, kept {STATE_COPIES} times: parameters, gradients and Adam's moments), "
         f"over the memory budget of {_size(budget)} (RenderConfig.memory_budget or "
-        f"{BUDGET_ENV}; by default half this machine's memory, at most 16 GiB); give a capacity "
-        f"of at most {fits:,}, or raise the budget"
-    )
+        f"{BUDGET_ENV}; by default half this machine's memory, at most 16 GiB); "
+        + (f"give a capacity of at most {fits:,}, or raise the budget" if fits else
+           "no capacity fits it: raise the budget")
+    )  # fmt: skip
 
 
 def init_params(
