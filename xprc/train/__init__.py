@@ -26,8 +26,9 @@ Modules, one job each:
 from .config import TrainConfig, TrainError, TrainResult
 from .demo import default_spec_path, demo
 from .init import SH_C0, init_params, nn_distance, scene_scale
-from .loop import StopSignal, train
+from .loop import train
 from .roles import param_roles
+from .signals import StopSignal
 from .step import TRACE_COUNT
 from .strategies import STRATEGIES
 
