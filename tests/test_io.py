@@ -633,7 +633,7 @@ def test_a_checkpoint_that_declares_more_than_the_memory_is_refused_unread(
 
     path = tmp_path / "c.npz"
     _deflated_checkpoint(path, {"means": np.zeros((1 << 20, 8), np.float32)}, {})
-    monkeypatch.setattr(npz, "_physical_memory", lambda: 16 << 20)
+    monkeypatch.setattr(npz, "physical_memory", lambda: 16 << 20)
     size = path.stat().st_size
     with pytest.raises(DataError) as e:
         load_checkpoint(path)

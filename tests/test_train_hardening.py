@@ -228,9 +228,7 @@ def test_resume_refuses_training_images_changed_in_place(scene, base, tmp_path):
 CAPACITY_SAID = (
     "capacity {cap:,} (--capacity, TrainConfig.capacity): the training state of {cap:,} "
     "{name} primitives takes at least {need} (59 numbers each, kept 4 times: parameters, "
-    "gradients and Adam's moments), over the memory budget of 4.0 MiB (RenderConfig."
-    "memory_budget or XPRC_MEMORY_BUDGET; by default half this machine's memory, at most 16 "
-    "GiB); give a capacity of at most {fits:,}, or raise the budget"
+    "gradients and Adam's moments), {over}; give a capacity of at most {fits:,}"
 )
 
 
@@ -238,14 +236,15 @@ def test_a_capacity_over_the_memory_budget_is_refused_before_allocating(
     scene, disk_scene, tmp_path, monkeypatch, capsys
 ):
     """Issue 43: `xprc train --capacity 300000000` was accepted, grew to 20 GB and was killed
-    by the kernel (status 137) without a word. The training state is checked against the
-    memory budget before anything is allocated: parameters, gradients and Adam's two moments,
-    4 x 59 float32 numbers a 3DGS primitive, and its projection (6 attrs: centre, conic and
-    opacity; 3 colours, depth, box and centre: 16 numbers, forward and backward),
-    4 x (4 x 59 + 2 x 16) = 1072 bytes."""
+    by the kernel (status 137) without a word. The training state is checked before anything
+    is allocated, against XPRC_MEMORY_BUDGET when set, else the machine's memory: parameters,
+    gradients and Adam's two moments, 4 x 59 float32 numbers a 3DGS primitive, and its
+    projection (6 attrs: centre, conic and opacity; 3 colours, depth, box and centre: 16
+    numbers, forward and backward), 4 x (4 x 59 + 2 x 16) = 1072 bytes."""
     per = 4 * (4 * 59 + 2 * (6 + 3 + 7))
     budget = 4 << 20
     monkeypatch.setenv("XPRC_MEMORY_BUDGET", "4MiB")
+    over = "over the memory budget of 4.0 MiB (XPRC_MEMORY_BUDGET)"
     out = tmp_path / "run"
     # (a capacity that a tree without the check can still allocate: 50 MB)
     rc = main(["train", "--data", str(disk_scene), "--out", str(out), "--capacity", "50000",
@@ -253,42 +252,53 @@ def test_a_capacity_over_the_memory_budget_is_refused_before_allocating(
     need = f"{50_000 * per / (1 << 20):,.1f} MiB"
     assert rc == 1
     assert capsys.readouterr().err.splitlines()[-1] == "error: " + CAPACITY_SAID.format(
-        name="Gaussian3D", cap=50_000, need=need, fits=budget // per)  # fmt: skip
-    # the issue's request, checked on its own (nothing is allocated)
-    from xprc.train.init import check_capacity_memory
-
-    with pytest.raises(tr.TrainError) as info:
-        check_capacity_memory(METHOD, 300_000_000, _cfg())
-    assert str(info.value) == "error: " + CAPACITY_SAID.format(
-        name="HandwrittenGaussian3D", cap=300_000_000, need="299.5 GiB", fits=budget // per)
+        name="Gaussian3D", cap=50_000, need=need, over=over, fits=budget // per)  # fmt: skip
     assert not (out / "checkpoint.npz").exists()
-    # the Python API, with the budget of the config (the environment's is then not read)
-    monkeypatch.delenv("XPRC_MEMORY_BUDGET")
-    config = dataclasses.replace(
-        _cfg(capacity=5000), render=dataclasses.replace(RENDER, memory_budget=budget)
-    )
+    # the Python API, and init_params itself
+    config = _cfg(capacity=5000)
     with pytest.raises(tr.TrainError) as info:
         tr.train(METHOD, *scene, tmp_path / "api", config)
     need = f"{5000 * per / (1 << 20):,.1f} MiB"
     assert str(info.value) == "error: " + CAPACITY_SAID.format(
-        name="HandwrittenGaussian3D", cap=5000, need=need, fits=budget // per)  # fmt: skip
+        name="HandwrittenGaussian3D", cap=5000, need=need, over=over, fits=budget // per)
     with pytest.raises(tr.TrainError):
         tr.init_params(METHOD, scene[0], config)
     tr.init_params(METHOD, scene[0], dataclasses.replace(config, capacity=budget // per))
-
-
-def test_a_budget_below_one_primitive_says_no_capacity_fits():
-    """Hostile pass (issue 43): XPRC_MEMORY_BUDGET=1 advised 'a capacity of at most 0'."""
+    # the issue's request, without XPRC_MEMORY_BUDGET: the machine's memory (here 16 GiB)
+    from xprc.data import npz
     from xprc.train.init import check_capacity_memory
 
-    config = dataclasses.replace(_cfg(), render=dataclasses.replace(RENDER, memory_budget=100))
+    monkeypatch.delenv("XPRC_MEMORY_BUDGET")
+    monkeypatch.setattr(npz, "physical_memory", lambda: 16 << 30)
+    monkeypatch.setattr("xprc.train.init.physical_memory", lambda: 16 << 30)
     with pytest.raises(tr.TrainError) as info:
-        check_capacity_memory(METHOD, 1, config)
+        check_capacity_memory(METHOD, 300_000_000)
+    assert str(info.value) == "error: " + CAPACITY_SAID.format(
+        name="HandwrittenGaussian3D", cap=300_000_000, need="299.5 GiB",
+        over="more than the 16.0 GiB this machine has (XPRC_MEMORY_BUDGET sets another budget)",
+        fits=(16 << 30) // per)  # fmt: skip
+
+
+def test_a_budget_below_one_primitive_says_no_capacity_fits(monkeypatch):
+    """Hostile pass (issue 43): XPRC_MEMORY_BUDGET=100 advised 'a capacity of at most 0'."""
+    from xprc.train.init import check_capacity_memory
+
+    monkeypatch.setenv("XPRC_MEMORY_BUDGET", "100")
+    with pytest.raises(tr.TrainError) as info:
+        check_capacity_memory(METHOD, 1)
     assert str(info.value).endswith(
-        "over the memory budget of 100 bytes (RenderConfig.memory_budget or XPRC_MEMORY_BUDGET; "
-        "by default half this machine's memory, at most 16 GiB); no capacity fits it: raise "
-        "the budget"
+        "over the memory budget of 100 bytes (XPRC_MEMORY_BUDGET); no capacity fits"
     )
+
+
+def test_a_small_render_budget_does_not_limit_the_primitives(monkeypatch):
+    """RenderConfig.memory_budget bounds a render's entry buffers (test_train.py sets it to a
+    few KiB), not the primitives' state."""
+    from xprc.train.init import check_capacity_memory
+
+    monkeypatch.delenv("XPRC_MEMORY_BUDGET", raising=False)
+    config = dataclasses.replace(_cfg(), render=dataclasses.replace(RENDER, memory_budget=100))
+    check_capacity_memory(METHOD, 10_000, config)
 
 
 # ------------------------------------------------------------------------------ run folder

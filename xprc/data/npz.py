@@ -111,14 +111,16 @@ def _npz_headers(path: Path, raw: bytes, noun: str) -> dict[str, Header]:
     return headers
 
 
-def _physical_memory() -> int | None:
+def physical_memory() -> int | None:
+    """The machine's physical memory in bytes (None: unknown)."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
+    """`n` bytes in GiB, MiB, KiB or bytes."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
             return f"{n / scale:,.1f} {unit}"
@@ -129,11 +131,11 @@ def _check_fits(path: Path, headers: dict[str, Header], archive_size: int, noun:
     """The entries' data, once read, must fit this machine's memory (a 4.7 MB archive of
     deflated zeros can declare gigabytes)."""
     total = sum(h.nbytes for h in headers.values())
-    memory = _physical_memory()
+    memory = physical_memory()
     if memory is not None and total > memory:
-        raise DataError(path, f"the {noun}'s entries declare {_size(total)} of data (the file "
-                        f"is {_size(archive_size)}), more than the {_size(memory)} this machine "
-                        "has")  # fmt: skip
+        raise DataError(path, f"the {noun}'s entries declare {size_text(total)} of data (the "
+                        f"file is {size_text(archive_size)}), more than the "
+                        f"{size_text(memory)} this machine has")  # fmt: skip
 
 
 def read_npz(

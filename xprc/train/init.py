@@ -23,6 +23,7 @@ cannot give them.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Callable
 
@@ -30,8 +31,9 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..conventions import SH_C0
+from ..data.npz import physical_memory, size_text
 from ..method_info import MethodInfo
-from ..pipeline.capacity import BUDGET_ENV, default_memory_budget
+from ..pipeline.capacity import BUDGET_ENV, parse_bytes
 from .config import TrainConfig, TrainError, as_config, default_of
 from .roles import inverse_np, param_roles, shape_of, where
 
@@ -232,34 +234,29 @@ def state_bytes(method, capacity: int) -> int:
     return capacity * 4 * (STATE_COPIES * numbers + 2 * projected)
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{n} bytes"
-
-
-def check_capacity_memory(method, capacity: int, config: TrainConfig) -> None:
+def check_capacity_memory(method, capacity: int, config: TrainConfig | None = None) -> None:
     """A TrainError, before anything is allocated, when `capacity` primitives' training state
-    cannot fit the memory budget (`config.render.memory_budget`, else XPRC_MEMORY_BUDGET or
-    half the machine's memory, at most 16 GiB): `--capacity 300000000` grew to 20 GB and was
-    killed by the kernel without a word."""
-    budget = config.render.memory_budget or default_memory_budget()
+    cannot fit the memory: XPRC_MEMORY_BUDGET when set, else the machine's physical memory
+    (`--capacity 300000000` grew to 20 GB and was killed by the kernel without a word).
+    RenderConfig.memory_budget bounds a render's entry buffers, not this."""
+    del config  # (the state's size depends on the method and the capacity only)
+    env = os.environ.get(BUDGET_ENV)
+    budget = parse_bytes(env, BUDGET_ENV) if env is not None else physical_memory()
     need = state_bytes(method, capacity)
-    if need <= budget:
+    if budget is None or need <= budget:
         return
     info = MethodInfo.of(method)
     numbers = sum(math.prod(p.shape) for p in info.params)
     fits = budget // state_bytes(method, 1)
+    over = (f"over the memory budget of {size_text(budget)} ({BUDGET_ENV})" if env is not None
+            else f"more than the {size_text(budget)} this machine has ({BUDGET_ENV} sets "
+            "another budget)")  # fmt: skip
     raise TrainError(
         f"capacity {capacity:,} (--capacity, TrainConfig.capacity): the training state of "
-        f"{capacity:,} {info.name} primitives takes at least {_size(need)} ({numbers} "
+        f"{capacity:,} {info.name} primitives takes at least {size_text(need)} ({numbers} "
         f"numbers each, kept {STATE_COPIES} times: parameters, gradients and Adam's moments), "
-        f"over the memory budget of {_size(budget)} (RenderConfig.memory_budget or "
-        f"{BUDGET_ENV}; by default half this machine's memory, at most 16 GiB); "
-        + (f"give a capacity of at most {fits:,}, or raise the budget" if fits else
-           "no capacity fits it: raise the budget")
-    )  # fmt: skip
+        f"{over}; " + (f"give a capacity of at most {fits:,}" if fits else "no capacity fits")
+    )
 
 
 def init_params(
