@@ -648,9 +648,11 @@ def test_a_checkpoint_that_declares_more_than_the_memory_is_refused_unread(
     ("arrays", "said"),
     [
         ({"means": np.zeros((3, 3), "U1")},
-         "checkpoint entry 'means' holds <U1, not real numbers"),
-        ({"means": np.zeros((3, 3), np.complex64)},
-         "checkpoint entry 'means' holds <c8, not real numbers"),
+         "parameter 'means' holds <U1, not real numbers"),
+        ({"params/means": np.zeros((3, 3), np.complex64)},
+         "parameter 'means' holds complex64, not real numbers"),
+        ({"params/means": np.zeros((3, 3), np.float32), "opt/0": np.zeros(3, "S2")},
+         "checkpoint entry 'opt/0' holds |S2, not real numbers"),
         ({"means": np.float32(1.0)},
          "checkpoint parameter 'means' is a single number; a parameter has one row per "
          "primitive"),

@@ -189,11 +189,14 @@ def check_scene_headers(path: Path, headers: dict[str, Header]) -> None:
     `load_checkpoint`'s `expect`: numbers in every entry, and one primitive count for every
     parameter (and the trainer's `state/used`), so that a header declaring (2^28, 4) beside
     parameters of 1,000 rows is refused before gigabytes are read."""
+    params = _params_of(headers)
+    for name, h in params.items():  # (as `pipeline.params.not_numbers` says it after a read)
+        if not _numbers(h.dtype):
+            raise DataError(path, f"parameter '{name}' holds {h.dtype}, not real numbers")
     for name, h in headers.items():
         if name != _META_KEY and not _numbers(h.dtype):
-            raise DataError(path, f"checkpoint entry '{name}' holds {h.dtype.str}, not real "
+            raise DataError(path, f"checkpoint entry '{name}' holds {h.dtype}, not real "
                             "numbers")  # fmt: skip
-    params = _params_of(headers)
     rows = {k: h.shape[0] for k, h in params.items() if h.shape}
     scalar = [k for k, h in params.items() if not h.shape]
     if scalar:
