@@ -334,3 +334,66 @@ def test_colmap_focal_lengths_that_are_surely_wrong_are_named(tmp_path):
         messages[0]
     )
     assert "fx=1e-30, fy=1e-30" in messages[0] and "focal length under 1%" in messages[0]
+
+
+# --------------------------------------------------------------------------- EXIF orientation
+
+
+def _with_orientation(path, pixels, orientation, fmt):
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    Image.fromarray(pixels).save(path, format=fmt, exif=exif.tobytes(), quality=100)
+
+
+EXIF_SAID = (
+    "{n} of {total} images carry an EXIF orientation tag (first: {first}, orientation 6: "
+    "viewers turn it 90 degrees clockwise); they are read as stored, not turned, as COLMAP "
+    "reads them (its cameras are for the stored pixels). If the cameras were computed on "
+    "turned images, turn the files themselves (e.g. `exiftran -ai`)"
+)
+
+
+def test_exif_orientation_is_read_as_stored_and_said_once_in_colmap(tmp_path):
+    """Issue 43: a phone photo's EXIF orientation was ignored without a word. COLMAP computes
+    its cameras on the stored pixels (it ignores the tag), so they are read as stored; one
+    warning gives the count and the first file."""
+    colmap_scene(tmp_path)
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+    _with_orientation(tmp_path / "images/a.png", a, 6, "PNG")
+    _with_orientation(tmp_path / "images/sub dir/d.png", a[::-1].copy(), 3, "PNG")
+    with pytest.warns(RuntimeWarning) as caught:
+        ds = load_colmap(tmp_path)
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path / 'images'}: " + EXIF_SAID.format(n=2, total=4, first="a.png")
+    ]
+    views = {v.name: v for v in ds}
+    np.testing.assert_array_equal(np.round(views["a.png"].image * 255), a)  # not turned
+    np.testing.assert_array_equal(np.round(views["sub dir/d.png"].image * 255), a[::-1])
+
+
+def test_exif_orientation_of_a_jpeg_in_a_blender_scene_is_said(tmp_path):
+    meta = blender_scene(tmp_path, n=2)
+    with Image.open(tmp_path / "train/r_0.png") as img:
+        w, h = img.size  # (the images of a split share one size)
+    ramp = np.linspace(0, 255, w * h).reshape(h, w).round().astype(np.uint8)
+    pixels = np.repeat(ramp[..., None], 3, axis=2)
+    _with_orientation(tmp_path / "train/r_1.jpg", pixels, 6, "JPEG")
+    meta["frames"][1]["file_path"] = "./train/r_1.jpg"
+    (tmp_path / "transforms_train.json").write_text(json.dumps(meta))
+    with pytest.warns(RuntimeWarning) as caught:
+        ds = load_blender(tmp_path)
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path / 'transforms_train.json'}: " + EXIF_SAID.format(n=1, total=2, first="r_1.jpg")
+    ]
+    stored = pixels / 255.0  # (JPEG: up to a few levels off)
+    assert np.abs(ds[1].image - stored).max() < 0.05
+    assert np.abs(ds[1].image - np.rot90(stored, -1)).max() > 0.3  # not turned
+
+
+def test_exif_without_a_turn_is_quiet(tmp_path):
+    colmap_scene(tmp_path)
+    rng = np.random.default_rng(5)
+    _with_orientation(tmp_path / "images/a.png", rng.integers(0, 256, (12, 16, 3), np.uint8), 1,
+                      "PNG")  # fmt: skip
+    load_colmap(tmp_path)  # (warnings are errors here)

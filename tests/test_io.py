@@ -575,3 +575,139 @@ def test_checkpoint_encrypted_flag(tmp_path):
         load_checkpoint(path)
     assert str(e.value).startswith(f"{path}: error: truncated or corrupt checkpoint (File ")
     assert str(e.value).endswith("is encrypted, password required for extraction)")
+
+
+# ------------------------------------------------------------ checkpoint headers (issue 43)
+
+
+def _deflated_checkpoint(path, arrays: dict, meta: dict) -> None:
+    """An .npz as np.savez_compressed writes it: each entry a deflated .npy."""
+    import io
+    import json
+    import zipfile
+
+    arrays = {**arrays, "__meta__": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, a in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, a)
+            archive.writestr(name + ".npy", buf.getvalue())
+
+
+@pytest.fixture
+def no_data_read(monkeypatch):
+    """np.load fails: a check that passes with it in place read only the headers."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("np.load was called: the data was read")
+
+    monkeypatch.setattr(np, "load", refuse)
+
+
+def test_a_header_that_declares_other_rows_is_refused_before_the_data_is_read(
+    tmp_path, no_data_read
+):
+    """Issue 43: a 4.7 MB checkpoint whose deflated header declared (2^28, 4) float32 made
+    `xprc render` read 4 GB (peak 12.9 GB) before refusing it for its shape. Every parameter
+    must declare one primitive count, checked from the headers before any data is read
+    (here 2^22 rows of zeros: 64 MiB in a 65 KB file)."""
+    from xprc.trained import load_trained
+
+    path = tmp_path / "c.npz"
+    params = {"params/means": np.zeros((1 << 22, 4), np.float32),
+              "params/opacities": np.zeros((10, 1), np.float32)}  # fmt: skip
+    _deflated_checkpoint(path, params, {"step": 1})
+    assert path.stat().st_size < 200_000
+    with pytest.raises(DataError) as e:
+        load_trained(path)
+    assert str(e.value) == (
+        f"{path}: error: checkpoint entries disagree on the number of primitives: 'means' "
+        "declares 4,194,304 rows, 'opacities' 10"
+    )
+
+
+def test_a_checkpoint_that_declares_more_than_the_memory_is_refused_unread(
+    tmp_path, monkeypatch, no_data_read
+):
+    from xprc.data import npz
+
+    path = tmp_path / "c.npz"
+    _deflated_checkpoint(path, {"means": np.zeros((1 << 20, 8), np.float32)}, {})
+    monkeypatch.setattr(npz, "physical_memory", lambda: 16 << 20)
+    size = path.stat().st_size
+    with pytest.raises(DataError) as e:
+        load_checkpoint(path)
+    shown = f"{size / 1024:,.1f} KiB"
+    assert str(e.value) == (
+        f"{path}: error: the checkpoint's entries declare 32.0 MiB of data (the file is "
+        f"{shown}), more than the 16.0 MiB this machine has"
+    )
+
+
+@pytest.mark.parametrize(
+    ("arrays", "said"),
+    [
+        ({"means": np.zeros((3, 3), "U1")},
+         "parameter 'means' holds <U1, not real numbers"),
+        ({"params/means": np.zeros((3, 3), np.complex64)},
+         "parameter 'means' holds complex64, not real numbers"),
+        ({"params/means": np.zeros((3, 3), np.float32), "opt/0": np.zeros(3, "S2")},
+         "checkpoint entry 'opt/0' holds |S2, not real numbers"),
+        ({"means": np.float32(1.0)},
+         "checkpoint parameter 'means' is a single number; a parameter has one row per "
+         "primitive"),
+        ({"params/means": np.zeros((4, 3), np.float32), "state/used": np.zeros(5, bool)},
+         "checkpoint entries disagree on the number of primitives: 'state/used' declares 5 "
+         "rows, 'means' 4"),
+    ],
+)  # fmt: skip
+def test_checkpoint_headers_are_checked_before_the_data(tmp_path, arrays, said, no_data_read):
+    from xprc.trained import load_trained
+
+    path = tmp_path / "c.npz"
+    _deflated_checkpoint(path, arrays, {})
+    with pytest.raises(DataError) as e:
+        load_trained(path)
+    assert str(e.value) == f"{path}: error: {said}"
+
+
+def test_metadata_that_is_not_bytes_is_refused_unread(tmp_path, no_data_read):
+    import io
+    import zipfile
+
+    path = tmp_path / "c.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, a in (("__meta__", np.zeros((1 << 16, 4), np.float64)),
+                        ("means", np.zeros((2, 3), np.float32))):  # fmt: skip
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, a)
+            archive.writestr(name + ".npy", buf.getvalue())
+    with pytest.raises(DataError) as e:
+        load_checkpoint(path)
+    assert str(e.value) == (
+        f"{path}: error: corrupt checkpoint: its metadata entry is float64[65536, 4], not "
+        "bytes of JSON"
+    )
+
+
+def test_a_version_3_header_gets_the_size_check_too(tmp_path, no_data_read):
+    """Hostile pass (issue 43): the size check skipped .npy headers of version 3.0 (2.0 with a
+    UTF-8 header), leaving their declared shape to np.load's allocation."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    header = {"descr": "<f8", "fortran_order": False, "shape": (1 << 40,)}
+    np.lib.format.write_array_header_2_0(buf, header)
+    raw = buf.getvalue()
+    assert raw[6:8] == b"\x02\x00"
+    raw = raw[:6] + b"\x03\x00" + raw[8:] + bytes(24)  # version 3.0, three numbers of data
+    path = tmp_path / "c.npz"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("a.npy", raw)
+    with pytest.raises(DataError) as e:
+        load_checkpoint(path)
+    assert str(e.value) == (
+        f"{path}: error: truncated or corrupt checkpoint (entry 'a.npy' declares 8796093022208 "
+        "bytes of data but holds 24)"
+    )

@@ -186,11 +186,119 @@ def test_resume_refuses_other_constants_spec_and_data(scene, base, tmp_path):
         tr.train(METHOD, _downscaled(train_set), test_set, out, _cfg(), resume=True)
     pattern = (
         rf"\(data\.cameras: '{theirs['data.cameras']}' -> '[0-9a-f]{{16}}'; data\.image_size: "
-        r"'32x32' -> '16x16'\); resume with the same --data, --downscale and options, or start "
-        "a new run folder"
+        rf"'32x32' -> '16x16'; data\.images: '{theirs['data.images']}' -> '[0-9a-f]{{16}}'\); "
+        "resume with the same --data, --downscale and options, or start a new run folder"
     )
     assert re.search(pattern, str(info.value)), str(info.value)
     assert load_checkpoint(path)[1] == load_checkpoint(base / "checkpoint.npz")[1]  # untouched
+
+
+def test_resume_refuses_training_images_changed_in_place(scene, base, tmp_path):
+    """Issue 43: the run recorded the data's folder and cameras, not its pixels: one image
+    flipped in place (same path, same cameras) resumed silently, while the same data moved
+    elsewhere was refused. The decoded training images' digest is recorded and checked; a
+    checkpoint written before it (no digest) resumes with a note."""
+    train_set, test_set = scene
+    out = _copy(base, tmp_path)
+    path = out / "checkpoint.npz"
+    theirs = load_checkpoint(path)[1]["inputs"]
+    assert re.fullmatch(r"[0-9a-f]{16}", theirs["data.images"])
+    views = list(train_set.views)
+    views[1] = dataclasses.replace(views[1], image=views[1].image[:, ::-1].copy())
+    flipped = dataclasses.replace(train_set, views=tuple(views))
+    with pytest.raises(tr.TrainError) as info:
+        tr.train(METHOD, flipped, test_set, out, _cfg(), resume=True)
+    assert re.fullmatch(
+        rf"{re.escape(str(path))}: error: checkpoint was written with other options "
+        rf"\(data\.images: '{theirs['data.images']}' -> '[0-9a-f]{{16}}': the training images' "
+        r"pixels differ from the run's, in the same folder with the same cameras \(an image "
+        r"changed in place\?\)\); resume with the same --data, --downscale and options, or "
+        "start a new run folder",
+        str(info.value),
+    ), str(info.value)
+    tr.train(METHOD, train_set, test_set, out, _cfg(steps=4), resume=True)
+    tree, meta = load_checkpoint(path)
+    del meta["inputs"]["data.images"]  # as a checkpoint of an earlier xprc
+    _write_raw(path, tree, meta)
+    tr.train(METHOD, flipped, test_set, out, _cfg(steps=5), resume=True)
+    log = (out / "train.log").read_text()
+    assert "does not record a digest of its training images (written before xprc did)" in log
+
+
+CAPACITY_SAID = (
+    "capacity {cap:,} (--capacity, TrainConfig.capacity): the training state of {cap:,} "
+    "{name} primitives takes at least {need} (59 numbers each, kept 4 times: parameters, "
+    "gradients and Adam's moments), {over}; give a capacity of at most {fits:,}"
+)
+
+
+def test_a_capacity_over_the_memory_budget_is_refused_before_allocating(
+    scene, disk_scene, tmp_path, monkeypatch, capsys
+):
+    """Issue 43: `xprc train --capacity 300000000` was accepted, grew to 20 GB and was killed
+    by the kernel (status 137) without a word. The training state is checked before anything
+    is allocated, against XPRC_MEMORY_BUDGET when set, else the machine's memory: parameters,
+    gradients and Adam's two moments, 4 x 59 float32 numbers a 3DGS primitive, and its
+    projection (6 attrs: centre, conic and opacity; 3 colours, depth, box and centre: 16
+    numbers, forward and backward), 4 x (4 x 59 + 2 x 16) = 1072 bytes."""
+    per = 4 * (4 * 59 + 2 * (6 + 3 + 7))
+    budget = 4 << 20
+    monkeypatch.setenv("XPRC_MEMORY_BUDGET", "4MiB")
+    over = "over the memory budget of 4.0 MiB (XPRC_MEMORY_BUDGET)"
+    out = tmp_path / "run"
+    # (a capacity that a tree without the check can still allocate: 50 MB)
+    rc = main(["train", "--data", str(disk_scene), "--out", str(out), "--capacity", "50000",
+               "--steps", "2"])  # fmt: skip
+    need = f"{50_000 * per / (1 << 20):,.1f} MiB"
+    assert rc == 1
+    assert capsys.readouterr().err.splitlines()[-1] == "error: " + CAPACITY_SAID.format(
+        name="Gaussian3D", cap=50_000, need=need, over=over, fits=budget // per)  # fmt: skip
+    assert not (out / "checkpoint.npz").exists()
+    # the Python API, and init_params itself
+    config = _cfg(capacity=5000)
+    with pytest.raises(tr.TrainError) as info:
+        tr.train(METHOD, *scene, tmp_path / "api", config)
+    need = f"{5000 * per / (1 << 20):,.1f} MiB"
+    assert str(info.value) == "error: " + CAPACITY_SAID.format(
+        name="HandwrittenGaussian3D", cap=5000, need=need, over=over, fits=budget // per)
+    with pytest.raises(tr.TrainError):
+        tr.init_params(METHOD, scene[0], config)
+    tr.init_params(METHOD, scene[0], dataclasses.replace(config, capacity=budget // per))
+    # the issue's request, without XPRC_MEMORY_BUDGET: the machine's memory (here 16 GiB)
+    from xprc.data import npz
+    from xprc.train.init import check_capacity_memory
+
+    monkeypatch.delenv("XPRC_MEMORY_BUDGET")
+    monkeypatch.setattr(npz, "physical_memory", lambda: 16 << 30)
+    monkeypatch.setattr("xprc.train.init.physical_memory", lambda: 16 << 30)
+    with pytest.raises(tr.TrainError) as info:
+        check_capacity_memory(METHOD, 300_000_000)
+    assert str(info.value) == "error: " + CAPACITY_SAID.format(
+        name="HandwrittenGaussian3D", cap=300_000_000, need="299.5 GiB",
+        over="more than the 16.0 GiB this machine has (XPRC_MEMORY_BUDGET sets another budget)",
+        fits=(16 << 30) // per)  # fmt: skip
+
+
+def test_a_budget_below_one_primitive_says_no_capacity_fits(monkeypatch):
+    """Hostile pass (issue 43): XPRC_MEMORY_BUDGET=100 advised 'a capacity of at most 0'."""
+    from xprc.train.init import check_capacity_memory
+
+    monkeypatch.setenv("XPRC_MEMORY_BUDGET", "100")
+    with pytest.raises(tr.TrainError) as info:
+        check_capacity_memory(METHOD, 1)
+    assert str(info.value).endswith(
+        "over the memory budget of 100 bytes (XPRC_MEMORY_BUDGET); no capacity fits"
+    )
+
+
+def test_a_small_render_budget_does_not_limit_the_primitives(monkeypatch):
+    """RenderConfig.memory_budget bounds a render's entry buffers (test_train.py sets it to a
+    few KiB), not the primitives' state."""
+    from xprc.train.init import check_capacity_memory
+
+    monkeypatch.delenv("XPRC_MEMORY_BUDGET", raising=False)
+    config = dataclasses.replace(_cfg(), render=dataclasses.replace(RENDER, memory_budget=100))
+    check_capacity_memory(METHOD, 10_000, config)
 
 
 # ------------------------------------------------------------------------------ run folder
@@ -361,6 +469,101 @@ def test_sighup_saves_a_resumable_checkpoint_like_sigterm(scene, tmp_path):
     whole = tr.train(METHOD, *scene, tmp_path / "whole", _cfg(steps=4))
     for name, value in whole.params.items():
         np.testing.assert_array_equal(resumed.params[name], value, err_msg=name)
+
+
+def _signal_at_step_2(monkeypatch, signum):
+    from xprc.train import loop
+
+    advance = loop.Run.advance
+
+    def advance_then_signal(self):
+        info = advance(self)
+        if self.step == 2:
+            os.kill(os.getpid(), signum)
+        return info
+
+    monkeypatch.setattr(loop.Run, "advance", advance_then_signal)
+
+
+CLI_RUN = ["--steps", "6", "--eval-every", "0", "--checkpoint-every", "0", "--capacity", "64"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_xprc_train_with_128_plus_its_number(
+    disk_scene, tmp_path, monkeypatch, capsys, signum
+):
+    """Issue 43: `xprc train` stopped by a signal saved its checkpoint and exited 0, so
+    `timeout`, schedulers and `&&` chains took it for a finished run. It now exits with the
+    conventional status, 128 + the signal's number, after the checkpoint and the outputs."""
+    _signal_at_step_2(monkeypatch, signum)
+    out = tmp_path / "run"
+    rc = main(["train", "--data", str(disk_scene), "--out", str(out), *CLI_RUN])
+    name = signal.Signals(signum).name
+    assert rc == 128 + signum
+    said = capsys.readouterr().out
+    assert f"interrupted by {name}: checkpoint saved; continue with --resume " in said
+    assert f"(exit status {128 + signum})" in said
+    assert int(load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"]) == 2
+    assert (out / "metrics.json").is_file() and not list(out.rglob("*.tmp"))
+    assert main(["train", "--data", str(disk_scene), "--out", str(out), *CLI_RUN, "--resume"]) == 0
+
+
+def test_a_second_signal_while_the_outputs_are_written_stops_them_cleanly(
+    disk_scene, tmp_path, monkeypatch, capsys
+):
+    """Issue 43: a second SIGTERM (a scheduler's, after its grace period) while the run wrote
+    its final outputs met the default action: the process died mid-file and left
+    curves.png.tmp. The trainer's handler now stays in place until the outputs are written:
+    the writing stops (no .tmp), the checkpoint is kept and the status is 143. The handler in
+    place before (here `outer`) sees neither signal; tests/signal_check.py does the same in a
+    process of its own, where the default action really kills."""
+    from xprc import plots
+
+    _signal_at_step_2(monkeypatch, signal.SIGTERM)
+    curves = plots.training_curves
+
+    def curves_then_signal(dest, *args, **kwargs):
+        curves(dest, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(plots, "training_curves", curves_then_signal)
+    seen = []
+
+    def outer(signum, frame):  # (without the fix the second signal lands here)
+        seen.append(signum)
+
+    before = signal.signal(signal.SIGTERM, outer)
+    try:
+        out = tmp_path / "run"
+        rc = main(["train", "--data", str(disk_scene), "--out", str(out), *CLI_RUN])
+        assert signal.getsignal(signal.SIGTERM) is outer  # restored
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert seen == [] and rc == 143
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        "xprc train: interrupted: SIGTERM while the run's final outputs were written: they "
+        "were left out (the checkpoint holds step 2); --resume writes them"
+    )
+    assert int(load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"]) == 2
+    assert not list(out.rglob("*.tmp")) and not (out / "curves.png").exists()
+    assert "stopped by StopSignal: SIGTERM while" in (out / "train.log").read_text()
+
+
+@pytest.mark.slow  # a fresh process compiles the step (~1 min on 2 cores)
+def test_a_second_sigterm_in_a_process_of_its_own_leaves_no_tmp(disk_scene, tmp_path):
+    """The same with the default action in place: without the trainer's handler during the
+    outputs, the second SIGTERM killed the process (status -15) with curves.png.tmp left."""
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "signal_check.py"), "cli", str(disk_scene),
+         str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 143, proc.stderr[-2000:]
+    assert "second SIGTERM not delivered" not in proc.stdout
+    assert "SIGTERM: stopped at step 2" in proc.stderr + proc.stdout
+    assert not list(out.rglob("*.tmp"))
+    assert int(load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"]) == 2
 
 
 # --------------------------------------------------------------------------------- log
@@ -590,6 +793,39 @@ BAD_CHECKPOINTS = [
     ("opt renamed", lambda t, m: (_rename(t, "opt", "3", "x"), m),
      "checkpoint lacks entry 'opt/3'"),
 ]  # fmt: skip
+
+
+def test_a_checkpoint_header_of_another_shape_is_refused_before_its_data_is_read(
+    scene, base, tmp_path, monkeypatch
+):
+    """Issue 43: np.load read every entry a header declared (a deflated (2^28, 4) float32 in a
+    4.7 MB file: gigabytes) before the trainer compared shapes. The headers are now compared
+    with this run's state first: 2^22 rows of zeros (48 MiB in a 50 KB file) are refused
+    unread, and a header lying about its dtype too."""
+    out = _copy(base, tmp_path)
+    path = out / "checkpoint.npz"
+    tree, meta = load_checkpoint(path)
+    flat = {f"{g}/{k}": v for g, group in tree.items() for k, v in group.items()}
+    flat["__meta__"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("np.load was called: the data was read")
+
+    for name, value, said in (
+        ("params/means", np.zeros((1 << 22, 3), np.float32), "float32[4194304, 3]"),
+        ("params/scales", np.zeros((260, 3), np.float64), "float64[260, 3]"),
+    ):
+        with open(path, "wb") as f:
+            np.savez_compressed(f, **{**flat, name: value})
+        assert path.stat().st_size < 1_000_000
+        with monkeypatch.context() as m:
+            m.setattr(np, "load", refuse)
+            with pytest.raises(tr.TrainError) as info:
+                tr.train(METHOD, *scene, out, _cfg(), resume=True)
+        assert str(info.value) == (
+            f"{path}: error: checkpoint entry '{name}' is {said}, this run needs "
+            "float32[260, 3] (a checkpoint of another spec, capacity or strategy?)"
+        )
 
 
 @pytest.mark.parametrize(("mutate", "said"), [c[1:] for c in BAD_CHECKPOINTS],

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data.npz import load_checkpoint
+from .data.npz import check_scene_headers, load_checkpoint
 from .errors import DataError, printable
 from .method_info import MethodInfo
 from .pipeline.params import not_numbers
@@ -88,7 +88,7 @@ def load_trained(path, train_views=None) -> Trained:
     if path.suffix.lower() == ".ply":
         params, ply_spec, layout = load_scene_ply(path)
     else:
-        tree, meta = load_checkpoint(path)
+        tree, meta = load_checkpoint(path, expect=lambda h: check_scene_headers(path, h))
         if not isinstance(meta, dict):
             check_meta(meta, path)  # the trainer's message for metadata that is not an object
         # The trainer's checkpoint nests {params, opt, state}; a plain one is flat.
@@ -112,7 +112,8 @@ def load_trained(path, train_views=None) -> Trained:
         # a run's PLY: its checkpoint records the constants
         ckpt = run_dir / CHECKPOINT
         if ckpt.is_file():
-            constants = _constants_record(load_checkpoint(ckpt)[1], ckpt)
+            meta = load_checkpoint(ckpt, expect=lambda h: check_scene_headers(ckpt, h))[1]
+            constants = _constants_record(meta, ckpt)
     return Trained(params, background, path, run_dir, spec, constants, layout)
 
 

@@ -24,6 +24,7 @@ import argparse
 import dataclasses
 import io
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -188,9 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     except XprError as e:
         print(str(e), file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"xprc {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        # a stop signal while a run wrote its outputs (StopSignal, after its checkpoint), or
+        # Ctrl-C elsewhere: the conventional status, 128 + the signal's number
+        said = f": {e}" if str(e) else ""
+        print(printable(f"xprc {args.command}: interrupted{said}"), file=sys.stderr)
+        return 128 + getattr(e, "signum", signal.SIGINT)
     except OSError as e:  # a path the system refuses (name too long, loops, ...): one line
         where = f"{os.fsdecode(e.filename)}: " if e.filename is not None else ""
         print(printable(f"error: xprc {args.command}: {where}{e.strerror or e}"), file=sys.stderr)

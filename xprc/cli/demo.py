@@ -6,7 +6,7 @@ import argparse
 
 from ..train.folder import DEMO_FILES
 from .args import check_run_folder, path_arg, positive_int
-from .train import report
+from .train import exit_status, report
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,4 +27,4 @@ def run(args) -> int:
     check_run_folder(args.out, resume=args.resume, files=DEMO_FILES)
     result = demo(args.out, method=load(args.spec), steps=args.steps, resume=args.resume)
     report(result)
-    return 0
+    return exit_status(result)

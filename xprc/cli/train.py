@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 from pathlib import Path
 
 from ..errors import XprError, printable
@@ -143,7 +144,17 @@ def run(args) -> int:
     report(result)
     if server is not None:
         keep_viewing(server, result, args.out)
-    return 0
+    return exit_status(result)
+
+
+def exit_status(result) -> int:
+    """0 for a run that ended; a run a signal stopped (after its checkpoint) exits with the
+    conventional 128 + the signal's number, so that `timeout`, schedulers and `&&` chains see
+    it was cut short; one a KeyboardInterrupt stopped (a callback's): 130, as for SIGINT."""
+    if not result.interrupted:
+        return 0
+    name = getattr(result, "signal", None)
+    return 128 + (signal.Signals[name] if name else signal.SIGINT)
 
 
 def keep_viewing(server, result, out) -> None:
@@ -192,4 +203,6 @@ def report(result) -> None:
             + printable(f"{format_rate(result.steps_per_second)} -> {result.out_dir}")
         )
     if result.interrupted:
-        print("interrupted: checkpoint saved; continue with --resume")
+        by = f" by {result.signal}" if getattr(result, "signal", None) else ""
+        print(f"interrupted{by}: checkpoint saved; continue with --resume "
+              f"(exit status {exit_status(result)})")  # fmt: skip

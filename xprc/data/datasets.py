@@ -17,6 +17,7 @@ import re
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from PIL import Image
@@ -131,10 +132,33 @@ def split_every(dataset: Dataset, every: int = TEST_EVERY) -> tuple[Dataset, Dat
 MAX_IMAGE_PIXELS = 1 << 26  # 8192 x 8192: checked from the header, before any decoding
 
 
-def read_image(path: Path, referenced_by: str, narrowed: list[Path]) -> Image.Image:
-    """An image as RGB, RGBA or 16-bit grey ('I;16'); 16-bit colour PNGs come 8-bit from
-    Pillow: each such path is appended to `narrowed`, for `warn_narrowed`. The pixel count is
-    checked against MAX_IMAGE_PIXELS before decoding."""
+class Oriented(NamedTuple):
+    """An image whose EXIF orientation tag asks viewers to turn or mirror it (`read_image`)."""
+
+    path: Path
+    orientation: int
+
+
+# EXIF orientation (tag 0x0112) -> what a viewer that honours it does to the stored pixels
+EXIF_ORIENTATION = {
+    2: "mirror it left to right",
+    3: "turn it 180 degrees",
+    4: "mirror it top to bottom",
+    5: "mirror it across its main diagonal",
+    6: "turn it 90 degrees clockwise",
+    7: "mirror it across its other diagonal",
+    8: "turn it 90 degrees counter-clockwise",
+}
+
+
+def read_image(path: Path, referenced_by: str, narrowed: list) -> Image.Image:
+    """An image as RGB, RGBA or 16-bit grey ('I;16'), its pixels as stored. `narrowed` collects
+    what `warn_narrowed` reports once per dataset: the path of a 16-bit colour PNG (Pillow
+    gives it 8-bit) and an `Oriented` record for an image with an EXIF orientation tag, which
+    is not applied: COLMAP reads images as stored (it dropped EXIF rotation again in its
+    PR #1406: a camera shared by portrait and landscape shots keeps one set of intrinsics), so
+    poses and intrinsics are for the stored pixels. The pixel count is checked against
+    MAX_IMAGE_PIXELS before decoding."""
     img = _open_image(path, referenced_by)
     if not img.mode.startswith("I;16") and any(_COLOUR_16.fullmatch(_rawmode(t)) for t in img.tile):
         narrowed.append(path)
@@ -142,6 +166,9 @@ def read_image(path: Path, referenced_by: str, narrowed: list[Path]) -> Image.Im
         on_error.callback(img.close)
         try:
             img.load()
+            orientation = _orientation(img)
+            if orientation is not None:
+                narrowed.append(Oriented(path, orientation))
             frames = getattr(img, "n_frames", 1)  # (walks every frame: a damaged one raises)
         except (OSError, SyntaxError, ValueError, IndexError, EOFError) as e:
             raise DataError(path, f"unreadable image ({e})") from None
@@ -159,6 +186,17 @@ def read_image(path: Path, referenced_by: str, narrowed: list[Path]) -> Image.Im
     if img.mode not in ("RGB", "RGBA"):
         img = img.convert("RGBA" if _channels(img) == 4 else "RGB")
     return img
+
+
+def _orientation(img: Image.Image) -> int | None:
+    """The EXIF orientation that turns or mirrors the image (2..8), else None. Read after
+    `load` (a PNG's eXIf chunk may follow its pixels). A damaged EXIF block reads as none: the
+    pixels are read as stored either way."""
+    try:
+        value = img.getexif().get(0x0112)
+    except Exception:  # noqa: BLE001 (Pillow's EXIF parser raises many kinds on damaged data)
+        return None
+    return value if isinstance(value, int) and value in EXIF_ORIENTATION else None
 
 
 _COLOUR_16 = re.compile(r"(RGBA?|RGBX|LA);16[BLN]?")  # 16 bits a channel, several channels
@@ -191,12 +229,23 @@ def warn_implausible_cameras(where: Path, views) -> None:
                   f"wrong (first: {odd[0]}); check the camera values", stacklevel=3)  # fmt: skip
 
 
-def warn_narrowed(where: Path, narrowed: list[Path], total: int) -> None:
-    """A RuntimeWarning when `read_image` read some of a dataset's `total` images at 8 bits."""
+def warn_narrowed(where: Path, narrowed: list, total: int) -> None:
+    """A RuntimeWarning when `read_image` read some of a dataset's `total` images at 8 bits,
+    and one when some carry an EXIF orientation it did not apply (`Oriented`)."""
+    oriented = [n for n in narrowed if isinstance(n, Oriented)]
+    narrowed = [n for n in narrowed if not isinstance(n, Oriented)]
     if narrowed:
         warn_data(where, f"{len(narrowed)} of {total} images are 16-bit colour, read at 8 "
                   f"bits a channel (first: {printable(narrowed[0].name)}); 16-bit grey images "
                   "keep their 16 bits", stacklevel=3)  # fmt: skip
+    if oriented:
+        first = oriented[0]
+        warn_data(where, f"{len(oriented)} of {total} images carry an EXIF orientation tag "
+                  f"(first: {printable(first.path.name)}, orientation {first.orientation}: "
+                  f"viewers {EXIF_ORIENTATION[first.orientation]}); they are read as stored, "
+                  "not turned, as COLMAP reads them (its cameras are for the stored pixels). If "
+                  "the cameras were computed on turned images, turn the files themselves "
+                  "(e.g. `exiftran -ai`)", stacklevel=3)  # fmt: skip
 
 
 def _channels(img: Image.Image) -> int:

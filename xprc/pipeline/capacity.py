@@ -143,8 +143,10 @@ def nonfinite_message(count: int) -> str:
 
 def alpha_message(count: int) -> str:
     return (
-        f"the spec's response gave {count:,} (pixel, primitive) alpha value(s) that are NaN or "
-        "outside [0, 1] (a signed response: outside (-1, 1)); they were clamped into range. "
+        f"the spec's response gave {count:,} (pixel, primitive) alpha value(s) that are NaN, "
+        "outside [0, 1), or so close to 1 that the stop rule would draw nothing "
+        "(1 - alpha < RenderConfig.t_min) (a signed response: outside (-1, 1)); they were "
+        "clamped into range (1 and above to 0.99: an opaque primitive draws at 0.99). "
         "Keep alpha in range in the spec's response, e.g. 'alpha = min(0.99, ...)' above and "
         "'max(0, ...)' below (a signed response: 'clamp(..., -0.99, 0.99)'); "
         "stats['alpha_out_of_range'] counts them"

@@ -290,7 +290,9 @@ def _chunk_alpha(st: _Static, lane, rows):
             extra = [jnp.broadcast_to(e, shape) for e in extra]
         else:
             alpha, extra = st.response(pixel, ro, rd, attrs, None), []
-        alpha, bad = clamp_alpha(jnp.broadcast_to(alpha, shape).astype(jnp.float32), st.signed)
+        alpha, bad = clamp_alpha(
+            jnp.broadcast_to(alpha, shape).astype(jnp.float32), st.signed, st.t_min
+        )
         return (alpha, extra), bad
 
     return fn, attr_cols, ray_rows

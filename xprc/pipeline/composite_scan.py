@@ -112,20 +112,23 @@ def evaluate(response, camera, a, ray_o, ray_d, tiles, grid: TileGrid, pixel_cha
 ALPHA_CAP = 0.99  # where an alpha out of range goes: 3DGS's cap, which the shipped specs use
 
 
-def clamp_alpha(alpha, signed: bool):
+def clamp_alpha(alpha, signed: bool, t_min: float = 0.0):
     """The response's alpha in the compositor's range, and where it was not [same shape].
 
-    The range is [0, 1] (signed responses: (-1, 1), as 1 - alpha divides in the backward). An
-    alpha outside it is brought to [0, ALPHA_CAP] ([-ALPHA_CAP, ALPHA_CAP]): at 1 the stop rule
-    would drop the primitive where it is most opaque. NaN: 0, no contribution. Renders count
-    the lanes changed here (`stats["alpha_out_of_range"]`) and warn: a response that leaves the
-    range is a spec bug (a missing `min(0.99, ...)`), never a silent NaN or clip."""
+    The range is [0, 1), less the alphas within `t_min` of 1 (signed responses: (-1, 1), as
+    1 - alpha divides in the backward). An alpha of 1 or more, or so close to 1 that the stop
+    rule would drop it even on an empty pixel (1 - alpha < t_min: an opaque primitive drew
+    nothing), is brought to ALPHA_CAP; below 0 to 0 (signed: beyond +-1 to +-ALPHA_CAP). NaN:
+    0, no contribution. Renders count the lanes changed here (`stats["alpha_out_of_range"]`)
+    and warn: a response that leaves the range is a spec bug (a missing `min(0.99, ...)`),
+    never a silent NaN, clip or empty image."""
     nan = jnp.isnan(alpha)
     if signed:
         bad = nan | (jnp.abs(alpha) >= 1.0)
         lo = -ALPHA_CAP
     else:
-        bad = nan | (alpha < 0.0) | (alpha > 1.0)
+        # 1 - alpha < t_min is the stop rule's test on an empty pixel (composite.group_weights)
+        bad = nan | (alpha < 0.0) | (alpha >= 1.0) | (1.0 - alpha < t_min)
         lo = 0.0
     fixed = jnp.where(nan, 0.0, jnp.clip(alpha, lo, ALPHA_CAP)).astype(alpha.dtype)
     return jnp.where(bad, fixed, alpha), bad
@@ -230,7 +233,7 @@ def composite_autodiff(
         cur_tile, t_run, z_run = carry
         ray_o, ray_d = group_rays(rays, tiles, grid, dtype)
         alpha, extra = evaluate(response, camera, a, ray_o, ray_d, tiles, grid, pixel_channels)
-        alpha, bad = clamp_alpha(alpha, signed)
+        alpha, bad = clamp_alpha(alpha, signed, t_min)
         used = m[:, None, :] & ((jnp.abs(alpha) if signed else alpha) >= alpha_min)
         alpha = jnp.where(used, alpha, 0.0)
         if pixel_channels:  # an unused lane's outputs may be NaN (a ray missing a surfel)

@@ -84,7 +84,7 @@ def _group_grad(static, camera, rays, g_out, g_total, carry, tiles, a, v, m):
 
     def fn(a, cam, ro, rd):
         alpha, extra = evaluate(response, cam, a, ro, rd, tiles, grid, pixel_channels)
-        return clamp_alpha(alpha, signed)[0], extra
+        return clamp_alpha(alpha, signed, config.t_min)[0], extra
 
     (alpha, extra), vjp_fn = jax.vjp(fn, a, camera, ray_o, ray_d)
     used = m[:, None, :] & ((jnp.abs(alpha) if signed else alpha) >= config.alpha_min)

@@ -28,12 +28,14 @@ from .demo import default_spec_path, demo
 from .init import SH_C0, init_params, nn_distance, scene_scale
 from .loop import train
 from .roles import param_roles
+from .signals import StopSignal
 from .step import TRACE_COUNT
 from .strategies import STRATEGIES
 
 __all__ = [
     "SH_C0",
     "STRATEGIES",
+    "StopSignal",
     "TRACE_COUNT",
     "TrainConfig",
     "TrainError",

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -63,6 +65,9 @@ def save(path: Path, state: dict, meta: dict) -> None:
 # ------------------------------------------------------------------------------ metadata
 
 
+# The key of the training images' digest (checkpoints written before it lack it).
+IMAGES_KEY = "data.images"
+
 # What a `run_inputs` key comes from on the command line (the resume error's advice).
 RESUME_HINTS = (("spec.", ("spec", "-D constants")), ("data.", ("--data", "--downscale")))
 
@@ -79,12 +84,34 @@ def _digest(*parts) -> str:
 CONSTANT_KEY = "spec.constants."
 
 
-def run_inputs(method, train_set, cameras, names: list[str], background) -> dict:
+def images_digest(views) -> str:
+    """A short sha256 of the decoded training images (and their alpha, if any), in view order:
+    an image changed in place (same path, same cameras) changes it. The decoded pixels, not the
+    files: they are in memory already, and a re-encoded file with the same pixels is the same
+    data. Each view is hashed in a thread of its own (hashlib releases the GIL), so hundreds
+    of multi-megabyte images take about a second on a few cores."""
+
+    def one(view) -> bytes:
+        h = hashlib.sha256()
+        for a in (view.image, getattr(view, "alpha", None)):
+            if a is not None:
+                a = np.ascontiguousarray(a, np.float32)
+                h.update(repr(a.shape).encode())
+                h.update(memoryview(a).cast("B"))
+        return h.digest()
+
+    views = list(views)
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        return _digest(b"".join(pool.map(one, views)))
+
+
+def run_inputs(method, train_set, cameras, names: list[str], background, views=None) -> dict:
     """What a run fits besides its options, as JSON values keyed for the resume check: the
     spec (its text's sha256, each constant with -D overrides applied), the training data
-    (folder, views, image size, a digest of their cameras and of the points) and the background
-    the run composites on (given or inferred from the data). A checkpoint records them; a resume
-    with others is refused. cameras: the training views' stacked Camera; names: their names."""
+    (folder, views, image size, a digest of their cameras, of their decoded images and of the
+    points) and the background the run composites on (given or inferred from the data). A
+    checkpoint records them; a resume with others is refused. cameras: the training views'
+    stacked Camera; names: their names; views: the training views (their images)."""
     root = getattr(train_set, "root", None)
     arrays = [np.asarray(a, np.float32) for a in (cameras.viewmat, cameras.K, cameras.dist)]
     info = MethodInfo.of(method)
@@ -97,6 +124,8 @@ def run_inputs(method, train_set, cameras, names: list[str], background) -> dict
         "data.cameras": _digest(*arrays, json.dumps([cameras.model, *names]).encode()),
         "data.background": [float(c) for c in np.asarray(background)],
     }
+    if views is not None:
+        out[IMAGES_KEY] = images_digest(views)
     points = getattr(train_set, "points", None)
     if points is not None:
         colors = getattr(train_set, "colors", None)
@@ -226,8 +255,7 @@ def _params(tree: dict, template: dict, path: Path) -> dict:
     stored = _group(tree, "params", path)
     out = {}
     for name, want in template.items():
-        hint = " (a checkpoint of another spec, capacity or strategy?)"
-        a = _array(stored, name, want, f"params/{name}", path, hint)
+        a = _array(stored, name, want, f"params/{name}", path, _PARAMS_HINT)
         bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
         if bad:
             raise TrainError(
@@ -238,10 +266,41 @@ def _params(tree: dict, template: dict, path: Path) -> dict:
     return out
 
 
+_PARAMS_HINT = " (a checkpoint of another spec, capacity or strategy?)"
+
+
+def _expected(template: dict) -> dict:
+    """{entry: (template array, hint)} of every entry a checkpoint of this run holds."""
+    out = {f"params/{k}": (v, _PARAMS_HINT) for k, v in template["params"].items()}
+    out.update({f"state/{k}": (template[k], "") for k in _ARRAYS})
+    for name in _TREES:
+        for i, leaf in enumerate(jax.tree_util.tree_leaves(template[name])):
+            out[f"{name}/{i}"] = (leaf, "")
+    return out
+
+
+def _check_headers(path: Path, template: dict, headers: dict) -> None:
+    """The shapes and dtypes the entries' headers declare, and how many each state tree
+    has, against this run's, before any data is read: a header that declares (2^28, 4) is
+    refused as it stands, not after gigabytes are read (the same messages as after)."""
+    for where, (want, hint) in _expected(template).items():
+        h = headers.get(where)
+        if h is not None and (h.shape != tuple(want.shape) or h.dtype != want.dtype):
+            raise TrainError(f"checkpoint entry '{where}' is {h.dtype}{list(h.shape)}, this run "
+                             f"needs {_describe(want)}{hint}", path)  # fmt: skip
+    for name in _TREES:
+        stored = sum(k.startswith(f"{name}/") for k in headers)
+        needs = len(jax.tree_util.tree_leaves(template[name]))
+        if stored not in (0, needs):  # (none: `_group`'s message after the read)
+            raise TrainError(f"checkpoint {name} state has {stored} arrays, this run needs "
+                             f"{needs} (different strategy or camera options?)", path)  # fmt: skip
+
+
 def load(path: Path, template: dict) -> tuple[dict, dict]:
     """(state shaped like `template`, meta); TrainError when it does not fit this run or is
-    malformed (naming the entry or metadata field)."""
-    tree, meta = load_checkpoint(path)
+    malformed (naming the entry or metadata field). The entries' headers are checked before
+    their data is read."""
+    tree, meta = load_checkpoint(path, expect=lambda h: _check_headers(path, template, h))
     meta = check_meta(meta, path)
     params = _params(tree, template["params"], path)
     group = _group(tree, "state", path)

@@ -453,3 +453,4 @@ class TrainResult:
     initial_psnr: float | None
     cameras: dict | None = None  # learned camera corrections (pose_opt / intrinsics_opt)
     entry_capacity: int = 0  # the render capacity bucket the run ended with
+    signal: str | None = None  # the signal that stopped the run ('SIGTERM', ...), if any

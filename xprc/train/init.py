@@ -28,6 +28,8 @@ cannot give them.
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 import zlib
 from collections.abc import Callable
@@ -36,7 +38,9 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..conventions import SH_C0
+from ..data.npz import physical_memory, size_text
 from ..method_info import MethodInfo
+from ..pipeline.capacity import BUDGET_ENV, parse_bytes
 from .config import TrainConfig, TrainError, as_config, default_of
 from .roles import inverse_np, param_roles, shape_of, where
 
@@ -284,6 +288,46 @@ def _say_unused_opacity(method, table, roles, config: TrainConfig, log: Log) -> 
             f"{MethodInfo.of(method).name}: {why}")  # fmt: skip
 
 
+# copies of each parameter a training step keeps: the parameters, their gradients and Adam's
+# two moments (a lower bound: strategies and the step's temporaries add more)
+STATE_COPIES = 4
+
+
+def state_bytes(method, capacity: int) -> int:
+    """At least the bytes a training run of `capacity` primitives holds: each parameter's
+    float32 numbers STATE_COPIES times, and the projection's values per primitive (attrs,
+    features, depth, box, centre) forward and backward."""
+    info = MethodInfo.of(method)
+    numbers = sum(math.prod(p.shape) for p in info.params)
+    projected = info.num_attrs + info.num_features + 7
+    return capacity * 4 * (STATE_COPIES * numbers + 2 * projected)
+
+
+def check_capacity_memory(method, capacity: int, config: TrainConfig | None = None) -> None:
+    """A TrainError, before anything is allocated, when `capacity` primitives' training state
+    cannot fit the memory: XPRC_MEMORY_BUDGET when set, else the machine's physical memory
+    (`--capacity 300000000` grew to 20 GB and was killed by the kernel without a word).
+    RenderConfig.memory_budget bounds a render's entry buffers, not this."""
+    del config  # (the state's size depends on the method and the capacity only)
+    env = os.environ.get(BUDGET_ENV)
+    budget = parse_bytes(env, BUDGET_ENV) if env is not None else physical_memory()
+    need = state_bytes(method, capacity)
+    if budget is None or need <= budget:
+        return
+    info = MethodInfo.of(method)
+    numbers = sum(math.prod(p.shape) for p in info.params)
+    fits = budget // state_bytes(method, 1)
+    over = (f"over the memory budget of {size_text(budget)} ({BUDGET_ENV})" if env is not None
+            else f"more than the {size_text(budget)} this machine has ({BUDGET_ENV} sets "
+            "another budget)")  # fmt: skip
+    raise TrainError(
+        f"capacity {capacity:,} (--capacity, TrainConfig.capacity): the training state of "
+        f"{capacity:,} {info.name} primitives takes at least {size_text(need)} ({numbers} "
+        f"numbers each, kept {STATE_COPIES} times: parameters, gradients and Adam's moments), "
+        f"{over}; " + (f"give a capacity of at most {fits:,}" if fits else "no capacity fits")
+    )
+
+
 def init_params(
     method,
     dataset,
@@ -301,6 +345,8 @@ def init_params(
     log = log or _stderr
     rng = np.random.default_rng(config.seed)
     capacity = capacity or config.capacity
+    if capacity:  # (None: the points', already in memory)
+        check_capacity_memory(method, capacity, config)
     roles = param_roles(method)
     pts, cols = _points(dataset, config, capacity, rng, log)
     n = capacity or len(pts)

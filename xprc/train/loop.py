@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import signal
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,40 +46,11 @@ from .optim import lr_arrays, optimizer
 from .outputs import RunRecord, view_names, write_outputs
 from .progress import StepRate, format_rate, progress_bar
 from .reports import StepReports
+from .signals import StopRequest
 from .step import StepKey, eval_fn, step_fn
 from .strategies.make import make_strategy
 
 GROWTH = 1.25  # a raised capacity bucket leaves this much headroom over the entries needed
-
-
-# the signals that stop a run at the next step boundary with a checkpoint (SIGHUP: a closed
-# terminal or ssh session; not on every platform)
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name)
-)
-
-
-class StopRequest:
-    """While active, STOP_SIGNALS only set `signal_name`; the loop stops at the next step
-    boundary (handlers are installed from the main thread only)."""
-
-    def __init__(self) -> None:
-        self.signal_name: str | None = None
-        self._old: dict = {}
-
-    def _handle(self, signum, frame) -> None:
-        del frame
-        self.signal_name = signal.Signals(signum).name
-
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
 
 
 @dataclasses.dataclass
@@ -197,7 +166,9 @@ class Run:
         params, used = init_params(method, train_set, config, capacity=cap, log=note)
         cams = self.data["cameras"], self.test_data["cameras"]
         health.check_initial(params, cams[0], self.names, points, self.out)
-        self.inputs = ckpt.run_inputs(method, train_set, cams[0], self.names, background)
+        self.inputs = ckpt.run_inputs(
+            method, train_set, cams[0], self.names, background, train_views
+        )
         self.state = self._initial_state(params, used, len(train_views))
         self.capacity = _capacity(method, params, cams[0], config.render, self.log)
         self.eval_capacity = _capacity(method, params, cams[1], config.render, self.log)
@@ -317,11 +288,18 @@ class Run:
             elif legacy and (said := earlier_version(recorded, self.info)):
                 self.log(f"{path} was trained with {said}: taken as this spec", always=True)
                 theirs["spec.sha256"] = mine["spec.sha256"]
+            if ckpt.IMAGES_KEY not in meta["inputs"] and ckpt.IMAGES_KEY in mine:
+                self.log(f"{path} does not record a digest of its training images (written "
+                         "before xprc did): not checked", always=True)  # fmt: skip
+                theirs[ckpt.IMAGES_KEY] = mine[ckpt.IMAGES_KEY]
         else:  # written before checkpoints recorded their spec and data
             self.log(f"{path} does not record its spec and data: assuming this run's", always=True)
         changed = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         if changed:
             said = "; ".join(f"{k}: {theirs.get(k)!r} -> {mine.get(k)!r}" for k in changed)
+            if changed == [ckpt.IMAGES_KEY]:
+                said += (": the training images' pixels differ from the run's, in the same "
+                         "folder with the same cameras (an image changed in place?)")  # fmt: skip
             same = [w for key, words in ckpt.RESUME_HINTS for w in words
                     if any(k.startswith(key) for k in changed)] + ["options"]  # fmt: skip
             same = ", ".join(same[:-1]) + " and " + same[-1] if len(same) > 1 else same[0]
@@ -458,8 +436,10 @@ def train(
     on_step(step, params): after every step, with the raw parameters (device arrays), e.g. for a
     live viewer; it must not modify them.
     SIGTERM, SIGHUP, SIGINT or a KeyboardInterrupt from a callback save a checkpoint and return
-    early with `interrupted=True`. devices: train data-parallel on this many devices, one view per
-    device and step (the loss is the mean over those views).
+    early with `interrupted=True` (`signal`: the signal's name). A stop signal while the final
+    outputs are written (a second one, say) stops the writing and raises `StopSignal`.
+    devices: train data-parallel on this many devices, one view per device and step (the loss
+    is the mean over those views).
     The run folder is created before the first step and locked while the run lasts; train.log
     in it records what the console shows (appended on resume). A run that diverges (a loss or
     parameter that is not finite) or cannot write its files stops with a TrainError.
@@ -484,11 +464,14 @@ def train(
         with StopRequest() as stop:
             rate = StepRate()
             elapsed = run.elapsed_before + _loop(run, stop, callback, on_step, rate)
-            run.save(elapsed)
-        if stop.signal_name is not None:
-            run.interrupted = True
-            log(f"{stop.signal_name}: stopped at step {run.step}", always=True)
-        return _finish(run, elapsed, rate, initial_psnr)
+            run.save(elapsed)  # a signal here is only noted: the checkpoint is written whole
+            stop.finishing(run.step if run.ckpt_path is not None else None)
+            if stop.signal_name is not None:
+                run.interrupted = True
+                log(f"{stop.signal_name}: stopped at step {run.step}", always=True)
+            result = _finish(run, elapsed, rate, initial_psnr)
+        result.signal = stop.signal_name
+        return result
 
 
 def _loop(run: Run, stop: StopRequest, callback, on_step, rate: StepRate) -> float:

@@ -79,7 +79,7 @@ class StepReports:
         self.outside = max(self.outside, count)
 
     def clamped(self, step: int, count: int) -> None:
-        """A response whose alpha leaves [0, 1] is a spec bug: warned at the first step it
+        """A response whose alpha leaves [0, 1) is a spec bug: warned at the first step it
         happens, every such step in train.log, the run's total at the end."""
         if not count:
             return
