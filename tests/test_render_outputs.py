@@ -119,11 +119,9 @@ def test_a_spec_without_outputs_says_so():
 
 def test_the_viewer_offers_the_outputs(surfel_scene):
     """`xprc view` shows the same pictures: its menu lists the spec's outputs, and a frame of
-    one is what `render --kind` writes (called without a server: the frame is plain code)."""
-    from types import SimpleNamespace
-
+    one is what `render --kind` writes (its FrameRenderer, without a server)."""
     from xprc.plots import output_image
-    from xprc.viewer import Viewer, viewer_camera, viewer_kinds
+    from xprc.viewer import FrameRenderer, viewer_camera, viewer_kinds
 
     _, _, method, params = surfel_scene
     kinds = viewer_kinds(method)
@@ -131,11 +129,12 @@ def test_the_viewer_offers_the_outputs(surfel_scene):
                      "normal": "normal"}  # fmt: skip
     assert viewer_kinds(xprc.load("3dgs")) == {"RGB": "rgb", "Depth": "depth", "Alpha": "alpha"}
     bg = np.ones(3, np.float32)
-    shown = SimpleNamespace(method=method, params=params, background=bg)
+    frames = FrameRenderer(method)
+    frames.set_scene(params, bg)
     wxyz, position, fov = np.array([1.0, 0, 0, 0]), np.array([0.0, 0.0, -4.0]), 0.8
-    frame = Viewer.render_frame(shown, wxyz, position, fov, 40, 32, "normal")
+    frame = frames.render(wxyz, position, fov, 40, 32, "normal")
     out = xprc.render(method, params, viewer_camera(wxyz, position, fov, 40, 32), background=bg)
     names = list(MethodInfo.of(method).pixel_outputs)
     want, _ = output_image(out, [names.index(f"normal.{c}") for c in "xyz"])
-    np.testing.assert_array_equal(frame, want)
+    np.testing.assert_allclose(frame, want, atol=1e-6)
     assert np.abs(frame - 0.5).max() > 0.1  # surfels in view, not the empty mid grey
