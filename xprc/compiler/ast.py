@@ -159,11 +159,21 @@ class Const:
 
 
 @dataclass(eq=False)
+class FnBody:
+    """`{ statements; result }`: the body of a function with statements (`fn f(x) = { ... }`)."""
+
+    loc: Loc  # the opening brace
+    stmts: list  # Assign, Emit (refused by the checker) and For, as in a block
+    result: Expr | None  # the value the function returns (None: missing, a located error)
+    end: Loc = field(default_factory=lambda: NOLOC)  # the closing brace
+
+
+@dataclass(eq=False)
 class Fn:
     loc: Loc
     name: str
     args: list[tuple[str, Loc]]
-    body: Expr
+    body: Expr | FnBody
 
 
 @dataclass(eq=False)
