@@ -139,6 +139,12 @@ class _Build(Transformer):
         signed, body = c
         return ast.Block(ast.Loc(meta.line, meta.column), "response", body, signed is not None)
 
+    def extend_projection(self, meta, c):
+        return ast.Extend(ast.Loc(meta.line, meta.column), "projection", c[0])
+
+    def extend_response(self, meta, c):
+        return ast.Extend(ast.Loc(meta.line, meta.column), "response", c[0])
+
     def color(self, meta, c):
         return ast.Color(ast.Loc(meta.line, meta.column), c[0])
 

@@ -48,6 +48,7 @@ from xprc.errors import (
     DuplicateError,
     MissingOutputError,
     ReservedNameError,
+    ReuseError,
     ScopeError,
     StaticError,
     UnknownNameError,
@@ -191,6 +192,14 @@ class Checker(OutputChecks, ParamChecks, CallChecks, StatementChecks, ExprChecks
                 if color is not None:
                     raise self.duplicate("'color'", color.loc, item.loc)
                 color = item
+            elif isinstance(item, ast.Extend):  # (extends.py merges them into a base's block)
+                raise self.err(
+                    ReuseError,
+                    f"'extend {item.kind}' changes single statements of a base spec's "
+                    f"{item.kind}, and this spec extends none (write 'primitive NAME extends "
+                    '"base.xpr"\')',
+                    item.loc,
+                )
             elif isinstance(item, ast.Cameras):
                 if self.ctx.cameras_decl is not None:
                     raise self.duplicate(
