@@ -50,7 +50,9 @@ def test_emit_stages(stage, needle, capsys):
 
 def test_check(capsys):
     assert cli.main(["check", SPEC]) == 0
-    assert capsys.readouterr().out.strip().endswith("ok (Gaussian3D, 5 parameters)")
+    assert capsys.readouterr().out == (
+        f"{SPEC}: ok (Gaussian3D, 5 parameters)\n{SPEC}:39:8: cutoff: closed form\n"
+    )
 
 
 def test_errors_exit_1_on_stderr(tmp_path, capsys):

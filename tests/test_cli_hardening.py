@@ -184,7 +184,10 @@ def test_undecodable_file_name_with_a_strict_output_encoding(encoding, shown, tm
     spec.write_text((ROOT / "specs" / "3dgs.xpr").read_text())
     r = _xprc("-m", "xprc", "check", bytes(spec), env={"PYTHONIOENCODING": encoding})
     assert (r.returncode, r.stderr) == (0, b"")
-    assert r.stdout == bytes(tmp_path) + b"/" + shown + b": ok (Gaussian3D, 5 parameters)\n"
+    path = bytes(tmp_path) + b"/" + shown
+    assert r.stdout == (
+        path + b": ok (Gaussian3D, 5 parameters)\n" + path + b":39:8: cutoff: closed form\n"
+    )
 
 
 def test_undecodable_and_non_ascii_arguments_on_stderr(tmp_path):

@@ -135,7 +135,9 @@ def test_extends_a_shipped_spec_by_name_outside_the_checkout(name, tmp_path, mon
     shipped = driver.compile_source(STUDENT, "student.xpr", spec_dir=ROOT / "specs")
     assert _body(driver.compile_source(text, "student.xpr", spec_dir=tmp_path)) == _body(shipped)
     assert cli.main(["check", "student.xpr"]) == 0
-    assert capsys.readouterr().out == "student.xpr: ok (StudentT, 6 parameters)\n"
+    assert capsys.readouterr().out == (
+        "student.xpr: ok (StudentT, 6 parameters)\n3dgs.xpr:39:8: cutoff: closed form\n"
+    )  # (the cutoff is the base's)
 
 
 def test_a_spec_file_next_to_it_wins_over_the_shipped_spec(tmp_path):

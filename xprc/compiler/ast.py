@@ -390,6 +390,8 @@ class Checked:
     # what compiles but is probably a mistake: (message, where, its source line), reported as
     # SpecWarnings by the driver
     warnings: list[tuple[str, Loc, str | None]] = field(default_factory=list)
+    # each `cutoff` call (where it is) and how it was derived: "closed form" or the bisection
+    derived: list[tuple[Loc, str]] = field(default_factory=list)
 
 
 def format_ir(checked: Checked) -> str:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import sympy
 
-from xprc.compiler import ast
+from xprc.compiler import ast, folds
 from xprc.compiler.ast import SCALAR, BoolT, MatT, Node, VecT
+from xprc.compiler.folds import fold_pow
 from xprc.compiler.names import MAX_VEC, _fold_float, _is_int, _is_num, _num, shown
 from xprc.compiler.symops import (
     Abs,
@@ -27,15 +28,21 @@ from xprc.compiler.symops import (
     Atan2,
     Ceil,
     Cos,
+    Cosh,
+    Erf,
+    Erfc,
+    ErfInv,
     Exp,
     Expm1,
     Floor,
+    Lgamma,
     Log,
     Log1p,
     RSqrt,
     Sigmoid,
     Sign,
     Sin,
+    Sinh,
     Softplus,
     Sqrt,
     StopGrad,
@@ -50,6 +57,8 @@ from xprc.compiler.symops import (
     power,
     recip,
     scalar_op,
+    sort_values,
+    sorting_network,
     sum_all,
     transpose,
     where_each,
@@ -237,9 +246,7 @@ def _col_row(c: _Call) -> Node:
     if not _is_int(i):
         raise c.ck.err(StaticError, "index must be a compile-time integer", c.e.args[1].loc)
     if not 0 <= i.extra < size:
-        raise c.ck.err(
-            StaticError, f"index {shown(i.extra)} out of range for {t}", c.e.args[1].loc
-        )
+        raise c.ck.err(StaticError, f"index {shown(i.extra)} out of range for {t}", c.e.args[1].loc)
     typ = VecT(t.m if c.name == "col" else t.n)
     return c.call(typ, m, extra=ast.Static(c.name, (i.extra,)))
 
@@ -260,6 +267,27 @@ def _eval_sh(c: _Call) -> Node:
     c.need(1, lambda t: ast.plain(t) == VecT(3), "a vec3 direction")
     n = c.args[0].type.n
     return c.call(SCALAR if n == 1 else VecT(n), *c.args)
+
+
+MAX_SORT = 16  # `sort` unrolls a sorting network: 63 compare-and-swaps for 16 values
+
+
+def _sort(c: _Call) -> Node:
+    c.arity(1)
+    c.need(0, _is_vec, "a vector (`sort([a, b, c])`)")
+    n = c.args[0].type.n
+    if n > MAX_SORT:
+        pairs = len(sorting_network(n))
+        raise c.ck.err(
+            StaticError,
+            f"'sort' sorts at most {MAX_SORT} values (a sorting network of min/max, unrolled), "
+            f"got vec{n} ({pairs} compare-and-swaps)",
+            c.e.args[0].loc,
+        )
+    x = c.args[0]
+    if x.op == "pack" and all(_is_num(a) for a in x.args):  # numbers: sorted now
+        return c.ck.pack(sorted(x.args, key=lambda a: a.extra), c.e.loc)
+    return c.call(VecT(n), x)
 
 
 def _max_eigenvalue(c: _Call) -> Node:
@@ -461,16 +489,6 @@ class Builtin:
     fold: Callable | None = None  # numbers -> number (elementwise built-ins)
 
 
-def fold_pow(x, y):
-    """x ^ y of two numbers: exact for small integer powers, else a float (nan/inf, no error;
-    0 ^ y for y < 0 is inf, as in IEEE and JAX)."""
-    if isinstance(x, int) and isinstance(y, int) and 0 <= y <= 64 and abs(x) < 2**16:
-        return x**y
-    if x == 0 and y < 0:
-        return math.inf
-    return _fold_float(math.pow, float(x), float(y))
-
-
 _ELEMENTWISE = "elementwise"
 _BROADCAST = "elementwise (scalars broadcast)"
 _REDUCE = "reduce a vector or matrix to a scalar"
@@ -480,6 +498,12 @@ _SIZED = "built from compile-time sizes: `diag(v)` a matrix, `diag(M)` a vector"
 _INDEXED = "a column / row (compile-time index)"
 _NORMALIZE = (
     f"`v / sqrt(max(dot(v, v), {NORMALIZE_EPS:g}))`: finite, with finite gradients, at `v = 0`"
+)
+_SPECIAL = (
+    "elementwise, with exact derivatives (`jax.scipy.special.erf`, `.erfc`, `.erfinv`, "
+    "`.gammaln`; `jnp.sinh`, `jnp.cosh`): `erfc(x)` = `1 - erf(x)` without the cancellation, "
+    "`erfinv` the inverse of `erf` on [-1, 1] (infinite at -1 and 1), `lgamma(x)` = "
+    "`log(abs(Gamma(x)))` (infinite at 0, -1, -2, ...)"
 )
 _ACCURATE = (
     "elementwise, accurate where the naive forms are not (`jax.nn.softplus`, `jnp.log1p`, "
@@ -494,44 +518,19 @@ def _u(op, fold, doc=_ELEMENTWISE, sig=None) -> Callable:
     )
 
 
-# Folding uses the numerically stable forms JAX computes, so a value that is finite (however
-# large or small its intermediate steps) folds to that value: sigmoid(-1000) is 0, not an
-# overflow reported as "not finite". The poles fold to what IEEE (and JAX) give.
-
-
-def _sigmoid(x):
-    if x >= 0:
-        return 1 / (1 + math.exp(-x))
-    e = math.exp(x)  # x < 0: never overflows (1 / (1 + exp(-x)) would for x < -709)
-    return e / (1 + e)
-
-
-def _softplus(x):
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
-
-
-def _log(x):
-    return -math.inf if x == 0 else math.log(x)
-
-
-def _log1p(x):
-    return -math.inf if x == -1 else math.log1p(x)
-
-
-def _rsqrt(x):
-    return math.inf if x == 0 else 1 / math.sqrt(x)
-
-
 _UNARY = {
-    "exp": _u(Exp, math.exp), "log": _u(Log, _log), "sqrt": _u(Sqrt, math.sqrt),
-    "rsqrt": _u(RSqrt, _rsqrt), "sin": _u(Sin, math.sin),
+    "exp": _u(Exp, math.exp), "log": _u(Log, folds.log), "sqrt": _u(Sqrt, math.sqrt),
+    "rsqrt": _u(RSqrt, folds.rsqrt), "sin": _u(Sin, math.sin),
     "cos": _u(Cos, math.cos), "tan": _u(Tan, math.tan), "asin": _u(Asin, math.asin),
     "acos": _u(Acos, math.acos), "atan": _u(Atan, math.atan), "tanh": _u(Tanh, math.tanh),
-    "abs": _u(Abs, abs), "sigmoid": _u(Sigmoid, _sigmoid), "floor": _u(Floor, math.floor),
+    "abs": _u(Abs, abs), "sigmoid": _u(Sigmoid, folds.sigmoid), "floor": _u(Floor, math.floor),
     "ceil": _u(Ceil, math.ceil), "sign": _u(Sign, lambda x: float((x > 0) - (x < 0))),
-    "softplus": _u(Softplus, _softplus, _ACCURATE, "`softplus(x)` = `log(1 + exp(x))`"),
-    "log1p": _u(Log1p, _log1p, _ACCURATE, "`log1p(x)` = `log(1 + x)`"),
+    "softplus": _u(Softplus, folds.softplus, _ACCURATE, "`softplus(x)` = `log(1 + exp(x))`"),
+    "log1p": _u(Log1p, folds.log1p, _ACCURATE, "`log1p(x)` = `log(1 + x)`"),
     "expm1": _u(Expm1, math.expm1, _ACCURATE, "`expm1(x)` = `exp(x) - 1`"),
+    "erf": _u(Erf, math.erf, _SPECIAL), "erfc": _u(Erfc, math.erfc, _SPECIAL),
+    "erfinv": _u(ErfInv, folds.erfinv, _SPECIAL), "lgamma": _u(Lgamma, folds.lgamma, _SPECIAL),
+    "sinh": _u(Sinh, math.sinh, _SPECIAL), "cosh": _u(Cosh, math.cosh, _SPECIAL),
 }  # fmt: skip
 
 TABLE: dict[str, Builtin] = {
@@ -569,6 +568,9 @@ TABLE: dict[str, Builtin] = {
                               "unit quaternion (w, x, y, z) -> `mat3`"),)),
     "eval_sh": Builtin(_eval_sh, _plain(eval_sh), (("`eval_sh(sh, dir)`", "the real SH of "
                        "3DGS, degree 0-3 (from the rows), -> `vec3`"),)),
+    "sort": Builtin(_sort, _plain(sort_values), (("`sort(v)`", "`v`'s components in "
+                    f"ascending order (n <= {MAX_SORT}): a sorting network of `min` / `max`, "
+                    "with their gradients"),)),
     "max_eigenvalue": Builtin(_max_eigenvalue, _plain(max_eigenvalue), (("`max_eigenvalue(M)`",
                               "symmetric `mat2`: `mid + sqrt(max(mid^2 - det, 0))`"),)),
     "cutoff": Builtin(lambda c: c.ck.cutoff(c.args, c.e), _lower_cutoff, (

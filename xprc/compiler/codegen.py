@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from xprc.compiler.printer import MAX_LINE, Printer, ident, literal
+from xprc.compiler.printer import MAX_LINE, SPECIAL, Printer, ident, literal
 from xprc.compiler.simplify import Call, Program, Simplified
 from xprc.compiler.symops import CAMERA_CODE
 from xprc.method_info import GENERATED
@@ -185,6 +185,8 @@ def generate(simplified: Simplified, *, spec_name: str, spec_sha256: str, versio
     out += _activate(simplified)
     out += _project(simplified)
     out += _response(simplified)
+    if any(f"{SPECIAL}." in line for line in out):  # erf, gammaln, ...: imported where used
+        out.insert(out.index("import jax.numpy as jnp") + 1, f"import {SPECIAL}")
     return "\n".join(out)
 
 

@@ -28,10 +28,15 @@ from xprc.compiler.symops import (
     Ceil,
     Cmp,
     Cos,
+    Cosh,
+    Erf,
+    Erfc,
+    ErfInv,
     Exp,
     Expm1,
     Floor,
     LAnd,
+    Lgamma,
     LNot,
     Log,
     Log1p,
@@ -43,6 +48,7 @@ from xprc.compiler.symops import (
     Sigmoid,
     Sign,
     Sin,
+    Sinh,
     Softplus,
     Sqrt,
     StopGrad,
@@ -56,6 +62,9 @@ from xprc.compiler.symops import (
 ATOM, UNARY, MUL, ADD, CMP = 100, 60, 50, 40, 30
 _IDENT = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
+# The special functions' module; codegen imports it in the modules that call it.
+SPECIAL = "jax.scipy.special"
+
 _FUNCS = {
     Exp: "jnp.exp", Log: "jnp.log", Sin: "jnp.sin", Cos: "jnp.cos",
     Tan: "jnp.tan", Asin: "jnp.arcsin", Acos: "jnp.arccos",
@@ -66,6 +75,8 @@ _FUNCS = {
     Sqrt: "jnp.sqrt", RSqrt: "lax.rsqrt",
     Softplus: "jax.nn.softplus", Log1p: "jnp.log1p", Expm1: "jnp.expm1",
     StopGrad: "lax.stop_gradient", Mod: "jnp.mod",
+    Erf: f"{SPECIAL}.erf", Erfc: f"{SPECIAL}.erfc", ErfInv: f"{SPECIAL}.erfinv",
+    Lgamma: f"{SPECIAL}.gammaln", Sinh: "jnp.sinh", Cosh: "jnp.cosh",
 }  # fmt: skip
 
 

@@ -26,15 +26,19 @@ from xprc.compiler.symops import (
     Asin,
     Atan2,
     CameraCall,
+    Cosh,
+    ErfInv,
     Exp,
     Expm1,
     Gt,
+    Lgamma,
     Log,
     Log1p,
     Mod,
     PowF,
     Recip,
     RSqrt,
+    Sinh,
     Sqrt,
     Tan,
     Where,
@@ -229,18 +233,22 @@ class _Hoister:
 # 2. NaN-safe selects
 
 
+# Operations that can give inf/NaN (or an infinite derivative), and the argument that is safe
+# for each: 0 for these, 1 for the rest (log(1) = lgamma(1) = 0).
+_DANGEROUS = (Exp, Expm1, Log, Log1p, Tan, Asin, Acos, Atan2, CameraCall, Recip, Sqrt, RSqrt,
+              PowF, Mod, ErfInv, Lgamma, Sinh, Cosh)  # fmt: skip
+_SAFE_AT_ZERO = (Exp, Expm1, Log1p, Asin, Acos, ErfInv, Sinh, Cosh)
+
+
 def _dangerous(e) -> bool:
     if isinstance(e, sympy.Pow):
         ex = e.exp
         return not (ex.is_Integer and ex >= 0)
-    return isinstance(
-        e,
-        (Exp, Expm1, Log, Log1p, Tan, Asin, Acos, Atan2, CameraCall, Recip, Sqrt, RSqrt, PowF, Mod),
-    )
+    return isinstance(e, _DANGEROUS)
 
 
 def _safe_value(e):
-    return sympy.S.Zero if isinstance(e, (Exp, Expm1, Log1p, Asin, Acos)) else sympy.S.One
+    return sympy.S.Zero if isinstance(e, _SAFE_AT_ZERO) else sympy.S.One
 
 
 class _Guard:

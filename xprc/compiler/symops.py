@@ -183,6 +183,34 @@ class Expm1(Op):
     nargs = 1
 
 
+class Erf(Op):
+    nargs = 1
+
+
+class Erfc(Op):
+    nargs = 1
+
+
+class ErfInv(Op):
+    """The inverse of erf on [-1, 1] (jax.scipy.special.erfinv)."""
+
+    nargs = 1
+
+
+class Lgamma(Op):
+    """log |Gamma(x)| (jax.scipy.special.gammaln)."""
+
+    nargs = 1
+
+
+class Sinh(Op):
+    nargs = 1
+
+
+class Cosh(Op):
+    nargs = 1
+
+
 class StopGrad(Op):
     """x, with no gradient (lax.stop_gradient)."""
 
@@ -449,3 +477,37 @@ def where_each(c, a, b):
         b = b if isinstance(b, tuple) else (b,) * n
         return tuple(where_each(c, x, y) for x, y in zip(a, b, strict=False))
     return where(c, a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sorting networks (`sort`).
+
+
+def sorting_network(n: int) -> list[tuple[int, int]]:
+    """Batcher's odd-even merge sort for n inputs: compare-and-swap pairs (i, j), i < j, in
+    order (a power of two's network with the pairs past n left out, which sorts any n)."""
+    pairs = []
+    p = 1
+    while p < n:
+        k = p
+        while k >= 1:
+            for j in range(k % p, n - k, 2 * k):
+                for i in range(min(k, n - j - k)):
+                    if (i + j) // (2 * p) == (i + j + k) // (2 * p):
+                        pairs.append((i + j, i + j + k))
+            k //= 2
+        p *= 2
+    return pairs
+
+
+def sort_values(xs: tuple) -> tuple:
+    """xs in ascending order through the network: each compare-and-swap is min(a, b) and
+    max(b, a). The swapped order matters for gradients at a tie: a max or min chain takes the
+    derivative of its first argument that attains it (runtime.maximum), so the low output
+    follows a and the high one b, a permutation's derivative; jnp.maximum's even split at a
+    tie gives 1/2 to each, the same for both outputs: also consistent."""
+    xs = list(xs)
+    for i, j in sorting_network(len(xs)):
+        a, b = xs[i], xs[j]
+        xs[i], xs[j] = xmin(a, b), xmax(b, a)
+    return tuple(xs)

@@ -184,9 +184,11 @@ class CallChecks:
                 raise self.err(XprTypeError, f"'cutoff' needs scalars, got {a.type}", loc)
         self._check_never_increases(fn, args[1:], e)
         with self.ctx.sampled():
-            node = invert.cutoff(self, lambda g: self.user_call(fn, [g, *args[1:]], e), args[0])
-        if node is None:
+            got = invert.cutoff(self, lambda g: self.user_call(fn, [g, *args[1:]], e), args[0])
+        if got is None:
             raise self.err(XprTypeError, "'cutoff' needs a density that returns a scalar", fn.loc)
+        node, how = got
+        self.ctx.derived.setdefault(e.loc, how)
         return node
 
     def _check_never_increases(self, fn: ast.Fn, extra: list[Node], e: ast.Call) -> None:

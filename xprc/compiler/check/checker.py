@@ -156,6 +156,7 @@ class Checker(OutputChecks, ParamChecks, CallChecks, StatementChecks, ExprChecks
             cameras=cameras,
             cameras_why=cameras_why,
             local_names=list(self.ctx.local_names),
+            derived=list(self.ctx.derived.items()),
         )
         checked.warnings = [(message, loc, self.ctx.spec.source_line(loc.line, loc.file))
                             for message, loc in unused(checked, self.ctx)]  # fmt: skip

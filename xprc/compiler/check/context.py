@@ -35,6 +35,7 @@ class Context:
     local_defs: dict[Loc, tuple[str, str]] = field(default_factory=dict)
     local_reads: set[Loc] = field(default_factory=set)
     sampling: int = 0  # > 0 inside `sampled()`
+    derived: dict[Loc, str] = field(default_factory=dict)  # each `cutoff` call: how it was derived
 
     @contextmanager
     def sampled(self) -> Iterator[None]:

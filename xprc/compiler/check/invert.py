@@ -6,7 +6,8 @@ is not such a chain (a select, min/max, `x` on both sides of an operation). The 
 with the checker's own node constructors, so numbers fold: with a numeric `y` it is a number.
 
 `cutoff(ck, density, extra, level)`: the largest g >= 0 with density(g, extra...) >= level, for
-kernels that do not increase in g. Symbolic when `solve` succeeds; otherwise a fixed number of
+kernels that do not increase in g. Symbolic when `solve` succeeds (through a guard `max(g, c)`
+too); otherwise a fixed number of
 bisection steps on log2(g) in [-40, 40], returning the upper end of the final bracket (so the
 footprint errs on the large side). Footprints are not differentiated: the result is wrapped in
 `stop_gradient`.
@@ -71,6 +72,9 @@ _INVERSE = {
     "log1p": lambda b, y: b.call("expm1", y),
     "sigmoid": lambda b, y: b.call("log", b.bin("/", y, b.bin("-", 1, y))),
     "softplus": lambda b, y: b.call("log", b.call("expm1", y)),
+    "erf": lambda b, y: b.call("erfinv", y),
+    "erfinv": lambda b, y: b.call("erf", y),
+    "erfc": lambda b, y: b.call("erfinv", b.bin("-", 1, y)),
 }
 
 
@@ -117,6 +121,13 @@ def solve(ck, f: Node, x: Node, y: Node, memo: dict | None = None) -> Node | Non
             continue
         if f.op == "call" and f.extra == "where":
             return _solve_where(ck, f, x, y, memo)
+        if f.op == "call" and f.extra == "max" and len(f.args) == 2 and f.args.count(x) == 1:
+            # A guard max(x, c) (c free of x: `max(g, 1e-20)`): x = y where it is inactive
+            # (y >= c); no x gives a y below c, and c, the guard's edge, is the largest x
+            # giving f(c) (the kernel's peak, where cutoff clamps its levels).
+            guard = f.args[1] if f.args[0] is x else f.args[0]
+            if not depends(guard, x, memo):
+                return b.call("max", y, guard)
         return None
 
 
@@ -172,8 +183,9 @@ def first_increase(density_call) -> tuple[float, float, float, float] | None:
     return INCREASE_SAMPLES[start], values[start], INCREASE_SAMPLES[end], values[end]
 
 
-def cutoff(ck, density_call, level: Node) -> Node:
-    """The largest g >= 0 with density(g) >= level. `density_call(g)` inlines the kernel."""
+def cutoff(ck, density_call, level: Node) -> tuple[Node, str] | None:
+    """The largest g >= 0 with density(g) >= level (`density_call(g)` inlines the kernel), and
+    how it was derived (`xprc check` prints it): "closed form" or the bisection and its cost."""
     b = _Builder(ck)
     y = b.call("max", level, b.num(LEVEL_FLOOR))
     g = Node("input", SCALAR, (), ("cutoff_g", ""))
@@ -188,7 +200,7 @@ def cutoff(ck, density_call, level: Node) -> Node:
         except XprError:  # a step folded to nonsense (0 * g: division by zero): bisect instead
             x = None
     if x is not None and not depends(x, g):
-        return b.call("stop_gradient", b.call("max", x, b.num(0)))
+        return b.call("stop_gradient", b.call("max", x, b.num(0))), "closed form"
     # Bisection on s = log2(g): the kernel at 2^s is >= y for s <= s*, below it after.
     lo, hi = b.num(BISECT_LO), b.num(BISECT_HI)
     ln2 = math.log(2.0)
@@ -201,7 +213,27 @@ def cutoff(ck, density_call, level: Node) -> Node:
         lo = b.call("where", ok, mid, lo)
         hi = b.call("where", ok, hi, mid)
     upper = b.call("exp", b.bin("*", hi, ln2))
-    return b.call("stop_gradient", b.bin("*", upper, 1.0 + 1e-6))
+    node = b.call("stop_gradient", b.bin("*", upper, 1.0 + 1e-6))
+    how = (
+        f"bisection, {BISECT_STEPS} steps ({count_selects(node)} selects, {BISECT_STEPS} "
+        "evaluations of the density): no closed form (see docs/language.md, Derived footprints)"
+    )
+    return node, how
+
+
+def count_selects(node: Node) -> int:
+    """The `where` nodes `node` is built from (each counted once)."""
+    seen: set[int] = set()
+    stack = [node]
+    count = 0
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        count += n.op == "call" and n.extra == "where"
+        stack.extend(n.args)
+    return count
 
 
 def raw_value(ck, activation, value: float) -> float | None:
