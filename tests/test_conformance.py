@@ -23,6 +23,7 @@ import pytest
 import reference_3dgut
 import reference_beta
 import reference_ges
+import reference_hgs
 import reference_linprim as ref_lp
 import reference_student_t
 import test_spec_3dgs_values as gs3
@@ -121,6 +122,28 @@ def _render_ges(kind):
     _assert_within_1e4(out, colour, alpha, depth)
 
 
+def _hgs_scene(method, kind, seed, n=N):
+    raw = verify.scene(method, kind, n, seed)
+    rng = np.random.default_rng(seed)
+    raw["normals"] = rng.normal(size=(n, 3))  # planes in every direction
+    raw["opacities2"] = rng.uniform(-3.0, 3.0, n)  # the other half: 0.05 to 0.95
+    return raw
+
+
+def _render_hgs(kind):
+    method = spec("hgs")
+    cam = verify.camera("pinhole", W, H)
+    raw = _hgs_scene(method, kind, seed=len(kind))
+    out = _pair(method, raw, cam)
+    viewmat, K = np.asarray(cam.viewmat), np.asarray(cam.K)
+    colour, alpha, depth = reference_hgs.render(raw, viewmat, K, W, H)
+    assert float(alpha.max()) > 0.5  # the scene shows something
+    # and the split shows: with one opacity for both halves the image is another
+    whole = reference_hgs.render(dict(raw, opacities2=raw["opacities"]), viewmat, K, W, H)[0]
+    assert np.abs(whole - colour).max() > 0.05
+    _assert_within_1e4(out, colour, alpha, depth)
+
+
 def _student_t_scene(method, kind, seed):
     raw = verify.scene(method, kind, N, seed)
     rng = np.random.default_rng(seed)
@@ -197,12 +220,13 @@ def _render_linprim(kind, cam_name):
 RENDERS = {
     "beta": _render_beta,
     "ges": _render_ges,
+    "hgs": _render_hgs,
     "student_t": _render_student_t,
     **{f"3dgrt_k{n}": functools.partial(_render_3dgrt, n) for n in DEGREES},
     **{f"linprim_{k}": functools.partial(_render_linprim, k) for k in KINDS},
 }
 RENDER_CASES = [
-    *(case(name, kind) for name in ("beta", "ges", "student_t") for kind in SCENES),
+    *(case(name, kind) for name in ("beta", "ges", "hgs", "student_t") for kind in SCENES),
     *(case(f"3dgrt_k{n}", kind) for n in DEGREES for kind in SCENES),
     *(case(f"linprim_{k}", cam) for k in KINDS for cam in sorted(LINPRIM_CAMERAS)),
 ]
@@ -216,7 +240,7 @@ def test_render_matches_reference(name, variant):
 # ---------------------------------------------------------------------------------------------
 # `xprc verify`: spec footprints against whole-image ones.
 
-VERIFIED = ["beta", "ges", "student_t", *(f"3dgrt_k{n}" for n in DEGREES)]
+VERIFIED = ["beta", "ges", "hgs", "student_t", *(f"3dgrt_k{n}" for n in DEGREES)]
 
 
 @pytest.mark.parametrize("name", VERIFIED)
@@ -281,6 +305,13 @@ def _grads_ges():
     _assert_render_grads(method, raw)
 
 
+def _grads_hgs():
+    method = spec("hgs")
+    raw = _hgs_scene(method, "large", 6, n=6)
+    raw["opacities"] = np.clip(raw["opacities"], -2.0, 2.0)
+    _assert_render_grads(method, raw)
+
+
 def _grads_student_t():
     method = spec("student_t")
     raw = verify.scene(method, "large", 6, seed=4)
@@ -331,6 +362,7 @@ GRADS = {
     "2dgs": _grads_2dgs,
     "beta": _grads_beta,
     "ges": _grads_ges,
+    "hgs": _grads_hgs,
     "student_t": _grads_student_t,
     **{f"3dgrt_k{n}": functools.partial(_grads_3dgrt, n) for n in DEGREES},
     "3dgut": _grads_3dgut,
@@ -339,7 +371,7 @@ GRADS = {
 # 3DGRT: 150 s for one degree on 2 busy cores, so -m slow; 3DGUT's fisheye case and the
 # tetrahedron (the octahedron's maths with other faces) likewise, for the default run's budget
 GRAD_CASES = [
-    *(case(name) for name in ("2dgs", "beta", "ges", "student_t")),
+    *(case(name) for name in ("2dgs", "beta", "ges", "hgs", "student_t")),
     *(case(f"3dgrt_k{n}", marks=slow) for n in DEGREES),
     case("3dgut", "pinhole"),
     case("3dgut", "fisheye", marks=slow),
@@ -705,6 +737,11 @@ def _train_ges(tmp_path):
     assert gain >= 8.0, (result.initial_psnr, result.metrics)
 
 
+def _train_hgs(tmp_path):
+    result, gain = train_spec(spec("hgs"), tmp_path)
+    assert gain >= 8.0, (result.initial_psnr, result.metrics)
+
+
 def _train_student_t(tmp_path):
     result, gain = train_spec(spec("student_t"))
     assert gain >= 8.0, (result.initial_psnr, result.metrics)
@@ -720,6 +757,7 @@ def _train_3dgrt(n, tmp_path):
 TRAINING = {
     "beta": _train_beta,
     "ges": _train_ges,
+    "hgs": _train_hgs,
     "student_t": _train_student_t,
     **{f"3dgrt_k{n}": functools.partial(_train_3dgrt, n) for n in DEGREES},
 }
@@ -728,6 +766,7 @@ TRAINING = {
 TRAIN_CASES = [
     case("beta"),
     case("ges"),
+    case("hgs"),
     case("student_t"),
     *(case(f"3dgrt_k{n}", marks=slow) for n in DEGREES),
 ]
