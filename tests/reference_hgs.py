@@ -56,7 +56,7 @@ def project(params, viewmat, K, width, height):
     rot = reference_3dgs.quat_to_rot(np.asarray(params["quats"], np.float64))
     s = np.exp(np.asarray(params["scales"], np.float64))
     pr["covc"] = R @ rot @ (s[:, :, None] ** 2 * np.swapaxes(rot, 1, 2)) @ R.T
-    n = np.asarray(params["normals"], np.float64)
+    n = np.asarray(params["plane_normals"], np.float64)
     pr["normal"] = (n / np.linalg.norm(n, axis=-1, keepdims=True)) @ R.T
     o1 = 1 / (1 + np.exp(-np.asarray(params["opacities"], np.float64)))
     o2 = 1 / (1 + np.exp(-np.asarray(params["opacities2"], np.float64)))
@@ -102,5 +102,5 @@ def composite(pr, width, height, alpha_max=0.99, alpha_min=1 / 255, t_min=1e-4):
 
 
 def render(params, viewmat, K, width, height):
-    """3D-HGS render of raw parameters (3DGS layout plus `normals` and `opacities2`)."""
+    """3D-HGS render of raw parameters (3DGS layout plus `plane_normals` and `opacities2`)."""
     return composite(project(params, viewmat, K, width, height), width, height)

@@ -125,7 +125,7 @@ def _render_ges(kind):
 def _hgs_scene(method, kind, seed, n=N):
     raw = verify.scene(method, kind, n, seed)
     rng = np.random.default_rng(seed)
-    raw["normals"] = rng.normal(size=(n, 3))  # planes in every direction
+    raw["plane_normals"] = rng.normal(size=(n, 3))  # planes in every direction
     raw["opacities2"] = rng.uniform(-3.0, 3.0, n)  # the other half: 0.05 to 0.95
     return raw
 

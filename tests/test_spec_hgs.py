@@ -33,7 +33,7 @@ def test_spec_reuses_3dgs(method):
     assert method.NAME == "HalfGaussian3D"
     names = [p.name for p in method.PARAMS]
     assert names[:5] == ["means", "quats", "scales", "opacities", "sh"]
-    assert set(names[5:]) == {"normals", "opacities2"}
+    assert set(names[5:]) == {"plane_normals", "opacities2"}
     assert "jax.scipy.special.erf" in (ROOT / "tests" / "golden" / "hgs.py").read_text()
 
 
@@ -74,7 +74,7 @@ def _one(method, normal, o1, o2):
     raw["scales"] = np.full((1, 3), math.log(0.2))
     raw["opacities"] = np.array([math.log(o1 / (1 - o1))])
     raw["opacities2"] = np.array([math.log(o2 / (1 - o2))])
-    raw["normals"] = np.asarray(normal, np.float64)[None]
+    raw["plane_normals"] = np.asarray(normal, np.float64)[None]
     out = method.project({k: jnp.asarray(v, jnp.float64) for k, v in raw.items()}, cam)
     cx, cy = (float(v) for v in np.asarray(out["centre"])[0])
     px = jnp.asarray([[[cx + dx, cy]] for dx in (-3.0, -1.0, 1.0, 3.0)], jnp.float64)
