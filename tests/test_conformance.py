@@ -23,6 +23,8 @@ import pytest
 import reference_3dgut
 import reference_beta
 import reference_ellipsoid
+import reference_ges
+import reference_hgs
 import reference_linprim as ref_lp
 import reference_student_t
 import test_spec_3dgs_values as gs3
@@ -107,6 +109,42 @@ def _render_beta(kind):
     _assert_within_1e4(out, colour, alpha, depth)
 
 
+def _render_ges(kind):
+    method = spec("ges")
+    cam = verify.camera("pinhole", W, H)
+    raw = verify.scene(method, kind, N, seed=len(kind))
+    # b spread over sharp (beta ~ 0.7) to flat-topped (beta ~ 4.5) kernels
+    raw["betas"] = np.random.default_rng(len(kind)).uniform(-1.0, 0.8, N)
+    out = _pair(method, raw, cam)
+    colour, alpha, depth = reference_ges.render(
+        raw, np.asarray(cam.viewmat), np.asarray(cam.K), W, H
+    )
+    assert float(alpha.max()) > 0.5  # the scene shows something
+    _assert_within_1e4(out, colour, alpha, depth)
+
+
+def _hgs_scene(method, kind, seed, n=N):
+    raw = verify.scene(method, kind, n, seed)
+    rng = np.random.default_rng(seed)
+    raw["plane_normals"] = rng.normal(size=(n, 3))  # planes in every direction
+    raw["opacities2"] = rng.uniform(-3.0, 3.0, n)  # the other half: 0.05 to 0.95
+    return raw
+
+
+def _render_hgs(kind):
+    method = spec("hgs")
+    cam = verify.camera("pinhole", W, H)
+    raw = _hgs_scene(method, kind, seed=len(kind))
+    out = _pair(method, raw, cam)
+    viewmat, K = np.asarray(cam.viewmat), np.asarray(cam.K)
+    colour, alpha, depth = reference_hgs.render(raw, viewmat, K, W, H)
+    assert float(alpha.max()) > 0.5  # the scene shows something
+    # and the split shows: with one opacity for both halves the image is another
+    whole = reference_hgs.render(dict(raw, opacities2=raw["opacities"]), viewmat, K, W, H)[0]
+    assert np.abs(whole - colour).max() > 0.05
+    _assert_within_1e4(out, colour, alpha, depth)
+
+
 def _student_t_scene(method, kind, seed):
     raw = verify.scene(method, kind, N, seed)
     rng = np.random.default_rng(seed)
@@ -182,12 +220,14 @@ def _render_linprim(kind, cam_name):
 
 RENDERS = {
     "beta": _render_beta,
+    "ges": _render_ges,
+    "hgs": _render_hgs,
     "student_t": _render_student_t,
     **{f"3dgrt_k{n}": functools.partial(_render_3dgrt, n) for n in DEGREES},
     **{f"linprim_{k}": functools.partial(_render_linprim, k) for k in KINDS},
 }
 RENDER_CASES = [
-    *(case(name, kind) for name in ("beta", "student_t") for kind in SCENES),
+    *(case(name, kind) for name in ("beta", "ges", "hgs", "student_t") for kind in SCENES),
     *(case(f"3dgrt_k{n}", kind) for n in DEGREES for kind in SCENES),
     *(case(f"linprim_{k}", cam) for k in KINDS for cam in sorted(LINPRIM_CAMERAS)),
 ]
@@ -201,7 +241,7 @@ def test_render_matches_reference(name, variant):
 # ---------------------------------------------------------------------------------------------
 # `xprc verify`: spec footprints against whole-image ones.
 
-VERIFIED = ["beta", "student_t", *(f"3dgrt_k{n}" for n in DEGREES), "ever_ellipsoid"]
+VERIFIED = ["beta", "ges", "hgs", "student_t", *(f"3dgrt_k{n}" for n in DEGREES), "ever_ellipsoid"]
 
 
 @pytest.mark.parametrize("name", VERIFIED)
@@ -258,6 +298,21 @@ def _grads_beta():
     _assert_render_grads(method, raw)
 
 
+def _grads_ges():
+    method = spec("ges")
+    raw = verify.scene(method, "large", 6, seed=4)
+    raw["betas"] = np.array([-1.0, -0.5, 0.0, 0.3, 0.6, 0.8])  # beta from 0.74 to 4.5
+    raw["opacities"] = np.clip(raw["opacities"], -2.0, 2.0)
+    _assert_render_grads(method, raw)
+
+
+def _grads_hgs():
+    method = spec("hgs")
+    raw = _hgs_scene(method, "large", 6, n=6)
+    raw["opacities"] = np.clip(raw["opacities"], -2.0, 2.0)
+    _assert_render_grads(method, raw)
+
+
 def _grads_student_t():
     method = spec("student_t")
     raw = verify.scene(method, "large", 6, seed=4)
@@ -307,6 +362,8 @@ def _grads_linprim(kind):
 GRADS = {
     "2dgs": _grads_2dgs,
     "beta": _grads_beta,
+    "ges": _grads_ges,
+    "hgs": _grads_hgs,
     "student_t": _grads_student_t,
     **{f"3dgrt_k{n}": functools.partial(_grads_3dgrt, n) for n in DEGREES},
     "3dgut": _grads_3dgut,
@@ -315,7 +372,7 @@ GRADS = {
 # 3DGRT: 150 s for one degree on 2 busy cores, so -m slow; 3DGUT's fisheye case and the
 # tetrahedron (the octahedron's maths with other faces) likewise, for the default run's budget
 GRAD_CASES = [
-    *(case(name) for name in ("2dgs", "beta", "student_t")),
+    *(case(name) for name in ("2dgs", "beta", "ges", "hgs", "student_t")),
     *(case(f"3dgrt_k{n}", marks=slow) for n in DEGREES),
     case("3dgut", "pinhole"),
     case("3dgut", "fisheye", marks=slow),
@@ -693,6 +750,16 @@ def _train_beta(tmp_path):
     assert gain >= 8.0, (result.initial_psnr, result.metrics)
 
 
+def _train_ges(tmp_path):
+    result, gain = train_spec(spec("ges"), tmp_path)
+    assert gain >= 8.0, (result.initial_psnr, result.metrics)
+
+
+def _train_hgs(tmp_path):
+    result, gain = train_spec(spec("hgs"), tmp_path)
+    assert gain >= 8.0, (result.initial_psnr, result.metrics)
+
+
 def _train_student_t(tmp_path):
     result, gain = train_spec(spec("student_t"))
     assert gain >= 8.0, (result.initial_psnr, result.metrics)
@@ -707,6 +774,8 @@ def _train_3dgrt(n, tmp_path):
 
 TRAINING = {
     "beta": _train_beta,
+    "ges": _train_ges,
+    "hgs": _train_hgs,
     "student_t": _train_student_t,
     **{f"3dgrt_k{n}": functools.partial(_train_3dgrt, n) for n in DEGREES},
 }
@@ -714,6 +783,8 @@ TRAINING = {
 # 2 busy cores), keeping the default suite within its CI budget.
 TRAIN_CASES = [
     case("beta"),
+    case("ges"),
+    case("hgs"),
     case("student_t"),
     *(case(f"3dgrt_k{n}", marks=slow) for n in DEGREES),
 ]

@@ -352,7 +352,8 @@ CASES = [
         "recursion",
         BASE.replace("color = [1, 1, 1]", "fn f(a) = f(a)\ncolor = f(1) * [1, 1, 1]"),
         StaticError,
-        "blob.xpr:13:11: error: recursive call to 'f'\n    fn f(a) = f(a)\n              ^",
+        "blob.xpr:13:11: error: recursive function 'f': it calls itself; functions are inlined "
+        "at each call, so they cannot recurse\n    fn f(a) = f(a)\n              ^",
     ),
     (
         "div_zero_const",

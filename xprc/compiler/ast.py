@@ -159,11 +159,21 @@ class Const:
 
 
 @dataclass(eq=False)
+class FnBody:
+    """`{ statements; result }`: the body of a function with statements (`fn f(x) = { ... }`)."""
+
+    loc: Loc  # the opening brace
+    stmts: list  # Assign, Emit (refused by the checker) and For, as in a block
+    result: Expr | None  # the value the function returns (None: missing, a located error)
+    end: Loc = field(default_factory=lambda: NOLOC)  # the closing brace
+
+
+@dataclass(eq=False)
 class Fn:
     loc: Loc
     name: str
     args: list[tuple[str, Loc]]
-    body: Expr
+    body: Expr | FnBody
 
 
 @dataclass(eq=False)
@@ -172,6 +182,19 @@ class Block:
     kind: str  # "projection" | "response"
     body: list
     signed: bool = False  # `response signed { ... }`: alpha in (-1, 1)
+    # A derived spec's block that replaced a base's whole (extends.py): the base block's file,
+    # line and what it emitted (the response: assigned `alpha`), for the missing-output errors.
+    replaces: tuple[str, int, tuple[str, ...]] | None = None
+
+
+@dataclass(eq=False)
+class Extend:
+    """`extend projection { ... }` / `extend response { ... }`: statements that replace or add
+    single statements of the base spec's block (merged by extends.py)."""
+
+    loc: Loc  # the keyword
+    kind: str  # "projection" | "response"
+    body: list
 
 
 @dataclass(eq=False)

@@ -3,8 +3,10 @@
 The base spec is read, parsed and resolved (it may extend another), and the two are merged: the
 base's declarations in its order, each replaced in place by the derived spec's declaration of
 the same kind and name (a `param`, `const` or `fn`, the `density`), the derived `projection`,
-`response` and `color` replacing the base's, and new declarations appended. The result is
-checked as one spec, so it compiles exactly like its hand-expanded copy.
+`response` and `color` replacing the base's, and new declarations appended; `extend projection
+{ ... }` and `extend response { ... }` override or add single statements of the base's block
+instead (block_patch.py). The result is checked as one spec, so it compiles exactly like its
+hand-expanded copy.
 
 Every location in a base file carries that file's name (`Loc.file`), so an error inside it
 points at the base file's line. The base is found as `xprc.load` finds a spec (`locate`): a
@@ -23,7 +25,7 @@ import os
 import pathlib
 import re
 
-from xprc.compiler import ast, parse
+from xprc.compiler import ast, block_patch, parse
 from xprc.compiler.spec_file import read_spec
 from xprc.errors import ReuseError, XprError
 from xprc.resources import shipped_specs
@@ -135,7 +137,8 @@ def resolve(spec: ast.Spec, spec_dir, _chain: tuple = ()) -> ast.Spec:
     base.sources.setdefault(name, text)
     base = resolve(base, path.parent, (*chain, key))
     sources = {**base.sources, **spec.sources}
-    return ast.Spec(_merge(base.items, spec.items), spec.filename, spec.source, sources)
+    items = _merge(base.items, spec.items, lambda message, loc: _err(spec, message, loc))
+    return ast.Spec(items, spec.filename, spec.source, sources)
 
 
 def _key(item):
@@ -146,16 +149,48 @@ def _key(item):
     return (type(item).__name__,)  # Primitive, Color
 
 
-def _merge(base: list, derived: list) -> list:
+def _merge(base: list, derived: list, error) -> list:
     out = list(base)
     index = {_key(item): i for i, item in enumerate(out)}
     for item in derived:
+        if isinstance(item, ast.Extend):
+            continue
         k = _key(item)
         if k in index:
-            out[index.pop(k)] = item  # replaced once; a second one is the checker's duplicate
+            i = index.pop(k)  # replaced once; a second one is the checker's duplicate
+            old = out[i]
+            if isinstance(item, ast.Block):  # what the base block emitted, for the errors
+                item = dataclasses.replace(
+                    item, replaces=(old.loc.file, old.loc.line, block_patch.emitted(old))
+                )
+            out[i] = item
         else:
             out.append(item)
+    own = {id(item) for item in out} - {id(item) for item in base}
+    _extend_blocks(out, derived, own, error)
     return out
+
+
+def _extend_blocks(out: list, derived: list, own: set, error) -> None:
+    """Apply the derived spec's `extend projection/response { ... }` blocks to the base's
+    (`own`: ids of the derived spec's items in `out`)."""
+    seen: dict[str, ast.Extend] = {}
+    for patch in (item for item in derived if isinstance(item, ast.Extend)):
+        what = f"'extend {patch.kind}'"
+        if patch.kind in seen:
+            first = seen[patch.kind].loc.line
+            raise error(f"duplicate {what} block (first on line {first})", patch.loc)
+        seen[patch.kind] = patch
+        i = next((i for i, x in enumerate(out) if _key(x) == ("block", patch.kind)), None)
+        if i is None:
+            raise error(f"{what}: the base spec has no {patch.kind} block to extend", patch.loc)
+        if id(out[i]) in own:  # the derived spec's own block
+            raise error(
+                f"{what}: this spec also replaces the whole {patch.kind} (line "
+                f"{out[i].loc.line}); extend the base's, or write the whole block",
+                patch.loc,
+            )
+        out[i] = block_patch.apply(out[i], patch, error)
 
 
 def _relocate(obj, file: str):

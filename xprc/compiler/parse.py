@@ -96,13 +96,40 @@ class _Build(Transformer):
 
     def fn(self, meta, c):
         name, *rest = c
-        body = rest[-1]
+        body = _fn_result(str(name), rest[-1])
         args = [(str(t), _loc(t)) for t in rest[:-1] if t is not None]
         return ast.Fn(_loc(name), str(name), args, body)
+
+    def fn_body(self, meta, c):
+        *stmts, result = c
+        end = ast.Loc(meta.end_line, meta.end_column - 1)
+        return ast.FnBody(ast.Loc(meta.line, meta.column), self.block(meta, stmts), result, end)
+
+    def fn_assign(self, meta, c):
+        """`name = e`, `v[i] = e`, `m[i][j] = e` in a function body, where the target was parsed
+        as an expression: a name, or indexing of one."""
+        target, value = c
+        indices: list = []
+        while isinstance(target, ast.Index):
+            indices = target.indices + indices
+            target = target.target
+        if not isinstance(target, ast.Name):
+            raise _Located(
+                "cannot assign to this: assign to a name or to an element of one (v[i] = ...)",
+                target.loc,
+            )
+        return ast.Assign(target.loc, target.id, indices, value)
+
+    def fn_emit(self, meta, c):  # refused by the checker, at its place
+        return ast.Emit(_loc(c[0]), str(c[0]), c[1])
+
+    def fn_loop(self, meta, c):
+        return self.loop(meta, c)
 
     def density(self, meta, c):
         *names, body = c
         args = [(str(a), _loc(a)) for a in names]
+        body = _fn_result("density", body)
         return ast.Fn(ast.Loc(meta.line, meta.column), "density", args, body)
 
     def projection(self, meta, c):
@@ -111,6 +138,12 @@ class _Build(Transformer):
     def response(self, meta, c):
         signed, body = c
         return ast.Block(ast.Loc(meta.line, meta.column), "response", body, signed is not None)
+
+    def extend_projection(self, meta, c):
+        return ast.Extend(ast.Loc(meta.line, meta.column), "projection", c[0])
+
+    def extend_response(self, meta, c):
+        return ast.Extend(ast.Loc(meta.line, meta.column), "response", c[0])
 
     def color(self, meta, c):
         return ast.Color(ast.Loc(meta.line, meta.column), c[0])
@@ -205,6 +238,22 @@ class _Build(Transformer):
         return ast.Comprehension(
             ast.Loc(meta.line, meta.column), body, str(var), _loc(var), start, stop
         )
+
+
+def _fn_result(name: str, body):
+    """A function body with statements must end with the value it returns."""
+    if not isinstance(body, ast.FnBody) or body.result is not None:
+        return body
+    hint = ""
+    if body.stmts and isinstance(body.stmts[-1], ast.Assign):
+        hint = (
+            "; a new line does not end a statement, so a result that starts with '-', '+', "
+            "'(' or '[' continues the assignment before it: write ';' before the result"
+        )
+    raise _Located(
+        f"'{name}' must end with the value it returns (an expression after its statements){hint}",
+        body.end,
+    )
 
 
 def float32_becomes(value, text: str | None = None) -> str | None:

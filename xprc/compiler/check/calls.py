@@ -114,9 +114,17 @@ class CallChecks:
             {a: Binding("local", v, loc) for (a, loc), v in zip(fn.args, args, strict=False)},
         )
         self.ctx.call_stack.append(fn.name)
+        where = self.ctx.cur_loc
         try:
-            return self.expr(fn.body, scope)
+            if not isinstance(fn.body, ast.FnBody):
+                return self.expr(fn.body, scope)
+            # `fn f(x) = { statements; result }`: the statements run as a block's (locals,
+            # reassignment, loops), in the function's own scope, then the result is its value
+            self.block(fn.body.stmts, scope, {}, in_loop=False)
+            self.ctx.cur_loc = fn.body.result.loc
+            return self.expr(fn.body.result, scope)
         finally:
+            self.ctx.cur_loc = where
             self.ctx.call_stack.pop()
 
     def camera_call(self, e: ast.Call, f: ast.Attr, scope: Scope) -> Node:

@@ -19,13 +19,14 @@ import math
 from xprc.compiler import ast
 from xprc.compiler.ast import Loc, Node
 from xprc.compiler.builtin_functions import BUILTINS
+from xprc.compiler.check import recursion
 from xprc.compiler.check.calls import CallChecks
 from xprc.compiler.check.context import Context
 from xprc.compiler.check.exprs import ExprChecks
 from xprc.compiler.check.outputs import OutputChecks
 from xprc.compiler.check.params import ParamChecks
 from xprc.compiler.check.scopes import Binding, Scope
-from xprc.compiler.check.statements import StatementChecks
+from xprc.compiler.check.statements import FN_EMIT, StatementChecks
 from xprc.compiler.check.unused import unused
 from xprc.compiler.names import (
     _LANG_RESERVED,
@@ -47,6 +48,7 @@ from xprc.errors import (
     DuplicateError,
     MissingOutputError,
     ReservedNameError,
+    ReuseError,
     ScopeError,
     StaticError,
     UnknownNameError,
@@ -117,7 +119,13 @@ class Checker(OutputChecks, ParamChecks, CallChecks, StatementChecks, ExprChecks
         # Function bodies are checked for types at each call; names are checked here, so an
         # unused function with a typo is still reported.
         for fn in self.ctx.fns.values():
-            self.fn_names(fn.body, {a for a, _ in fn.args})
+            bound = {a for a, _ in fn.args}
+            if isinstance(fn.body, ast.FnBody):
+                self.fn_statement_names(fn.body.stmts, bound)
+                self.fn_names(fn.body.result, bound)
+            else:
+                self.fn_names(fn.body, bound)
+        self.no_recursion()
         self.parameters()
         for kind in ("projection", "response"):
             if kind not in blocks:
@@ -185,6 +193,14 @@ class Checker(OutputChecks, ParamChecks, CallChecks, StatementChecks, ExprChecks
                 if color is not None:
                     raise self.duplicate("'color'", color.loc, item.loc)
                 color = item
+            elif isinstance(item, ast.Extend):  # (extends.py merges them into a base's block)
+                raise self.err(
+                    ReuseError,
+                    f"'extend {item.kind}' changes single statements of a base spec's "
+                    f"{item.kind}, and this spec extends none (write 'primitive NAME extends "
+                    '"base.xpr"\')',
+                    item.loc,
+                )
             elif isinstance(item, ast.Cameras):
                 if self.ctx.cameras_decl is not None:
                     raise self.duplicate(
@@ -330,6 +346,44 @@ class Checker(OutputChecks, ParamChecks, CallChecks, StatementChecks, ExprChecks
             for f in ("items", "indices"):
                 for x in getattr(e, f, ()):
                     self.fn_names(x, bound)
+
+    def fn_statement_names(self, stmts: list, bound: set) -> None:
+        """Names in a function body's statements, in order: each assignment binds its name for
+        what follows; a loop's locals stay visible after it (its variable does not)."""
+        for st in stmts:
+            if isinstance(st, ast.Emit):
+                raise self.err(ScopeError, FN_EMIT, st.loc)
+            if isinstance(st, ast.Assign):
+                for e in (*st.indices, st.value):
+                    self.fn_names(e, bound)
+                bound.add(st.name)
+            elif isinstance(st, ast.For):
+                self.fn_names(st.start, bound)
+                self.fn_names(st.stop, bound)
+                inner = bound | {st.var}
+                self.fn_statement_names(st.body, inner)
+                bound |= inner - {st.var}
+
+    def no_recursion(self) -> None:
+        """Functions are inlined at each call: a cycle of calls is an error at the call that
+        closes it, for every function, called or not."""
+        found = recursion.cycle(self.ctx.fns)
+        if found is None:
+            return
+        *before, (caller, callee, loc) = found
+        why = "functions are inlined at each call, so they cannot recurse"
+        if not before:
+            message = f"recursive function '{caller}': it calls itself; {why}"
+        else:
+            chain = "".join(f", which calls '{b}' ({self._line(at, loc)})" for _, b, at in before)
+            message = f"recursive functions: '{caller}' calls '{callee}'{chain}; {why}"
+        raise self.err(StaticError, message, loc)
+
+    def _line(self, at: Loc, here: Loc) -> str:
+        """'line N', with the file's name when `at` is in another file than `here`."""
+        if at.file != here.file:
+            return f"{at.file or self.ctx.spec.filename} line {at.line}"
+        return f"line {at.line}"
 
     def _unique(self, name: str, loc: Loc) -> None:
         for table, what in (

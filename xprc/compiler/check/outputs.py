@@ -52,12 +52,29 @@ class OutputChecks:
         self.block(resp.body, rscope, None, in_loop=False)
         alpha = rscope.vars.get("alpha")
         if alpha is None or alpha.kind != "local":
-            raise self.err(MissingOutputError, "response must assign 'alpha'", resp.loc)
+            raise self.err(
+                MissingOutputError, "response must assign 'alpha'" + self.replaced(resp), resp.loc
+            )
         if not isinstance(alpha.node.type, ScalarT):
             raise self.err(
                 XprTypeError, f"'alpha' must be scalar, got {alpha.node.type}", alpha.loc
             )
         return prim_nodes, alpha
+
+    @staticmethod
+    def replaced(block: ast.Block) -> str:
+        """For a derived spec's block that replaced its base's whole: what the base's emitted,
+        and how to change single statements instead."""
+        if block.replaces is None:
+            return ""
+        file, line, names = block.replaces
+        what = f"emits {', '.join(names)}" if names else "emits nothing"
+        if block.kind == "response":
+            what = "assigns alpha" + (f" and emits {', '.join(names)}" if names else "")
+        return (
+            f"; this {block.kind} replaces the whole {block.kind} of {file} (line {line}), "
+            f"which {what}: to change single statements, write 'extend {block.kind} {{ ... }}'"
+        )
 
     def outputs(self, proj: ast.Block, emits, local_names=()) -> dict[str, Node]:
         out = {}
@@ -68,6 +85,7 @@ class OutputChecks:
                     if (name in local_names)
                     else ""
                 )
+                hint += self.replaced(proj)
                 raise self.err(
                     MissingOutputError, f"projection must emit '{name}' ({typ}){hint}", proj.loc
                 )
@@ -80,7 +98,7 @@ class OutputChecks:
             raise self.err(
                 MissingOutputError,
                 "projection must emit a footprint: 'radius' "
-                "(scalar), 'radii' (vec2) or 'box' (vec4)",
+                "(scalar), 'radii' (vec2) or 'box' (vec4)" + self.replaced(proj),
                 proj.loc,
             )
         if len(found) > 1:

@@ -16,6 +16,8 @@ from xprc.compiler.names import (
 )
 from xprc.errors import DuplicateError, ScopeError, StaticError, UnknownNameError, XprTypeError
 
+FN_EMIT = "'emit' is not allowed in a function (it returns the expression after its statements)"
+
 
 class StatementChecks:
     def block(self, body, scope: Scope, emits, in_loop: bool) -> None:
@@ -24,6 +26,8 @@ class StatementChecks:
             if isinstance(stmt, ast.Assign):
                 self.assign(stmt, scope)
             elif isinstance(stmt, ast.Emit):
+                if scope.context == "function":
+                    raise self.err(ScopeError, FN_EMIT, stmt.loc)
                 if emits is None:  # the response: per-pixel outputs
                     self.pixel_emit(stmt, scope, in_loop)
                     continue
@@ -77,8 +81,8 @@ class StatementChecks:
         self.ctx.pixel_outputs[stmt.name] = (value, stmt.loc)
         self.ctx.local_names.append((value, stmt.name))
 
-    def _not_global(self, name: str, loc: Loc) -> None:
-        if name in self.ctx.params:
+    def _not_global(self, name: str, loc: Loc, params: bool = True) -> None:
+        if params and name in self.ctx.params:
             raise self.err(DuplicateError, f"cannot assign to parameter '{name}'", loc)
         if name in self.ctx.consts:
             raise self.err(DuplicateError, f"cannot assign to constant '{name}'", loc)
@@ -96,7 +100,8 @@ class StatementChecks:
             raise self.err(DuplicateError, f"cannot assign to parameter '{name}'", stmt.loc)
         if old is None:
             self.check_name(name, stmt.loc, "variable")
-            self._not_global(name, stmt.loc)
+            # (a function sees no parameters: its locals may be named like one, as its arguments)
+            self._not_global(name, stmt.loc, params=scope.context != "function")
         value = self.expr(stmt.value, scope)
         if stmt.indices:
             if old is None:
@@ -141,7 +146,7 @@ class StatementChecks:
             raise self.err(
                 DuplicateError, f"loop variable '{stmt.var}' is already defined", stmt.loc
             )
-        self._not_global(stmt.var, stmt.loc)
+        self._not_global(stmt.var, stmt.loc, params=scope.context != "function")
         for i in range(lo, hi):
             self.ctx.cur_loc = stmt.loc  # every step counts in the node budget, empty ones too
             self.node("step", None)
