@@ -366,3 +366,24 @@ def test_free_memory_reads_the_accelerator_else_the_host():
         have, what = free_memory(Device(stats))
         assert what == "of available host memory (tpu device)"
         assert 0.5 * host < have < 2 * host
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--size", "8192x4096"], "at most 16,777,216 pixels"),  # 32M pixels: the tracer's limit
+        (["--size", "4096x4096", "--full-size"], "images/ would have 268,435,456 pixels"),
+    ],
+)
+def test_capture_command_refuses_a_size_over_the_limit_in_one_line(argv, said, capsys, tmp_path):
+    assert main(["capture", "--out", str(tmp_path / "c"), *argv]) == 1
+    err = capsys.readouterr().err
+    assert said in err and "--size" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
+
+
+def test_capture_params_refuse_with_an_xpr_error():
+    with pytest.raises(XprError, match="at most 16,777,216 pixels"):
+        CaptureParams(size=(8192, 4096))
+    with pytest.raises(XprError, match="views must be at least 2"):
+        CaptureParams(views=1)

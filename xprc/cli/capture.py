@@ -52,12 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..data.capture import CaptureParams, default_capture_dir, generate_capture
+    from ..data.capture import CaptureParams, default_capture_dir, generate_capture, size_problem
 
-    w, h = args.size
-    if w * h * (16 if args.full_size else 1) > 1 << 26:
-        raise XprError(f"--size {w}x{h}{' with --full-size' if args.full_size else ''}: over "
-                       f"{1 << 26:,} pixels an image, which xprc's loaders refuse")  # fmt: skip
+    problem = size_problem(args.size, args.full_size)
+    if problem is not None:
+        raise XprError(f"--size: {problem.replace('full_size', '--full-size')}")
     params = CaptureParams(views=args.views, size=args.size, seed=args.seed,
                            objects=args.objects, points=args.points, aa=args.aa,
                            full_size=args.full_size)  # fmt: skip

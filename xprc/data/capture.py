@@ -47,9 +47,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..errors import DataError
+from ..errors import DataError, XprError
 from .capture_scene import CAMERA_RING, SKY, scene
 from .colmap_write import ImageRecord, write_colmap_model
+from .datasets import MAX_IMAGE_PIXELS
 from .demo_scene import _look_at_opencv
 
 __all__ = ["CaptureParams", "default_capture_dir", "generate_capture"]
@@ -58,6 +59,26 @@ FORMAT = "xprc-capture-1"  # bumped whenever the same parameters would give othe
 SHRINK = 4  # images_4: the views at 1/4 of the camera's size
 BAND_ROWS = 64  # rays are traced in bands of this many image rows (bounds the memory)
 INFO = "capture.json"
+MAX_PIXELS = 1 << 24  # images_4 of a capture (16M pixels); --full-size: 16 times that, under
+# MAX_IMAGE_PIXELS, which the loaders refuse above
+
+
+class CaptureParamsError(XprError, ValueError):
+    """Capture parameters out of their ranges (a ValueError too, as it was before)."""
+
+
+def size_problem(size: tuple[int, int], full_size: bool) -> str | None:
+    """Why images_4 of `size` (with `full_size`: also images/ at 4 times each side) cannot be
+    made, or None: the one check of the size, used by CaptureParams and `xprc capture`."""
+    w, h = size
+    if w < 8 or h < 8 or w * h > MAX_PIXELS:
+        return (f"size {w}x{h}: each side must be at least 8 and the image at most "
+                f"{MAX_PIXELS:,} pixels")  # fmt: skip
+    big = w * h * SHRINK * SHRINK
+    if full_size and big > MAX_IMAGE_PIXELS:
+        return (f"size {w}x{h} with full_size: images/ would have {big:,} pixels, over the "
+                f"{MAX_IMAGE_PIXELS:,} that xprc's loaders read")  # fmt: skip
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,10 +105,10 @@ class CaptureParams:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "size", tuple(int(s) for s in self.size))
-        w, h = self.size
+        size = size_problem(self.size, self.full_size)
         problems = [
             (self.views >= 2, "views must be at least 2"),
-            (w >= 8 and h >= 8 and w * h <= 1 << 24, "size must be 8x8 to 16M pixels"),
+            (size is None, size),
             (0 < self.fov_x_deg < 170, "fov_x_deg must be in (0, 170)"),
             (self.objects >= 0, "objects must be >= 0"),
             (self.points >= 0, "points must be >= 0"),
@@ -97,7 +118,7 @@ class CaptureParams:
         ]
         for ok, message in problems:
             if not ok:
-                raise ValueError(f"capture: {message}")
+                raise CaptureParamsError(f"capture: {message}")
 
     def record(self) -> dict:
         return {"format": FORMAT, **dataclasses.asdict(self), "size": list(self.size)}
