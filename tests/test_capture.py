@@ -387,3 +387,12 @@ def test_capture_params_refuse_with_an_xpr_error():
         CaptureParams(size=(8192, 4096))
     with pytest.raises(XprError, match="views must be at least 2"):
         CaptureParams(views=1)
+
+
+def test_capture_into_the_current_empty_folder(tmp_path, monkeypatch):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    info = generate_capture(".", CaptureParams(views=2, size=(8, 8), objects=1, points=10))
+    assert not info["cached"] and (tmp_path / "here" / "capture.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]  # no temporary left

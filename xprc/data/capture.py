@@ -350,7 +350,7 @@ def generate_capture(out, params: CaptureParams | None = None, *, jobs: int = 1,
     jobs: processes tracing views at once. log: a callable for progress lines (None: quiet).
     A folder `out` that exists and holds anything but a capture of `params` is a DataError."""
     params = params or CaptureParams()
-    out = Path(out)
+    out = Path(out).absolute()  # "." has no name to make the temporary sibling's from
     if _complete(out, params):
         return {**_read_info(out), "cached": True}
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
