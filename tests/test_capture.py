@@ -6,6 +6,7 @@ the scene's surfaces, determinism, poses that put points on their colours, the c
 from __future__ import annotations
 
 import argparse
+import os
 import struct
 
 import numpy as np
@@ -396,3 +397,20 @@ def test_capture_into_the_current_empty_folder(tmp_path, monkeypatch):
     info = generate_capture(".", CaptureParams(views=2, size=(8, 8), objects=1, points=10))
     assert not info["cached"] and (tmp_path / "here" / "capture.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]  # no temporary left
+
+
+def test_host_memory_counts_what_the_kernel_can_reclaim(monkeypatch):
+    from xprc.train import data
+
+    class Cpu:  # a device with no memory stats, as a CPU
+        platform, device_kind, id = "cpu", "cpu", 0
+
+        def memory_stats(self):
+            return None
+
+    meminfo = "MemTotal:  16000000 kB\nMemFree:  100000 kB\nMemAvailable:  9000000 kB\n"
+    monkeypatch.setattr(data, "_read_meminfo", lambda: meminfo)
+    assert data.free_memory(Cpu()) == (9_000_000 * 1024, "of available host memory (cpu device)")
+    monkeypatch.setattr(data, "_read_meminfo", lambda: None)  # no /proc: the physical memory
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert data.free_memory(Cpu()) == (physical, "of host physical memory (cpu device)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -58,11 +60,32 @@ def free_memory(device=None) -> tuple[int | None, str]:
     if stats and stats.get("bytes_limit"):
         free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
         return free, f"free on {device.device_kind} {device.id} (of {_gib(stats['bytes_limit'])})"
+    free, what = host_available_memory()
+    if free is None:
+        return None, "unknown"
+    return free, f"of {what} ({device.platform} device)"
+
+
+def _read_meminfo() -> str | None:
+    """/proc/meminfo's text, or None where there is none (not Linux) or it cannot be read."""
     try:
-        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+        return Path("/proc/meminfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+
+
+def host_available_memory() -> tuple[int | None, str]:
+    """(bytes, what they are): Linux's MemAvailable (free memory plus the page cache and other
+    memory the kernel can reclaim), else the host's physical memory; None where neither is
+    known. (MemFree alone, SC_AVPHYS_PAGES, leaves out the page cache: after reading a dataset
+    it can be a small part of what a run can have.)"""
+    m = re.search(r"^MemAvailable:\s*([0-9]+)\s*kB\s*$", _read_meminfo() or "", re.MULTILINE)
+    if m is not None:
+        return int(m[1]) * 1024, "available host memory"
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "host physical memory"
     except (AttributeError, ValueError, OSError):
         return None, "unknown"
-    return free, f"of available host memory ({device.platform} device)"
 
 
 def _gib(n) -> str:
@@ -140,7 +163,6 @@ def infer_background(views, log=None) -> np.ndarray:
         log(f"background: {numbers_text(bg, 4)} inferred: the median colour of the {pixels:,} "
             f"transparent pixels of {len(bgs)} of the {len(views)} training views")  # fmt: skip
     return bg
-
 
 
 class ViewOrder:
