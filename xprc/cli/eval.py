@@ -58,11 +58,12 @@ def run(args) -> int:
 
     from ..evaluate import LPIPS_NOTE, evaluate, write_report
     from ..pipeline.params import prepare_params
-    from ..trained import load_trained, scene_method
+    from ..trained import load_trained, scene_method, scene_params
 
     train_set, test_set = load_dataset(args)
     trained = load_trained(args.scene, train_set.views)
     method = scene_method(trained, args.spec, args.defines)
+    trained.params = scene_params(trained, method)  # a 3DGS PLY's fields: the spec's names
     try:
         prepare_params(method, trained.params)
     except XprError as e:
