@@ -31,13 +31,9 @@ LPIPS_NOTE = (
 
 
 def _recorded_inputs(trained) -> dict | None:
-    """The checkpoint's record of what the run trained on (None for a PLY)."""
-    if trained.source.suffix.lower() != ".npz":
-        return None
-    from .data.npz import load_checkpoint
-
-    meta = load_checkpoint(trained.source)[1]
-    inputs = meta.get("inputs") if isinstance(meta, dict) else None
+    """What the run trained on, as its checkpoint records it (`Trained.meta`: the checkpoint
+    read, or a run's PLY's checkpoint.npz); None when nothing records it (a bare PLY)."""
+    inputs = (trained.meta or {}).get("inputs")
     return inputs if isinstance(inputs, dict) else None
 
 
@@ -79,6 +75,10 @@ def evaluate(method, trained, train_set, test_set, background, log=None) -> dict
     if not views:
         raise XprError("the dataset's test split has no views: nothing to evaluate")
     split = _check_split(trained, method, train_set, background)
+    if split == "unknown" and log is not None:
+        log(f"note: {trained.source} has no record of the views its run trained on (a PLY "
+            "outside its run folder, or a checkpoint without it): the split is not checked, so "
+            "make sure these test views were held out of its training")  # fmt: skip
     bg = np.asarray(background, np.float32)
     rows = []
     for i, view in enumerate(views):

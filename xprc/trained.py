@@ -52,6 +52,9 @@ class Trained:
     spec: SpecRecord | None = None  # None: nothing recorded (a bare PLY, a plain checkpoint)
     constants: ConstantsRecord | None = None  # the -D constants it was trained with
     layout: str = "params"  # "3dgs": a 3DGS PLY's keys (GAUSSIAN_KEYS); else the spec's names
+    # The run's checkpoint metadata (of the checkpoint read, or for a run's PLY its run folder's
+    # checkpoint.npz); None: none (a bare PLY). `xprc eval` checks its split against it.
+    meta: dict | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,13 +111,15 @@ def load_trained(path, train_views=None) -> Trained:
         spec = SpecRecord(ply_spec.name, ply_spec.sha256, path, spec.path if same else None)
     background = None if background is None else _checked_background(background, where)
     constants = _constants_record(meta, path)
+    recorded = meta if path.suffix.lower() != ".ply" else None
     if constants is None and run_dir is not None and path.suffix.lower() == ".ply":
-        # a run's PLY: its checkpoint records the constants
+        # a run's PLY: its checkpoint records the constants (and what the run trained on)
         ckpt = run_dir / CHECKPOINT
         if ckpt.is_file():
             meta = load_checkpoint(ckpt, expect=lambda h: check_scene_headers(ckpt, h))[1]
-            constants = _constants_record(meta, ckpt)
-    return Trained(params, background, path, run_dir, spec, constants, layout)
+            constants, recorded = _constants_record(meta, ckpt), meta
+    recorded = recorded if isinstance(recorded, dict) else None
+    return Trained(params, background, path, run_dir, spec, constants, layout, recorded)
 
 
 def scene_params(trained: Trained, method) -> dict:
