@@ -44,7 +44,9 @@ def test_splat_against_an_independent_decoding(tmp_path):
     g["sh"][0, 0] = [5.0, -5.0, 0.0]  # colours beyond [0, 1] clip
     g["quats"][1] = [0.0, 0.0, 0.0, 0.0]  # no rotation: stored as the identity
     path = tmp_path / "scene.splat"
-    save_splat(path, g)
+    c0 = 0.28209479177387814  # 1 / (2 sqrt(pi))
+    outside = np.abs(c0 * g["sh"][:, 0, :].astype(np.float64)) > 0.5  # 0.5 + c0 dc off [0, 1]
+    assert save_splat(path, g) == int(outside.sum()) >= 2  # the count of clipped colours
     raw = path.read_bytes()
     assert len(raw) == 32 * 40
     # decoded by hand from the format's description: 12 + 12 + 4 + 4 bytes a splat
@@ -58,7 +60,6 @@ def test_splat_against_an_independent_decoding(tmp_path):
     assert sorted(index) == list(range(40))
     m = {k: v[index].astype(np.float64) for k, v in g.items()}
     np.testing.assert_allclose(scale, np.exp(m["scales"]), rtol=1e-6)
-    c0 = 0.28209479177387814  # 1 / (2 sqrt(pi))
     rgb = np.clip(0.5 + c0 * m["sh"][:, 0, :], 0.0, 1.0)
     np.testing.assert_allclose(rgba[:, :3], rgb, atol=0.5 / 255 + 1e-9)
     alpha = 1.0 / (1.0 + np.exp(-m["opacities"]))
@@ -229,9 +230,23 @@ def _record(method, n=30):
     return types.SimpleNamespace(method=method, params=params, used=used)
 
 
-def test_a_3dgs_run_writes_ply_and_splat_without_a_note(tmp_path):
+def _splat_note(rec, degree):
+    dc = np.asarray(rec.params["sh"])[rec.used][:, 0, :].astype(np.float64)
+    clipped = int((np.abs(0.28209479177387814 * dc) > 0.5).sum())
+    dropped = f" (SH degree {degree} dropped)" if degree else ""
+    return (
+        f"scene.splat: the DC colour only{dropped}; colour, opacity and rotation in 8 "
+        f"bits; {clipped:,} colour value(s) outside [0, 1] clipped (scene.ply keeps them all)"
+    )
+
+
+def test_a_3dgs_run_writes_ply_and_splat_with_the_splats_losses_said(tmp_path):
     rec = _record(xprc.load("3dgs"))
-    assert _write_ply(tmp_path / "scene.ply", rec) == []
+    degree = 3  # the 3dgs spec's sh: (16, 3)
+    rec.params["sh"] = np.asarray(rec.params["sh"]).copy()
+    rec.params["sh"][np.flatnonzero(rec.used)[0], 0] = [4.0, -4.0, 0.0]  # two clipped colours
+    assert _write_ply(tmp_path / "scene.ply", rec) == [_splat_note(rec, degree)]
+    assert "; 2 colour value(s) outside [0, 1] clipped" in _splat_note(rec, degree)
     assert (tmp_path / "scene.splat").stat().st_size == 32 * 30
     trained = load_trained(tmp_path / "scene.ply")
     assert trained.spec.name == "Gaussian3D" and trained.layout == "3dgs"
@@ -244,11 +259,13 @@ def test_a_spec_that_only_fits_the_layout_is_said(tmp_path):
     box = xprc.load(spec)
     out = tmp_path / "run"
     out.mkdir()
-    notes = _write_ply(out / "scene.ply", _record(box))
+    rec = _record(box)
+    notes = _write_ply(out / "scene.ply", rec)
     assert notes == [
+        _splat_note(rec, 3),
         "scene.ply: Box's parameters fit the 3DGS layout, but it is not a Gaussian spec (3dgs, "
         "3dgut): 3DGS viewers, and web viewers of scene.splat, will draw its primitives as "
-        "Gaussians; xprc render and xprc view render them with its spec"
+        "Gaussians; xprc render and xprc view render them with its spec",
     ]
     trained = load_trained(out / "scene.ply")
     assert trained.spec.sha256 == MethodInfo.of(box).spec_sha256
@@ -275,9 +292,9 @@ def test_a_module_whose_name_cannot_be_recorded_writes_a_ply_without_it(tmp_path
     odd.NAME, odd.SPEC_SHA256 = "my gauss\nsha256", ""
     rec = _record(gs)
     rec.method = odd
-    assert _write_ply(tmp_path / "scene.ply", rec) == []  # (no spec text: taken at its word)
+    assert _write_ply(tmp_path / "scene.ply", rec) == [_splat_note(rec, 3)]  # (no spec text)
     assert b"comment" not in (tmp_path / "scene.ply").read_bytes()[:300]
     assert load_trained(tmp_path / "scene.ply").spec is None
     odd.NAME, odd.SPEC_SHA256 = "Mine", "not hex"
-    assert len(_write_ply(tmp_path / "scene.ply", rec)) == 1  # (not a Gaussian spec: said)
+    assert len(_write_ply(tmp_path / "scene.ply", rec)) == 2  # (not a Gaussian spec: said)
     assert b"comment" not in (tmp_path / "scene.ply").read_bytes()[:300]

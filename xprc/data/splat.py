@@ -29,6 +29,12 @@ SPLAT_DTYPE = np.dtype(
 def splat_records(params: Mapping) -> np.ndarray:
     """3DGS raw parameters (means, quats, scales, opacities, sh as `save_ply` takes them) ->
     the .splat records [N] of SPLAT_DTYPE, sorted. A ValueError says why they cannot be."""
+    return _records(params)[0]
+
+
+def _records(params: Mapping) -> tuple[np.ndarray, int]:
+    """`splat_records` and the count of colour values (R, G, B of each) outside [0, 1] that
+    were clipped."""
     means = np.asarray(params["means"], np.float64)
     n = len(means)
     quats = np.asarray(params["quats"], np.float64).reshape(n, 4)
@@ -48,17 +54,21 @@ def splat_records(params: Mapping) -> np.ndarray:
     out = np.empty(n, SPLAT_DTYPE)
     out["position"] = means
     out["scale"] = scales
-    rgba = np.concatenate([0.5 + SH_C0 * dc, opacity[:, None]], axis=1)
+    rgb = 0.5 + SH_C0 * dc
+    clipped = int(np.count_nonzero((rgb < 0.0) | (rgb > 1.0)))
+    rgba = np.concatenate([rgb, opacity[:, None]], axis=1)
     out["rgba"] = np.clip(np.round(rgba * 255.0), 0, 255)
     out["rot"] = np.clip(np.round(unit * 128.0 + 128.0), 0, 255)
-    return out[order]
+    return out[order], clipped
 
 
-def save_splat(path, params: Mapping) -> None:
-    """Write 3DGS raw parameters as a .splat file (a DataError names it when they cannot)."""
+def save_splat(path, params: Mapping) -> int:
+    """Write 3DGS raw parameters as a .splat file (a DataError names it when they cannot).
+    Returns how many colour values (R, G, B of the DC term) were outside [0, 1] and clipped."""
     path = Path(path)
     try:
-        records = splat_records(params)
+        records, clipped = _records(params)
     except ValueError as e:
         raise DataError(path, f"cannot save: {e}") from None
     write_atomic(path, lambda f: f.write(records.tobytes()))
+    return clipped

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -158,9 +159,11 @@ def _write_ply(path: Path, rec: RunRecord) -> list[str]:
     notes = []
     try:
         with writing(path.parent / SPLAT):
-            save_splat(path.parent / SPLAT, gaussians)
+            clipped = save_splat(path.parent / SPLAT, gaussians)
     except DataError as e:  # (a scale beyond float32: the PLY keeps it, the .splat cannot)
         notes.append(f"no {SPLAT}: {e.message}")
+    else:
+        notes.append(splat_note(gaussians["sh"], clipped))
     if not gaussian_spec(info):
         notes.append(
             f"{path.name}: {info.name}'s parameters fit the 3DGS layout, but it is not a "
@@ -169,6 +172,16 @@ def _write_ply(path: Path, rec: RunRecord) -> list[str]:
             "render them with its spec"
         )
     return notes
+
+
+def splat_note(sh, clipped: int) -> str:
+    """What scene.splat loses (the format's limits; path.name's PLY keeps it all)."""
+    degree = math.isqrt(int(np.shape(sh)[1])) - 1 if np.ndim(sh) == 3 else 0
+    dropped = f" (SH degree {degree} dropped)" if degree > 0 else ""
+    return (
+        f"{SPLAT}: the DC colour only{dropped}; colour, opacity and rotation in 8 bits; "
+        f"{clipped:,} colour value(s) outside [0, 1] clipped ({PLY} keeps them all)"
+    )
 
 
 def _nameable(info: MethodInfo) -> bool:
