@@ -292,9 +292,16 @@ def test_a_module_whose_name_cannot_be_recorded_writes_a_ply_without_it(tmp_path
     odd.NAME, odd.SPEC_SHA256 = "my gauss\nsha256", ""
     rec = _record(gs)
     rec.method = odd
-    assert _write_ply(tmp_path / "scene.ply", rec) == [_splat_note(rec, 3)]  # (no spec text)
+    assert _write_ply(tmp_path / "scene.ply", rec) == [
+        "scene.ply has no spec record in its header (the method's NAME 'my gauss\\nsha256' is "
+        "not an identifier): taken out of its run folder (whose checkpoint.npz and metrics.json "
+        "record the spec), xprc render and xprc view of it need --spec",
+        _splat_note(rec, 3),
+    ]
     assert b"comment" not in (tmp_path / "scene.ply").read_bytes()[:300]
     assert load_trained(tmp_path / "scene.ply").spec is None
     odd.NAME, odd.SPEC_SHA256 = "Mine", "not hex"
-    assert len(_write_ply(tmp_path / "scene.ply", rec)) == 2  # (not a Gaussian spec: said)
+    notes = _write_ply(tmp_path / "scene.ply", rec)
+    assert len(notes) == 3  # (not a Gaussian spec: said)
+    assert "SPEC_SHA256 'not hex' is not a sha256" in notes[0]
     assert b"comment" not in (tmp_path / "scene.ply").read_bytes()[:300]

@@ -143,20 +143,22 @@ def _write_ply(path: Path, rec: RunRecord) -> list[str]:
     from ..trained import gaussian_spec
 
     info = MethodInfo.of(rec.method)
-    comments = spec_comments(info.name, info.spec_sha256) if _nameable(info) else []
+    unnamed = _unnameable(info)
+    comments = spec_comments(info.name, info.spec_sha256) if unnamed is None else []
     layout = gaussian_layout(info.params)
     if layout is None:
         params_ply = path.parent / PARAMS_PLY
         with writing(params_ply):  # (save_params_ply writes atomically itself)
             save_params_ply(params_ply, {k: v[rec.used] for k, v in rec.params.items()},
                             info.params, comments)  # fmt: skip
-        return [f"no {path.name}: {info.name}'s parameters are not the 3DGS PLY layout, which "
-                f"3DGS viewers read; they are in {PARAMS_PLY}, a PLY that names them, and "
-                f"{CHECKPOINT} (xprc render and xprc view read both)"]  # fmt: skip
+        notes = [f"no {path.name}: {info.name}'s parameters are not the 3DGS PLY layout, which "
+                 f"3DGS viewers read; they are in {PARAMS_PLY}, a PLY that names them, and "
+                 f"{CHECKPOINT} (xprc render and xprc view read both)"]  # fmt: skip
+        return notes + _unnamed_note(PARAMS_PLY, unnamed)
     gaussians = {key: rec.params[name][rec.used] for key, name in layout.items()}
     with writing(path):
         save_ply(path, gaussians, comments)
-    notes = []
+    notes = _unnamed_note(path.name, unnamed)
     try:
         with writing(path.parent / SPLAT):
             clipped = save_splat(path.parent / SPLAT, gaussians)
@@ -184,10 +186,23 @@ def splat_note(sh, clipped: int) -> str:
     )
 
 
-def _nameable(info: MethodInfo) -> bool:
-    """Whether the PLY header can name the spec (a primitive name is an identifier and its
-    SPEC_SHA256 hex; a hand-written module may hold anything there)."""
+def _unnameable(info: MethodInfo) -> str | None:
+    """Why the PLY header cannot name the spec, or None where it can (a primitive name is an
+    identifier and its SPEC_SHA256 hex; a hand-written module may hold anything there)."""
     import re
 
-    name = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", info.name)
-    return name is not None and re.fullmatch(r"([0-9a-f]{64})?", info.spec_sha256) is not None
+    from ..errors import printable
+
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", info.name) is None:
+        return f"the method's NAME '{printable(info.name[:40])}' is not an identifier"
+    if re.fullmatch(r"([0-9a-f]{64})?", info.spec_sha256) is None:
+        return f"the method's SPEC_SHA256 '{printable(info.spec_sha256[:40])}' is not a sha256"
+    return None
+
+
+def _unnamed_note(name: str, why: str | None) -> list[str]:
+    if why is None:
+        return []
+    return [f"{name} has no spec record in its header ({why}): taken out of its run folder "
+            f"(whose {CHECKPOINT} and {METRICS} record the spec), xprc render and xprc view of "
+            "it need --spec"]  # fmt: skip
