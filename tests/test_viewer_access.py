@@ -190,3 +190,20 @@ def test_no_input_is_not_interactive(stdin, monkeypatch):
         stdin.close()
     monkeypatch.setattr("sys.stdin", stdin)
     assert not interactive()
+
+
+def test_a_frame_of_normals_says_its_clipped_values_once_per_kind():
+    """The note of `output_image` (what the colours mean, values beyond [-1, 1] clipped) is
+    kept for the status line, and the first clipping frame of a kind warns."""
+    import types
+
+    frames = FrameRenderer(xprc.load("2dgs"))  # pixel outputs: depth, depth_sq, normal.xyz
+    extra = np.zeros((4, 6, 5), np.float32)
+    extra[0, 0, 2:] = [2.0, -3.0, 0.5]  # two normal values beyond [-1, 1]
+    out = types.SimpleNamespace(extra=extra, alpha=np.ones((4, 6, 1), np.float32))
+    with pytest.warns(RuntimeWarning, match=r"viewer, normal: .*2 value\(s\) beyond \[-1, 1\]"):
+        image = frames.picture(out, "normal")
+    assert image.shape == (4, 6, 3) and "2 value(s) beyond [-1, 1] clipped" in frames.note
+    extra[0, 1, 2] = 5.0
+    frames.picture(out, "normal")  # warned once: this one only in the note
+    assert "3 value(s) beyond [-1, 1] clipped" in frames.note

@@ -21,6 +21,7 @@ import math
 import socket
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -178,6 +179,8 @@ class FrameRenderer:
         self.background = np.zeros(3, np.float32)
         self.capacity: dict[tuple, int] = {}  # (width, height, mode) -> entry capacity
         self.regrown = 0
+        self.note = ""  # what the last frame's levels mean, for a spec's per-pixel output
+        self.warned: set[str] = set()  # the kinds whose clipped values were warned
 
     def set_scene(self, params: dict, background) -> None:
         """A new scene (raw parameters) and background; sizes keep their capacities."""
@@ -198,7 +201,6 @@ class FrameRenderer:
         """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
         from .pipeline import RenderConfig, count_entries, render
         from .pipeline.capacity import report_overflow
-        from .plots import kind_image, output_image, output_kinds
 
         camera = viewer_camera(wxyz, position, fov, width, height)
         mode = "RGB+ED" if kind == "depth" else "RGB"
@@ -213,10 +215,26 @@ class FrameRenderer:
             self._size(key, int(out.stats["entries_needed"]), camera)
             self.regrown += 1
         report_overflow(out.stats, "warn", model=camera.model)
+        return self.picture(out, kind)
+
+    def picture(self, out, kind: str):
+        """The frame `out` as the picture of `kind`; for a spec's per-pixel output, `note` is
+        what its levels mean and how many values were clipped (shown in the viewer's status
+        line), warned once per kind the first time a frame clips any."""
+        from .plots import kind_image, output_image, output_kinds
+
+        self.note = ""
         outputs = output_kinds(MethodInfo.of(self.method).pixel_outputs)
-        if kind in outputs:  # a spec's per-pixel output, shown as `xprc render --kind` writes it
-            return output_image(out, outputs[kind])[0]
-        return kind_image(out, kind)
+        if kind not in outputs:
+            return kind_image(out, kind)
+        # a spec's per-pixel output, shown as `xprc render --kind` writes it
+        image, self.note = output_image(out, outputs[kind])
+        values = np.asarray(out.extra, np.float32)[..., outputs[kind]]
+        if values.shape[-1] == 3 and np.any(np.abs(values) > 1.0) and kind not in self.warned:
+            self.warned.add(kind)
+            warnings.warn(f"viewer, {kind}: {self.note} (said once; the status line gives each "
+                          "frame's count)", RuntimeWarning, stacklevel=2)  # fmt: skip
+        return image
 
     def _size(self, key: tuple, needed: int, camera) -> None:
         """The capacity for frames of `key`: the bucket above `headroom` x `needed`, checked
@@ -472,4 +490,5 @@ class Viewer:
         )
         self.sent.append((client.client_id, key, (fw, fh), scale))
         what = "full" if scale == 1 else f"1/{scale} while moving"
-        self._status.content = f"**{self.fps:.1f} FPS** ({fw}x{fh}, {what})"
+        note = f"; {self.frames.note}" if self.frames.note else ""
+        self._status.content = f"**{self.fps:.1f} FPS** ({fw}x{fh}, {what}){note}"
