@@ -191,3 +191,18 @@ def test_every_field_has_a_check():
 
     fields = {f.name for f in dataclasses.fields(tr.TrainConfig)}
     assert fields == set(_FIELDS) | {"lr", "background", "render"}
+
+
+def test_a_schedule_that_does_not_fit_the_steps_is_said():
+    from xprc.train.config import TrainConfig, preset, schedule_note
+
+    short = schedule_note(preset("3dgs-30k", steps=7000))  # the 15k window kept for 7k steps
+    assert short.startswith("schedule: densification never stops (refine_until 15,000 >= "
+                            "steps 7,000)")  # fmt: skip
+    assert schedule_note(preset("3dgs-30k")) is None  # last reset at 12,000 of 30,000
+    # resets after steps 3000, 6000 and 9000 (each < refine_until 9,400): 9,000 > 0.9 x 9,500
+    late = schedule_note(TrainConfig(steps=9500, strategy="adc", refine_until=9400,
+                                     reset_every=3000))  # fmt: skip
+    assert late is not None and "an opacity reset at step 9,000, in the last 10%" in late
+    assert "densification never stops" not in late
+    assert schedule_note(TrainConfig(steps=7000)) is None  # mcmc, its own window: 5/6 of steps

@@ -374,6 +374,26 @@ PRESETS: dict[str, dict] = {
 }  # fmt: skip
 
 
+def schedule_note(config: TrainConfig) -> str | None:
+    """One line when the densification schedule does not fit `steps` (a preset's window kept
+    with fewer steps, `--preset 3dgs-30k --steps 7000`): densification that never stops, or an
+    adc opacity reset in the last 10% of the steps (opacities clamped with no time to recover);
+    None when it fits."""
+    steps, until = config.steps, config.until()
+    said = []
+    if config.refine_every > 0 and until >= steps:
+        said.append(f"densification never stops (refine_until {until:,} >= steps {steps:,})")
+    if config.strategy == "adc" and config.reset_every > 0:
+        last = (min(steps, until - 1) // config.reset_every) * config.reset_every
+        if last > 0 and last > 0.9 * steps:
+            said.append(f"an opacity reset at step {last:,}, in the last 10% of the {steps:,} "
+                        f"steps (reset_every {config.reset_every:,})")  # fmt: skip
+    if not said:
+        return None
+    return (f"schedule: {'; '.join(said)}: refine_until and reset_every (TrainConfig; a "
+            "preset's are for its own steps) do not suit this number of steps")  # fmt: skip
+
+
 def preset(name: str, **overrides) -> TrainConfig:
     """The TrainConfig of a named preset (`PRESETS`), `overrides` replacing its fields."""
     if name not in PRESETS:

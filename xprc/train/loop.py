@@ -32,7 +32,14 @@ from . import checkpoint as ckpt
 from . import folder as run_folder
 from . import health, losses_2dgs
 from .camera_opt import corrections_optimizer, init_corrections, pivot_depths
-from .config import TrainConfig, TrainError, TrainResult, as_config, method_lrs
+from .config import (
+    TrainConfig,
+    TrainError,
+    TrainResult,
+    as_config,
+    method_lrs,
+    schedule_note,
+)
 from .data import ViewOrder, check_image_memory, infer_background, stack_views
 from .init import (
     camera_poses,
@@ -160,6 +167,8 @@ class Run:
             self.log(f"background: {numbers_text(background, 4)} (configured)")
         self.scale = scene_scale(train_set, note)
         self.hyper = _hyper(method, config, self.strategy, self.scale, background, note)
+        if (said := schedule_note(config)) is not None:
+            note(said)
         self.hyper["pose_pivot"] = jnp.asarray(_pivots(train_set, train_views))
         n_points = len(points) if points is not None and len(points) else config.num_random_points
         cap = config.capacity or self.strategy.default_capacity(n_points, config)
