@@ -913,3 +913,25 @@ def test_compile_says_when_it_creates_the_output_folder(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [f"created the folder {target.parent}"]
     assert cli.main(["compile", "3dgs", "-o", str(target.parent / "n.py")]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_runs_of_ges_before_its_comment_fix_are_still_its_runs():
+    """Correcting the GES spec's comment on beta changed its SPEC_SHA256 (comments are part of
+    the text): runs that recorded the earlier digest are still GES runs, with a note."""
+    import xprc
+    from xprc.compiler.driver import read_spec, spec_digest
+    from xprc.method_info import MethodInfo
+    from xprc.trained import EARLIER_SHIPPED, earlier_version
+
+    spec = ROOT / "specs" / "ges.xpr"
+    text = read_spec(spec)
+    fixed = ("(beta = 2 is the Gaussian; below 2 a sharper peak with heavier\n# tails, above 2 a "
+             "flatter top with sharper edges), sigma")  # fmt: skip
+    before = ("(beta = 2 is the Gaussian; below 2 sharper edges, above flatter\n# peaks), "
+              "sigma")  # fmt: skip
+    assert fixed in text
+    old = spec_digest(text.replace(fixed, before), spec)
+    assert old == "44d4fd7b864da8f334ac1073a01f5d23e5ed53283c1542bae990b41823882861"
+    assert EARLIER_SHIPPED[old] == "ges"
+    said = earlier_version(old, MethodInfo.of(xprc.load("ges")))
+    assert said is not None and "before a comment of it was corrected" in said

@@ -424,10 +424,19 @@ _FACE_PAIRS = (
 _BEFORE_FACE_PAIRS = {  # (tests/earlier_specs/linprim_octahedron.xpr)
     "58881ac959de96598bbebd07634e9351874a51dfabd7e9685f69bbfc3fa5b262": "linprim_octahedron",
 }
-EARLIER_SHIPPED = {**_BEFORE_FAR_PLANE, **_BEFORE_DETERMINANT, **_BEFORE_FACE_PAIRS}
+_COMMENT = (
+    "an earlier version of the shipped {} spec, before a comment of it was corrected "
+    "(2026-12-07); the same spec"
+)
+_BEFORE_COMMENT = {  # (tests/test_cli_hardening.py)
+    "44d4fd7b864da8f334ac1073a01f5d23e5ed53283c1542bae990b41823882861": "ges",
+}
+EARLIER_SHIPPED = {**_BEFORE_FAR_PLANE, **_BEFORE_DETERMINANT, **_BEFORE_FACE_PAIRS,
+                   **_BEFORE_COMMENT}  # fmt: skip
 _WHY = {**dict.fromkeys(_BEFORE_FAR_PLANE, _FAR_PLANE),
         **dict.fromkeys(_BEFORE_DETERMINANT, _DETERMINANT),
-        **dict.fromkeys(_BEFORE_FACE_PAIRS, _FACE_PAIRS)}  # fmt: skip
+        **dict.fromkeys(_BEFORE_FACE_PAIRS, _FACE_PAIRS),
+        **dict.fromkeys(_BEFORE_COMMENT, _COMMENT)}  # fmt: skip
 
 
 def earlier_version(sha256: str | None, info: MethodInfo) -> str | None:
