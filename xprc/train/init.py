@@ -37,6 +37,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.spatial import cKDTree
 
+from ..compiler.names import RANDOM_INITS
 from ..conventions import SH_C0
 from ..data.npz import physical_memory, size_text
 from ..method_info import MethodInfo
@@ -126,7 +127,8 @@ def _const(method, spec, value: float, n: int) -> np.ndarray:
     return np.full((n,) + shape_of(spec), inverse_np(method, spec, np.float64(value)))
 
 
-RANDOM_RULES = {"normal": 2, "uniform": 2, "unit": 0}  # (xprc.compiler.names.RANDOM_INITS)
+# the random init rules and their argument counts: the compiler's own table
+RANDOM_RULES = {name: len(args) for name, args in RANDOM_INITS.items()}
 
 
 def param_rng(seed: int, name: str) -> np.random.Generator:
