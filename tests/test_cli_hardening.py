@@ -926,9 +926,10 @@ def test_runs_of_ges_before_its_comment_fix_are_still_its_runs():
     spec = ROOT / "specs" / "ges.xpr"
     text = read_spec(spec)
     fixed = ("(beta = 2 is the Gaussian; below 2 a sharper peak with heavier\n# tails, above 2 a "
-             "flatter top with sharper edges), sigma")  # fmt: skip
+             "flatter top with sharper edges), sigma = d^T conic d / 2 as in 3DGS.\n# "
+             "Definition")  # fmt: skip
     before = ("(beta = 2 is the Gaussian; below 2 sharper edges, above flatter\n# peaks), "
-              "sigma")  # fmt: skip
+              "sigma = d^T conic d / 2 as in 3DGS. Definition")  # fmt: skip
     assert fixed in text
     old = spec_digest(text.replace(fixed, before), spec)
     assert old == "44d4fd7b864da8f334ac1073a01f5d23e5ed53283c1542bae990b41823882861"
