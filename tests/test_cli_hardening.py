@@ -936,3 +936,27 @@ def test_runs_of_ges_before_its_comment_fix_are_still_its_runs():
     assert EARLIER_SHIPPED[old] == "ges"
     said = earlier_version(old, MethodInfo.of(xprc.load("ges")))
     assert said is not None and "before a comment of it was corrected" in said
+
+
+def test_eval_of_a_3dgs_ply_with_a_spec_of_other_parameter_names(tiny_scene, tmp_path):
+    """`xprc eval` maps a 3DGS PLY's fields to the names the spec's layout gives them, as
+    render and view do (it refused the scene as one of another spec): the 3DGS spec with its
+    parameters renamed scores what 3dgs scores."""
+    import json
+    import re
+
+    from xprc.data.ply import save_ply
+
+    renames = {"means": "mu", "quats": "q", "scales": "axes", "opacities": "dens"}
+    text = (ROOT / "specs" / "3dgs.xpr").read_text()
+    for old, new in renames.items():
+        text = re.sub(rf"\b{old}\b", new, text)
+    (tmp_path / "renamed.xpr").write_text(text)
+    save_ply(tmp_path / "scene.ply", _scene_params())
+    scores = []
+    for spec in ("3dgs", str(tmp_path / "renamed.xpr")):
+        out = tmp_path / f"eval{len(scores)}.json"
+        argv = ["eval", str(tmp_path / "scene.ply"), "--data", str(tiny_scene), "--spec", spec]
+        assert cli.main([*argv, "-o", str(out)]) == 0, spec
+        scores.append(json.loads(out.read_text())["mean"]["psnr"])
+    assert abs(scores[0] - scores[1]) < 1e-4
