@@ -394,8 +394,10 @@ def test_capture_into_the_current_empty_folder(tmp_path, monkeypatch):
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)
+    inode = os.stat(".").st_ino
     info = generate_capture(".", CaptureParams(views=2, size=(8, 8), objects=1, points=10))
     assert not info["cached"] and (tmp_path / "here" / "capture.json").is_file()
+    assert os.stat(".").st_ino == inode and os.path.isfile("capture.json")  # filled in place
     assert sorted(p.name for p in tmp_path.iterdir()) == ["here"]  # no temporary left
 
 

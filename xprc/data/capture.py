@@ -28,7 +28,8 @@ xprc's reader does not use tracks), and that image's keypoints list it.
 Deterministic for a seed: the same parameters give the same bytes. `capture.json` records the
 parameters; a folder that holds a capture of the same parameters is reused as it is, and one
 that holds anything else is refused. The capture is written to a temporary sibling and renamed
-into place, so an interrupted run leaves no half capture.
+into place, so an interrupted run leaves no half capture (an empty folder given, as `--out .`,
+gets its entries moved in, capture.json last: a part-filled one is refused, not reused).
 """
 
 from __future__ import annotations
@@ -367,10 +368,14 @@ def generate_capture(out, params: CaptureParams | None = None, *, jobs: int = 1,
         info = _write(tmp, params, jobs, log)
         info["seconds"] = round(time.perf_counter() - start, 1)
         (tmp / INFO).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
-        if out.exists():
-            out.rmdir()  # (empty: checked above)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, out)
+        if out.exists():  # an empty folder (checked above), maybe the current one: filled in
+            # place, not replaced (a shell in it would be left in a deleted folder); capture.json
+            # last, so a folder left part-filled is refused, never taken for a capture
+            for entry in sorted(tmp.iterdir(), key=lambda p: p.name == INFO):
+                os.replace(entry, out / entry.name)
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
