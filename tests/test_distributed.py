@@ -29,3 +29,71 @@ def test_four_simulated_devices_match_one(tmp_path):
     assert "distributed OK" in proc.stdout
     assert "distributed training OK" in proc.stdout
     assert "distributed capacity OK" in proc.stdout
+
+
+def _two_processes(delays, timeout):
+    """Run tests/multi_host_check.py as processes 0 and 1 of a run on a free loopback port, the
+    second sleeping delays[1] s before leaving; (returncode, stderr) of process 0, and of
+    process 1 when it ended within a minute after process 0."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for i, delay in enumerate(delays):
+        env = dict(
+            os.environ,
+            JAX_PLATFORMS="cpu",
+            XPRC_COORDINATOR=f"127.0.0.1:{port}",
+            XPRC_NUM_PROCESSES="2",
+            XPRC_PROCESS_ID=str(i),
+            XPRC_COORDINATOR_TIMEOUT=str(timeout),
+        )
+        script = str(ROOT / "tests" / "multi_host_check.py")
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, script, str(delay)],
+                env=env,
+                cwd=ROOT,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )  # fmt: skip
+        )
+    try:
+        out0, err0 = procs[0].communicate(timeout=120)
+        try:
+            out1, err1 = procs[1].communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            out1, err1 = None, None
+        return (procs[0].returncode, out0 + err0), (
+            procs[1].returncode,
+            (out1 or "") + (err1 or ""),
+        )
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_multi_host_processes_leave_together():
+    """A normal end: both processes pass the leaving barrier and exit 0."""
+    (rc0, log0), (rc1, log1) = _two_processes((0, 1), timeout=30)
+    assert (rc0, rc1) == (0, 0), log0 + log1
+    assert "joined" in log0 and "joined" in log1
+
+
+def test_multi_host_process_0_says_a_peer_did_not_finish():
+    """Process 0 ending while process 1 runs on past XPRC_COORDINATOR_TIMEOUT (stopped early,
+    failed, killed): jax's shutdown barrier failed in a background thread and aborted process 0
+    (SIGABRT, exit status 134, only jax's log lines); now process 0 says so and exits 1."""
+    (rc0, log0), _ = _two_processes((0, 30), timeout=3)
+    assert rc0 == 1, (rc0, log0)
+    assert (
+        "error: multi-host run: process 0 of 2 ended, but not all the others did within 3 s "
+        "(XPRC_COORDINATOR_TIMEOUT; one stopped early, failed or was killed?): exiting without "
+        "them (DEADLINE_EXCEEDED: Barrier timed out." in log0
+    ), log0
+    assert "Terminating process" not in log0, log0
