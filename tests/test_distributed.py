@@ -94,6 +94,43 @@ def test_multi_host_process_0_says_a_peer_did_not_finish():
     assert (
         "error: multi-host run: process 0 of 2 ended, but not all the others did within 3 s "
         "(XPRC_COORDINATOR_TIMEOUT; one stopped early, failed or was killed?): exiting without "
-        "them (DEADLINE_EXCEEDED: Barrier timed out." in log0
+        "them (DEADLINE_EXCEEDED: Barrier timed out)" in log0
     ), log0
     assert "Terminating process" not in log0, log0
+
+
+def test_multi_host_step_failing_with_a_peer_gone_is_a_message(tmp_path, capsys, monkeypatch):
+    """A peer killed mid-run made process 0's next step raise JaxRuntimeError ('Gloo
+    all-reduce failed: ... Connection reset by peer'), a traceback; in a multi-host run it is
+    a one-line error (seen with two `xprc train` on 127.0.0.1, process 1 killed)."""
+    import jax
+
+    import xprc.cli.train
+    import xprc.distributed
+    from xprc import cli
+
+    gone = "UNKNOWN: Gloo all-reduce failed: Read error [127.0.0.1]:1: Connection reset by peer"
+
+    def join(devices):
+        xprc.distributed._JOINED.update(process_id=0, processes=2, timeout=5)
+        return 2
+
+    def step(args, devices):
+        raise jax.errors.JaxRuntimeError(gone + "\n(details)")
+
+    left = []
+    monkeypatch.setattr(xprc.distributed, "setup_devices", join)
+    monkeypatch.setattr(xprc.distributed, "leave", lambda status: left.append(status) or status)
+    monkeypatch.setattr(xprc.cli.train, "train_on", step)
+    argv = ["train", "--data", str(tmp_path), "--out", str(tmp_path / "run")]
+    try:
+        assert cli.main(argv) == 1
+    finally:
+        xprc.distributed._JOINED.clear()
+    assert capsys.readouterr().err.splitlines() == [
+        "error: multi-host run: process 0 of 2 stopped: a computation with the other processes "
+        f"failed (one stopped, failed or was killed?): {gone}"
+    ]
+    assert left == [1]
+    # outside a multi-host run, the same error is not said to be about other processes
+    assert xprc.distributed.collective_error(jax.errors.JaxRuntimeError(gone)) is None

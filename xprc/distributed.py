@@ -154,7 +154,8 @@ def leave(status: int) -> int:
     try:
         state.client.wait_at_barrier("xprc_leave", joined["timeout"] * 1000)
     except Exception as e:  # jax raises JaxRuntimeError (DEADLINE_EXCEEDED) after the timeout
-        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first.split(". ")[0][:200]  # DEADLINE_EXCEEDED: Barrier timed out
         print(
             f"error: multi-host run: process {joined['process_id']} of {joined['processes']} "
             f"ended, but not all the others did within {joined['timeout']} s "
@@ -167,6 +168,20 @@ def leave(status: int) -> int:
         return status or 1
     jax.distributed.shutdown()
     return status
+
+
+def collective_error(err: BaseException) -> XprError | None:
+    """In a multi-host run `setup_devices` joined, a JaxRuntimeError (a step's exchange with
+    the other processes failing: one was stopped or killed) as a one-line XprError; else None.
+    """
+    if not _JOINED or not isinstance(err, jax.errors.JaxRuntimeError):
+        return None
+    first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+    return XprError(
+        f"multi-host run: process {_JOINED['process_id']} of {_JOINED['processes']} "
+        f"stopped: a computation with the other processes failed (one stopped, failed or was "
+        f"killed?): {first}"
+    )
 
 
 _ABANDONED: list = []  # jax's distributed client and service, kept from their destructors

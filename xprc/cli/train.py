@@ -105,7 +105,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..distributed import leave, setup_devices
+    from ..distributed import collective_error, leave, setup_devices
 
     given = [o for o, v in (("--host", args.host), ("--port", args.port)) if v is not None]
     if given and not args.view:  # (they were ignored without a word)
@@ -115,6 +115,11 @@ def run(args) -> int:
     status = 1  # an exception (when the other processes do not finish: the exit status)
     try:
         status = train_on(args, devices)
+    except RuntimeError as e:
+        said = collective_error(e)  # a multi-host step failing with a process gone
+        if said is None:
+            raise
+        raise said from None
     finally:
         status = leave(status)  # a multi-host run: wait for the other processes, then leave
     return status
