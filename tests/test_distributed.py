@@ -79,7 +79,8 @@ def _two_processes(delays, timeout):
 
 
 def test_multi_host_processes_leave_together():
-    """A normal end: both processes pass the leaving barrier and exit 0."""
+    """A normal end: both processes pass the leaving barrier and exit 0 (this passed before
+    `leave` too: it guards the normal case, the next test the fix)."""
     (rc0, log0), (rc1, log1) = _two_processes((0, 1), timeout=30)
     assert (rc0, rc1) == (0, 0), log0 + log1
     assert "joined" in log0 and "joined" in log1

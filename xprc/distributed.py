@@ -151,6 +151,8 @@ def leave(status: int) -> int:
     joined = dict(_JOINED)
     _JOINED.clear()
     state = jax._src.distributed.global_state
+    if state.client is None:  # shut down already (jax.distributed.shutdown)
+        return status
     try:
         state.client.wait_at_barrier("xprc_leave", joined["timeout"] * 1000)
     except Exception as e:  # jax raises JaxRuntimeError (DEADLINE_EXCEEDED) after the timeout
