@@ -8,11 +8,12 @@ Several hosts: call `initialize()` (a thin wrapper of `jax.distributed.initializ
                `xprc train` joins one from the environment (`setup_devices`): XPRC_COORDINATOR
                (HOST:PORT of process 0), XPRC_NUM_PROCESSES, XPRC_PROCESS_ID, and
                XPRC_COORDINATOR_TIMEOUT (seconds to wait for the coordinator and the other
-               processes; default 60).
+               processes; default 60), and leaves it with `leave` (a barrier, then jax's shutdown).
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import re
@@ -52,12 +53,17 @@ ENV_HELP = (
 def initialize(coordinator_address=None, num_processes=None, process_id=None, timeout_s=None):
     """Join a multi-host run (arguments as `jax.distributed.initialize`; None = auto-detect).
 
-    timeout_s: seconds to wait for the coordinator and the other processes (None: jax's 300).
-    A process other than 0 first waits up to `timeout_s` for the coordinator's port to accept a
-    connection and raises XprError if it never does: jax would abort the whole process (no
-    exception) when its own wait runs out.
+    timeout_s: seconds to wait for the coordinator and the other processes, when joining and
+    in jax's shutdown (None: jax's 300 for both). A process other than 0 first waits up to
+    `timeout_s` for the coordinator's port to accept a connection and raises XprError if it
+    never does: jax would abort the whole process (no exception) when its own wait runs out.
     """
-    kwargs = {} if timeout_s is None else {"initialization_timeout": int(timeout_s)}
+    kwargs = {}
+    if timeout_s is not None:
+        kwargs = {
+            "initialization_timeout": int(timeout_s),
+            "shutdown_timeout_seconds": int(timeout_s),
+        }
     if coordinator_address is not None and process_id not in (None, 0) and timeout_s is not None:
         wait_for_coordinator(coordinator_address, timeout_s)
     jax.distributed.initialize(
@@ -110,6 +116,7 @@ def setup_devices(devices: str) -> int:
         except (RuntimeError, ValueError) as e:  # a port in use, ...
             first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
             raise XprError(f"could not join the multi-host run at {address}: {first}") from None
+        _JOINED.update(process_id=process_id, processes=processes, timeout=timeout)
     if devices == "all":
         return jax.device_count()
     if not _ASCII_INT.fullmatch(str(devices)):
@@ -121,6 +128,82 @@ def setup_devices(devices: str) -> int:
             f"({jax.default_backend()})"
         )
     return n
+
+
+_JOINED: dict = {}  # the run `setup_devices` joined: process_id, processes, timeout
+
+
+def leave(status: int) -> int:
+    """End this process's part in the multi-host run `setup_devices` joined (nothing when it
+    joined none); `status` is the exit status the process will end with; returns the one to
+    use instead.
+
+    jax's own shutdown (an atexit handler) waits for every process at a barrier and, when one
+    does not come in time (it stopped early, failed, was killed, or is still training on its
+    own), aborts the process with SIGABRT from a background thread: no message of xprc's, exit
+    status 134. Here every process first waits at a barrier of its own, up to the timeout,
+    which fails as an exception: then the process says which wait ran out and exits with
+    status 1 (or `status`, if not 0) without jax's shutdown; otherwise jax's shutdown runs
+    now, all processes being there.
+    """
+    if not _JOINED:
+        return status
+    joined = dict(_JOINED)
+    _JOINED.clear()
+    state = jax._src.distributed.global_state
+    if state.client is None:  # shut down already (jax.distributed.shutdown)
+        return status
+    try:
+        state.client.wait_at_barrier("xprc_leave", joined["timeout"] * 1000)
+    except Exception as e:  # jax raises JaxRuntimeError (DEADLINE_EXCEEDED) after the timeout
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = first.split(". ")[0][:200]  # DEADLINE_EXCEEDED: Barrier timed out
+        print(
+            f"error: multi-host run: process {joined['process_id']} of {joined['processes']} "
+            f"ended, but not all the others did within {joined['timeout']} s "
+            f"(XPRC_COORDINATOR_TIMEOUT; one stopped early, failed or was killed?): exiting "
+            f"without them ({first})",
+            file=sys.stderr,
+            flush=True,
+        )
+        _abandon(state, status or 1)
+        return status or 1
+    jax.distributed.shutdown()
+    return status
+
+
+def collective_error(err: BaseException) -> XprError | None:
+    """In a multi-host run `setup_devices` joined, a JaxRuntimeError (a step's exchange with
+    the other processes failing: one was stopped or killed) as a one-line XprError; else None.
+    """
+    if not _JOINED or not isinstance(err, jax.errors.JaxRuntimeError):
+        return None
+    first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+    return XprError(
+        f"multi-host run: process {_JOINED['process_id']} of {_JOINED['processes']} "
+        f"stopped: a computation with the other processes failed (one stopped, failed or was "
+        f"killed?): {first}"
+    )
+
+
+_ABANDONED: list = []  # jax's distributed client and service, kept from their destructors
+
+
+def _abandon(state, status: int) -> None:
+    """Leave the multi-host run without jax's shutdown barrier, whose failure aborts the
+    process: jax's atexit shutdown finds nothing to shut down, the other exit handlers run,
+    then the process ends with `status` before the interpreter would destroy the client."""
+    _ABANDONED.extend((state.preemption_sync_manager, state.client, state.service))
+    state.preemption_sync_manager = state.client = state.service = None
+
+    def exit_now() -> None:
+        atexit.unregister(exit_now)
+        atexit._run_exitfuncs()  # the handlers registered before this one
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+    atexit.register(exit_now)  # the last registered runs first
 
 
 def multi_host_env() -> tuple[str, int, int, int] | None:

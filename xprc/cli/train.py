@@ -105,14 +105,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from ..distributed import setup_devices
-    from ..train import train
+    from ..distributed import collective_error, leave, setup_devices
 
     given = [o for o, v in (("--host", args.host), ("--port", args.port)) if v is not None]
     if given and not args.view:  # (they were ignored without a word)
         raise XprError(f"{' and '.join(given)} set the viewer's address: add --view to start it")
     check_run_folder(args.out, args.data, resume=args.resume)
     devices = setup_devices(args.devices)
+    status = 1  # an exception (when the other processes do not finish: the exit status)
+    try:
+        status = train_on(args, devices)
+    except RuntimeError as e:
+        said = collective_error(e)  # a multi-host step failing with a process gone
+        if said is None:
+            raise
+        raise said from None
+    finally:
+        status = leave(status)  # a multi-host run: wait for the other processes, then leave
+    return status
+
+
+def train_on(args, devices: int) -> int:
+    """`run` after the devices are set up: train, report, keep viewing; the exit status."""
+    from ..train import train
+
     method = load_method(args)
     train_set, test_set = load_dataset(args)
     config = train_config(args)
