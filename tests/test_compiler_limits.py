@@ -124,7 +124,17 @@ HOSTILE = [
 def test_hostile_literal_is_a_located_error(text, message):
     with pytest.raises(XprError) as e:
         driver.check_source(text, "blob.xpr")
-    assert str(e.value) == message
+    got = str(e.value)
+    if len(message) < 1000:
+        assert got == message
+        return
+    # A 5,000-digit literal: the message and the source line are shortened (errors.py windows a
+    # long line around the caret and cuts a huge message in the middle); the location and the
+    # message's start are whole, and the caret still ends the report.
+    head = message.split("\n")[0][:60]
+    assert got.startswith(head), got[:200]
+    assert len(got) < 4500 and got.count("...") >= 1
+    assert got.splitlines()[-1].strip() == "^"
 
 
 def test_leading_zeros_and_folded_overflow_are_values():

@@ -63,12 +63,12 @@ def test_a_density_argument_named_wrongly_is_reported_at_the_users_line(tmp_path
 
 
 def test_check_names_the_file_a_bare_name_meant(tmp_path, monkeypatch, capsys):
-    (tmp_path / "ges.xpr").write_text(STUDENT_T.format(arg="nus"))
+    (tmp_path / "mykernel.xpr").write_text(STUDENT_T.format(arg="nus"))
     monkeypatch.chdir(tmp_path)
-    assert main(["check", "ges"]) != 0
+    assert main(["check", "mykernel"]) != 0
     err = capsys.readouterr().err
     assert err.startswith(
-        "ges: error: no spec file 'ges' and no shipped spec of that name; did you mean "
-        "ges.xpr (./ges.xpr, the file here)? (shipped: 2dgs, "
+        "mykernel: error: no spec file 'mykernel' and no shipped spec of that name; did you "
+        "mean mykernel.xpr (./mykernel.xpr, the file here)? (shipped: 2dgs, "
     ), err
-    assert main(["check", "ges.xpr"]) == 0
+    assert main(["check", "mykernel.xpr"]) == 0

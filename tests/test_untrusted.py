@@ -42,10 +42,11 @@ def test_huge_integer_literal():
     digits = "9" * 401
     with pytest.raises(ParseError) as info:
         driver.compile_source(sub("const k = 2", f"const k = {digits}"), "blob.xpr")
-    assert str(info.value) == (
-        "blob.xpr:4:11: error: number too large (more than 308 digits)\n"
-        f"    const k = {digits}\n"
-        "              ^"
+    _assert_windowed(
+        str(info.value),
+        "blob.xpr:4:11: error: number too large (more than 308 digits)",
+        f"const k = {digits}",
+        11,
     )
 
 
@@ -137,11 +138,24 @@ def test_too_deep_nesting_is_located():
     brackets = "[" * 3000 + "1" + "]" * 3000
     with pytest.raises(ParseError) as info:
         driver.compile_source(sub("const k = 2", f"const k = {brackets}"), "blob.xpr")
-    assert str(info.value) == (
-        f"blob.xpr:4:1010: error: expression nested too deeply (more than {parse.MAX_DEPTH} levels)\n"
-        f"    const k = {brackets}\n"
-        f"    {' ' * 1009}^"
+    _assert_windowed(
+        str(info.value),
+        f"blob.xpr:4:1010: error: expression nested too deeply "
+        f"(more than {parse.MAX_DEPTH} levels)",
+        f"const k = {brackets}",
+        1010,
     )
+
+
+def _assert_windowed(got: str, first: str, line: str, col: int) -> None:
+    """A located error on a long source line: the location line is whole; the source line is
+    shown as a window with '...' marks (a 1 MB line must not flood the terminal), and the caret
+    sits under the character at `col` of the original line."""
+    head, shown, caret = got.split("\n")
+    assert head == first
+    assert "..." in shown and len(shown) < 200 < len(line)
+    assert caret.strip() == "^"
+    assert shown[len(caret) - 1] == line[col - 1]
 
 
 def test_recursion_beyond_the_worker_stack_is_an_xpr_error(monkeypatch):
@@ -430,8 +444,11 @@ def test_spec_with_a_byte_order_mark_or_classic_mac_line_ends_reads(tmp_path):
 )
 def test_define_outside_float32_is_refused(value, becomes):
     """-D eps2d=1e39 rendered an empty image (inf in float32); 1e-400 silently became 0."""
-    said = r"outside float32's range .* would be inf\)" if becomes == "inf" else (
-        r"below float32's smallest normal number .* flush smaller values to 0\)")
+    said = (
+        r"outside float32's range .* would be inf\)"
+        if becomes == "inf"
+        else (r"below float32's smallest normal number .* flush smaller values to 0\)")
+    )
     with pytest.raises(DefineError, match=said):
         driver.parse_defines([f"eps2d={value}"])
     # 1e-44 is a float32 subnormal, which XLA flushes to 0: refused like a spec's 1e-44

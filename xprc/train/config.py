@@ -359,7 +359,7 @@ def _colour(name: str, value) -> tuple[float, float, float]:
 # Named option sets: `preset(name)`, `xprc train --preset NAME`.
 # 3dgs-30k: the 3DGS paper's schedule (Kerbl et al. 2023, /work/shared/REFERENCE.md section 8 and
 # its train.py defaults): 30k steps; adaptive density control every 100 steps from 500 to 15k,
-# clone/split above a mean screen-space gradient of 2e-4, prune opacity < 0.005, opacities
+# clone/split above a mean screen-space gradient of 2e-4, prune opacity < 0.005, opacity
 # reset every 3000; the SH degree up by one every 1000; the position lr decaying to 1/100 of its
 # start (1.6e-4 -> 1.6e-6, times the scene extent; the other rates are the spec's `lr`); loss
 # 0.8 L1 + 0.2 D-SSIM. Evaluated every 7000 steps (3DGS reports 7k and 30k) and at the end.
@@ -377,7 +377,7 @@ PRESETS: dict[str, dict] = {
 def schedule_note(config: TrainConfig) -> str | None:
     """One line when the densification schedule does not fit `steps` (a preset's window kept
     with fewer steps, `--preset 3dgs-30k --steps 7000`): densification that never stops, or an
-    adc opacity reset in the last 10% of the steps (opacities clamped with no time to recover);
+    adc opacity reset in the last 10% of the steps (opacity clamped with no time to recover);
     None when it fits."""
     steps, until = config.steps, config.until()
     said = []
