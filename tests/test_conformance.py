@@ -783,7 +783,7 @@ TRAINING = {
 # 2 busy cores), keeping the default suite within its CI budget.
 TRAIN_CASES = [
     case("beta"),
-    case("ges"),
+    case("ges", marks=slow),  # like beta: a 3DGS kernel with a learnable shape
     case("hgs"),
     case("student_t"),
     *(case(f"3dgrt_k{n}", marks=slow) for n in DEGREES),
