@@ -27,6 +27,7 @@ Prints a markdown table and writes benchmarks/results/user_path.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -65,7 +66,7 @@ def _say(line: str) -> None:
 def paths(method, params, camera, fitted):
     """name -> (forward fn of params, loss fn of params) for each way of calling."""
     target = jnp.zeros((camera.height, camera.width, 3), jnp.float32)
-    ignore = fitted.__class__(**{**fitted.__dict__, "on_overflow": "ignore"})
+    ignore = dataclasses.replace(fitted, on_overflow="ignore")
     internal = _compiled(method, "RGB", ignore, False)
 
     def public(config):
@@ -96,7 +97,7 @@ def paths(method, params, camera, fitted):
 
 
 SECOND = """
-import json, sys, time
+import dataclasses, json, sys, time
 sys.path.insert(0, {root!r})
 import jax, jax.numpy as jnp, xprc
 from benchmarks.run import workload
@@ -108,7 +109,7 @@ fitted = xprc.fit_config(method, params, cam)
 target = jnp.zeros((cam.height, cam.width, 3), jnp.float32)
 out = {{}}
 for policy in ("warn", "ignore"):
-    cfg = fitted.__class__(**{{**fitted.__dict__, "on_overflow": policy}})
+    cfg = dataclasses.replace(fitted, on_overflow=policy)
     image = lambda p: xprc.render(method, p, cam, config=cfg).image
     fwd = jax.jit(image)
     grad = jax.jit(jax.value_and_grad(lambda p: jnp.mean(jnp.abs(image(p) - target))))
