@@ -591,12 +591,14 @@ def test_train_log_records_the_console_and_is_appended_on_resume(scene, tmp_path
     assert lines[0].startswith(head) and json.loads(lines[0][len(head) :]) == config.to_json()
     guesses = [  # what the run assumed, said on the console and kept in the log
         r"background: black \(0, 0, 0\) assumed: none of the 8 training views has alpha .*",
+        r"schedule: densification never stops \(refine_until \d+ >= steps \d\): .*",
         r"init: the dataset's 200 point colours are all grey \(0.5\).*",
     ]
-    for line, pattern in zip(lines[1:3], guesses, strict=True):
+    for line, pattern in zip(lines[1:4], guesses, strict=True):
         assert re.fullmatch(pattern, line), (line, pattern)
-    assert lines[3].startswith("inputs: {") and '"data.image_size": "32x32"' in lines[3]
+    assert lines[4].startswith("inputs: {") and '"data.image_size": "32x32"' in lines[4]
     number = r"-?[0-9.e+-]+"
+    splat = r"scene\.splat: the DC colour only \(SH degree 3 dropped\);.*"  # the export's losses
     expect = [
         rf"step 0: test PSNR {number} SSIM {number}",
         rf"step 1/3: loss {number}, psnr {number}, primitives 200",
@@ -606,6 +608,7 @@ def test_train_log_records_the_console_and_is_appended_on_resume(scene, tmp_path
         rf"step 3/3: loss {number}, psnr {number}, primitives 200",
         rf"step 3: final test PSNR {number} SSIM {number}, 200 primitives, {number} steps/s, "
         rf"{number} s of training",
+        splat,
         rf"xprc {re.escape(__version__)} train {METHOD.NAME} \(resume\): \{{.*\}}",
         *guesses,
         r"inputs: \{.*\}",
@@ -617,9 +620,10 @@ def test_train_log_records_the_console_and_is_appended_on_resume(scene, tmp_path
         # one step in this process: steps/s leaves out the first step, so none is timed
         rf"step 4: final test PSNR {number} SSIM {number}, 200 primitives, steps/s not measured "
         rf"\(it leaves out the first step, and only one ran\), {number} s of training",
+        splat,
     ]
-    assert len(lines) == 4 + len(expect), lines
-    for line, pattern in zip(lines[4:], expect, strict=True):
+    assert len(lines) == 5 + len(expect), "\n".join(lines)
+    for line, pattern in zip(lines[5:], expect, strict=True):
         assert re.fullmatch(pattern, line), (line, pattern)
 
 
