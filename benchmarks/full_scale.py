@@ -1,0 +1,299 @@
+"""Training at full scale on the generated capture (issue 39): steps/s, memory, compiles,
+checkpoint and PLY, on one device, through `xprc.train` as a user calls it.
+
+    python benchmarks/full_scale.py --capture DIR --jobs 12                    # all phases
+    python benchmarks/full_scale.py --capture DIR --phases stages,mcmc --prims 1000000
+    python benchmarks/full_scale.py --quick          # a small capture: a smoke run (CPU)
+
+Phases (each appends to the JSON as it ends, so a run cut short keeps what it measured):
+  capture  write the capture (`xprc capture`'s generator) or reuse the one in DIR; its seconds.
+  stages   one training view at --prims primitives (the sparse points replicated with jitter):
+           count, projection, binning + sort, forward, forward + backward (benchmarks/stages.py).
+  mcmc     MCMC at capacity --prims, started full (--prims primitives from the first step):
+           steps/s over a window at the start and at the end, the device-only rate of the same
+           compiled step (no host read per step), peak device memory, compiles, the seconds and
+           MB of the checkpoint and the PLY, and a resume that continues the run.
+  adc      ADC from the capture's sparse points (capacity --adc-capacity), densifying every
+           --refine-every steps from --refine-from: primitives over time, windows, compiles.
+  mcmc3m   MCMC at capacity --big, started full: does it fit, steps/s, peak memory.
+
+The 30k-step time is extrapolated from the end window's rate (compiles and evaluations not
+counted). Writes benchmarks/results/full_scale.json (--out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.run import SPECS, machine, write_json  # noqa: E402
+from benchmarks.stages import measure  # noqa: E402
+from xprc.compiler.driver import load  # noqa: E402
+from xprc.data.capture import CaptureParams, generate_capture  # noqa: E402
+from xprc.data.scene_folder import load_scene  # noqa: E402
+from xprc.train import TRACE_COUNT, init_params, nn_distance, train  # noqa: E402
+from xprc.train import checkpoint as ckpt_module  # noqa: E402
+from xprc.train import outputs as outputs_module  # noqa: E402
+from xprc.train.config import preset  # noqa: E402
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def memory() -> dict:
+    """The device's bytes in use and peak (None where the backend reports none: a CPU)."""
+    stats = jax.devices()[0].memory_stats() or {}
+    return {"in_use_gb": _gb(stats.get("bytes_in_use")),
+            "peak_gb": _gb(stats.get("peak_bytes_in_use")),
+            "limit_gb": _gb(stats.get("bytes_limit"))}  # fmt: skip
+
+
+def _gb(n):
+    return None if n is None else round(n / 1e9, 3)
+
+
+def densified(dataset, n: int, seed: int = 0):
+    """`dataset` with its sparse points replicated to `n` (each copy jittered by half its
+    nearest-neighbour distance): a run that starts with n primitives."""
+    pts = np.asarray(dataset.points, np.float64)
+    cols = np.asarray(dataset.colors, np.float32)
+    rng = np.random.default_rng(seed)
+    pick = np.concatenate([np.arange(len(pts)), rng.integers(0, len(pts), max(n - len(pts), 0))])
+    pick = pick[:n]
+    nn = nn_distance(pts.astype(np.float32), lambda _m: None)[pick]
+    jitter = rng.normal(size=(n, 3)) * 0.5 * nn[:, None]
+    jitter[: min(n, len(pts))] = 0.0  # the points themselves, then jittered copies
+    return dataclasses.replace(dataset, points=(pts[pick] + jitter).astype(np.float32),
+                               colors=cols[pick])  # fmt: skip
+
+
+class Timed:
+    """Wraps a module function, recording each call's seconds (the checkpoint and PLY writers)."""
+
+    def __init__(self, module, name: str) -> None:
+        self.module, self.name, self.calls = module, name, []
+        self.inner = getattr(module, name)
+
+    def __enter__(self):
+        def wrapped(*args, **kw):
+            t0 = time.perf_counter()
+            try:
+                return self.inner(*args, **kw)
+            finally:
+                self.calls.append(time.perf_counter() - t0)
+
+        setattr(self.module, self.name, wrapped)
+        return self
+
+    def __exit__(self, *exc):
+        setattr(self.module, self.name, self.inner)
+
+
+class Clock:
+    """The trainer's callback: each step's end time and primitive count (no device read: the
+    trainer already reads the step's numbers)."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[int, float, int]] = []
+
+    def __call__(self, step: int, info) -> None:
+        self.marks.append((step, time.perf_counter(), int(info["live"])))
+
+    def window(self, first: int, last: int) -> dict | None:
+        """steps/s from the end of step `first` to the end of step `last`."""
+        by = {s: (t, n) for s, t, n in self.marks}
+        if first not in by or last not in by or last <= first:
+            return None
+        (t0, n0), (t1, n1) = by[first], by[last]
+        return {"steps": f"{first}-{last}", "steps_per_s": round((last - first) / (t1 - t0), 3),
+                "primitives": [n0, n1]}  # fmt: skip
+
+    def curve(self, every: int) -> list:
+        return [[s, n] for s, _t, n in self.marks if s % every == 0 or s == self.marks[-1][0]]
+
+
+def compile_counter():
+    """A list that grows by one per XLA backend compile (jax.monitoring's event)."""
+    seen: list[float] = []
+
+    def listen(event: str, seconds: float, **_kw) -> None:
+        if "backend_compile" in event:
+            seen.append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    return seen
+
+
+def run_training(method, train_set, test_set, config, out: Path, compiles: list, label: str,
+                 resume: bool = False) -> dict:  # fmt: skip
+    clock = Clock()
+    before = (len(compiles), sum(compiles), dict(TRACE_COUNT))
+    t0 = time.perf_counter()
+    with Timed(ckpt_module, "save") as saves, Timed(outputs_module, "_write_ply") as plys:
+        try:
+            result = train(method, train_set, test_set, out, config, callback=clock,
+                           resume=resume)  # fmt: skip
+        except Exception as err:  # an out-of-memory is a result here, not a crash
+            _say(f"[{label}] failed: {type(err).__name__}: {str(err)[:500]}")
+            return {"error": f"{type(err).__name__}: {str(err)[:2000]}", "memory": memory()}
+    wall = time.perf_counter() - t0
+    steps = [s for s, _t, _n in clock.marks]
+    first, last = steps[0], steps[-1]
+    w = max(min(50, (last - first) // 3), 1)
+    row = {
+        "wall_s": round(wall, 1),
+        "steps": [first, last],
+        "steps_per_s_trainer": result.steps_per_second,
+        "window_start": clock.window(first + 2, first + 2 + w),  # after the first compiles
+        "window_end": clock.window(last - w, last),
+        "primitives_over_time": clock.curve(max((last - first) // 20, 1)),
+        "final": {k: result.metrics.get(k) for k in ("psnr", "ssim", "primitives")},
+        "entry_capacity": result.entry_capacity,
+        "xla_compiles": len(compiles) - before[0],
+        "xla_compile_s": round(sum(compiles) - before[1], 1),
+        "step_traces": TRACE_COUNT["train_step"] - before[2]["train_step"],
+        "eval_traces": TRACE_COUNT["eval"] - before[2]["eval"],
+        "checkpoint_s": [round(s, 2) for s in saves.calls],
+        "ply_s": [round(s, 2) for s in plys.calls],
+        "memory": memory(),
+    }
+    for name in ("checkpoint.npz", "scene.ply", "scene.splat"):
+        if (out / name).exists():
+            row[f"{name}_mb"] = round((out / name).stat().st_size / 1e6, 1)
+    end = (row["window_end"] or {}).get("steps_per_s")
+    if end:
+        row["extrapolated_30k_min"] = round(30_000 / end / 60, 1)
+    _say(f"[{label}] {json.dumps(row)[:1500]}")
+    return row
+
+
+def device_only_rate(method, train_set, test_set, config, steps: int = 20) -> dict:
+    """The trainer's compiled step run back to back without reading anything on the host: what
+    the device alone sustains (the trainer reads each step's numbers: the gap is the host's)."""
+    from xprc.train.loop import Run
+    from xprc.train.step import step_fn
+
+    run = Run(method, train_set, test_set, None, config, 1)
+    fn = step_fn(run.step_key())
+    state = run.state
+    views = [run.order.views(i, 1) for i in range(steps + 1)]
+    state, _ = fn(state, run.data, run.hyper, views[0])
+    jax.block_until_ready(state)
+    t0 = time.perf_counter()
+    for i in range(steps):
+        state, _ = fn(state, run.data, run.hyper, views[i + 1])
+    jax.block_until_ready(state)
+    return {"steps": steps, "steps_per_s": round(steps / (time.perf_counter() - t0), 3)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--capture", default=None, help="the capture's folder (made if missing)")
+    ap.add_argument("--phases", default="capture,stages,mcmc,adc,mcmc3m")
+    ap.add_argument("--views", type=int, default=150)
+    ap.add_argument("--size", default="1296x840")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--images", default="images_4")
+    ap.add_argument("--spec", default="3dgs")
+    ap.add_argument("--prims", type=int, default=1_000_000)
+    ap.add_argument("--big", type=int, default=3_000_000)
+    ap.add_argument("--steps", type=int, default=200, help="steps of each MCMC run")
+    ap.add_argument("--adc-steps", type=int, default=400)
+    ap.add_argument("--adc-capacity", type=int, default=2_000_000)
+    ap.add_argument("--refine-from", type=int, default=100)
+    ap.add_argument("--refine-every", type=int, default=50)
+    ap.add_argument("--quick", action="store_true", help="a small capture and counts (CPU smoke)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "full_scale.json"))
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.views, args.size, args.prims, args.big = 16, "96x64", 4000, 8000
+        args.steps, args.adc_steps, args.adc_capacity = 12, 12, 8000
+        args.refine_from, args.refine_every = 4, 4
+    width, height = (int(v) for v in args.size.split("x"))
+    capture = Path(args.capture or tempfile.mkdtemp(prefix="xprc-capture-")) / "capture"
+    phases = args.phases.split(",")
+    results = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    results.update({"machine": machine(), "args": vars(args)})
+    results.setdefault("phases", {})
+
+    def done(name, row):
+        results["phases"][name] = row
+        write_json(args.out, results, f"({name}) ")
+
+    compiles = compile_counter()
+    params = CaptureParams(views=args.views, size=(width, height),
+                           points=min(150_000, args.prims))  # fmt: skip
+    t0 = time.perf_counter()
+    info = generate_capture(capture, params, jobs=args.jobs, log=_say)
+    if "capture" in phases:
+        kept = {k: info.get(k) for k in ("views", "size", "points", "cached")}
+        done("capture", {"seconds": round(time.perf_counter() - t0, 1), **kept})
+    t0 = time.perf_counter()
+    train_set, test_set = load_scene(capture, test_every=8, images=args.images)
+    v = train_set.views[0].image.shape
+    results["data"] = {
+        "load_s": round(time.perf_counter() - t0, 1),
+        "train_views": len(train_set.views),
+        "test_views": len(test_set.views),
+        "image": f"{v[1]}x{v[0]}",
+        "sparse_points": len(train_set.points),
+    }
+    _say(f"[data] {results['data']}")
+    method = load(ROOT / SPECS[args.spec])
+    full = densified(train_set, args.prims)
+    base = dict(progress=False, save_renders=False, eval_every=0, checkpoint_every=0,
+                log_every=10)  # fmt: skip
+
+    if "stages" in phases:
+        p, _used = init_params(method, full, preset("3dgs-30k", capacity=args.prims))
+        cam = train_set.views[0].camera()
+        comp = "pallas" if jax.default_backend() == "tpu" else "xla"
+        row = measure(method, p, [cam], comp, 3, dense=False)
+        row = {k: (round(v * 1e3, 2) if k.endswith("_s") and "compile" not in k and v else v)
+               for k, v in row.items()}  # fmt: skip
+        done("stages", {"primitives": args.prims, "ms_or_s": "*_s in ms, compile_* in s", **row})
+
+    if "mcmc" in phases:
+        out = Path(tempfile.mkdtemp(prefix="xprc-mcmc-"))
+        cfg = preset("3dgs-30k", steps=args.steps, strategy="mcmc", capacity=args.prims, **base)
+        row = run_training(method, full, test_set, cfg, out, compiles, "mcmc")
+        if "error" not in row:
+            more = dataclasses.replace(cfg, steps=args.steps + 20)
+            res = run_training(method, full, test_set, more, out, compiles, "resume", True)
+            row["resume"] = {k: res.get(k) for k in ("steps", "wall_s", "xla_compiles",
+                                                     "step_traces", "error")}  # fmt: skip
+            row["device_only"] = device_only_rate(method, full, test_set, cfg)
+        done(f"mcmc_{args.prims}", row)
+
+    if "adc" in phases:
+        out = Path(tempfile.mkdtemp(prefix="xprc-adc-"))
+        cfg = preset("3dgs-30k", steps=args.adc_steps, strategy="adc",
+                     capacity=args.adc_capacity, refine_from=args.refine_from,
+                     refine_every=args.refine_every, refine_until=args.adc_steps,
+                     reset_every=0, **base)  # fmt: skip
+        done("adc", run_training(method, train_set, test_set, cfg, out, compiles, "adc"))
+
+    if "mcmc3m" in phases:
+        out = Path(tempfile.mkdtemp(prefix="xprc-big-"))
+        cfg = preset("3dgs-30k", steps=max(args.steps // 4, 8), strategy="mcmc",
+                     capacity=args.big, **base)  # fmt: skip
+        big = densified(train_set, args.big)
+        done(f"mcmc_{args.big}", run_training(method, big, test_set, cfg, out, compiles, "big"))
+    return results
+
+
+if __name__ == "__main__":
+    main()
