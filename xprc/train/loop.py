@@ -189,6 +189,7 @@ class Run:
         self.elapsed_before = 0.0
         self.interrupted = False
         self.saved_step: int | None = None  # the step of the checkpoint in the run folder
+        self.ahead: tuple | None = None  # (key, state, info) of a step queued, not yet read
 
     def _initial_state(self, params, used, n_views: int) -> dict:
         config = self.config
@@ -272,8 +273,11 @@ class Run:
         self.eval_capacity.bucket = int(meta.get("eval_entry_capacity", self.eval_capacity.bucket))
         self.reports.events.update(meta.get("densification", {}))
         self.saved_step = self.step
-        self.log(f"resuming from {path} at step {self.step} (its parameters replace the "
-                 "initial ones above)", always=True)
+        self.log(
+            f"resuming from {path} at step {self.step} (its parameters replace the "
+            "initial ones above)",
+            always=True,
+        )
 
     def _check_same_options(self, meta: dict, path: Path) -> None:
         """A resumed run continues the checkpoint's exactly only with the same options and
@@ -347,27 +351,49 @@ class Run:
 
     def advance(self) -> dict:
         """One accepted optimisation step; a step whose render dropped entries is redone with
-        a larger capacity. Returns the step's info as host numbers."""
-        view = self.order.views(self.step, self.devices)
+        a larger capacity. Returns the step's info as host numbers.
+
+        The step after it is dispatched, from the state this step made, before this step's
+        numbers are read: the device always has the next step queued and never waits for the
+        host (no round trip per step). That next step is kept only when this one is accepted;
+        after a redo, a divergence or a stop it is dropped, unread, so the run is the same as
+        one read step by step (a test checks it), at the cost of one more state in memory."""
         while True:
             key = self.step_key()
-            try:
-                state, info = step_fn(key)(self.state, self.data, self.hyper, view)
-            except jax.errors.JaxRuntimeError as err:
-                if not self._switch_to_xla(err, key):
-                    raise
-                continue
-            self.ran.add(key)
+            if self.ahead is None or self.ahead[0] != key:
+                self.ahead = self._dispatch(key, self.state, self.step)
+            key, state, info = self.ahead
+            self.ahead = None
+            if self.step + 1 < self.config.steps:  # queued now, read at the next call
+                self.ahead = self._dispatch(key, state, self.step + 1)
             info = jax.device_get(info)
             if int(info["dropped"]) == 0:
                 break
+            self.ahead = None
             self.capacity.grow(int(info["entries_needed"]), self.step + 1, "train")
         if health.diverged(info):
+            self.ahead = None
             raise health.divergence_error(self.step + 1, info, self.data["cameras"], self.names,
                                           self.points, self._kept(), self.out)  # fmt: skip
         self.state = state
         self.reports.step_done(self.step, info)
         return info
+
+    def _dispatch(self, key: StepKey, state: dict, step: int) -> tuple[StepKey, dict, dict]:
+        """Queue training step `step + 1` from `state`: (key, state, info) as device arrays,
+        not waited for. The first call of a key compiles it; Pallas failing to compile for this
+        chip switches to XLA compositing, and the key returned is the one that ran."""
+        view = self.order.views(step, self.devices)
+        while True:
+            try:
+                out = step_fn(key)(state, self.data, self.hyper, view)
+            except jax.errors.JaxRuntimeError as err:
+                if not self._switch_to_xla(err, key):
+                    raise
+                key = self.step_key()
+                continue
+            self.ran.add(key)
+            return (key, *out)
 
     def evaluate(self, elapsed: float, keep_images: bool = False) -> tuple[dict, list]:
         rows, images = [], []
