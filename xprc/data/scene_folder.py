@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import DataError, XprError, printable
+from ..errors import DataError, XprError, printable, warn_data
 from .blender import load_blender_splits
 from .colmap import load_colmap
 from .datasets import TEST_EVERY, Dataset, split_every
@@ -59,11 +59,14 @@ def load_scene(
     downscale=1,
     test_every: int | None = None,
     images: str | None = None,
+    undistort: bool = False,
 ) -> tuple[Dataset, Dataset]:
     """(train, test) from a Blender scene (transforms_train.json, then _test or _val) or a
     COLMAP scene (sparse/, every `test_every`-th view held out: None, the Mip-NeRF 360
     protocol's 8; `images`: the image folder, see `colmap_images`). `test_every` and `images`
-    are an XprError for a Blender scene, whose split and images its files name."""
+    are an XprError for a Blender scene, whose split and images its files name. `undistort`:
+    resample lens cameras to pinhole ones (`load_colmap`); a Blender scene's cameras are
+    pinholes already (said in a warning)."""
     root = Path(root)
     marks = dataset_marks(root)
     if len(marks) > 1:  # (Blender was read without a word, the COLMAP model ignored)
@@ -84,14 +87,20 @@ def load_scene(
         if test is None:
             missing = "file not found (nor transforms_val.json)"
             raise DataError(root / "transforms_test.json", missing)
-        return load_blender_splits(root, test, background, downscale)
+        splits = load_blender_splits(root, test, background, downscale)
+        if undistort:
+            warn_data(root / BLENDER_MARK, "--undistort: a Blender scene's cameras are pinholes; "
+                      "the images are used as they are", stacklevel=2)  # fmt: skip
+        return splits
     if mark == COLMAP_MARK:
         every = TEST_EVERY if test_every is None else test_every
         if not (isinstance(every, int) and every >= 2):
             raise XprError(f"--test-every must be an integer >= 2 (every N-th view is held out), "
                            f"got {every!r}")  # fmt: skip
         folder, factor, exact = colmap_images(images, downscale)
-        dataset = load_colmap(root, factor, folder, background, shrunk_only=exact)
+        dataset = load_colmap(
+            root, factor, folder, background, shrunk_only=exact, undistort=undistort
+        )
         return split_every(dataset, every)
     if not root.is_dir():
         problem = "not a folder" if root.exists() else "folder not found"

@@ -1,0 +1,226 @@
+"""Undistortion at load time: each view of a lens camera (`opencv`, `fisheye`) resampled to a
+pinhole camera, for specs that render only pinholes (`load_colmap(..., undistort=True)`,
+`xprc train --undistort`).
+
+The new camera is chosen as COLMAP's `image_undistorter` chooses it (its `UndistortCamera`,
+read for the facts): the focal lengths are kept; the image is cropped (or grown) about the
+principal point, whose place relative to the image size is kept, to the largest size whose every
+pixel sees the distorted image: each side's extent is set by the innermost point of the
+distorted image's edge on that side, traced through the lens and projected through the
+pinhole; the scale is held to [0.2, 2] of the distorted size. Each pixel of the new image then
+takes its ray through the pinhole camera, projected through the lens model
+(`xprc.camera.Camera.project`, the one definition of each lens), sampled bilinearly.
+
+Cameras of one size share one undistorted size (the smallest crop's), so that a dataset of one
+image size keeps one (training needs one). A pixel of the new image whose ray does not reach the
+distorted image, or leaves the lens model's valid domain, has no source pixel: it takes the
+colour of the nearest edge pixel, and the report counts those pixels; by the choice above there
+are none, unless the scale limits or the shared size widen the view.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DataError, warn_data
+
+__all__ = ["Undistortion", "undistort_camera", "undistort_views"]
+
+MIN_SCALE, MAX_SCALE = 0.2, 2.0  # COLMAP's limits on the undistorted size / the distorted size
+LENS_MODELS = ("opencv", "fisheye")  # the models undistortion resamples to a pinhole
+
+
+@dataclasses.dataclass(frozen=True)
+class Undistortion:
+    """One camera's resampling. K [3, 3] float64 and size (width, height) of the pinhole
+    camera; source [2, H', W'] float64: where each of its pixel centres falls in the distorted
+    image (pixel coordinates, centres at j + 0.5); blank [H', W'] bool: pixels without a source
+    pixel; kept: the share of the distorted image's pixel centres the new image sees."""
+
+    K: np.ndarray
+    size: tuple[int, int]
+    source: np.ndarray
+    blank: np.ndarray
+    kept: float
+
+
+def _camera(view_like, dtype=np.float32):
+    """The distorted camera at the origin (identity pose): camera space is world space."""
+    from ..camera import Camera
+
+    return Camera(viewmat=np.eye(4, dtype=dtype), K=np.asarray(view_like.K, dtype),
+                  width=int(view_like.width), height=int(view_like.height),
+                  model=view_like.model, dist=np.asarray(view_like.dist, dtype))  # fmt: skip
+
+
+def _edge_rays(cam, side: str) -> np.ndarray:
+    """[n, 3] camera-space rays through the points of one edge of the image's area (x = 0 or
+    W, y = 0 or H) at the pixel rows or columns, those with a ray in the lens model's valid
+    domain and in front of the camera."""
+    w, h = cam.width, cam.height
+    rows, cols = np.arange(h) + 0.5, np.arange(w) + 0.5
+    px, py = {
+        "left": (np.zeros(h), rows),
+        "right": (np.full(h, float(w)), rows),
+        "top": (cols, np.zeros(w)),
+        "bottom": (cols, np.full(w, float(h))),
+    }[side]
+    _, d = cam.pixel_rays(px.astype(np.float32), py.astype(np.float32))
+    d = np.asarray(d, np.float64)
+    ok = np.asarray(cam.pixel_valid(px.astype(np.float32), py.astype(np.float32))) & (d[:, 2] > 0)
+    return d[ok]
+
+
+def crop_scales(cam, where: Path, label: str) -> tuple[float, float]:
+    """(sx, sy): the undistorted size / the distorted size along each axis, COLMAP's choice
+    without blank pixels, held to [MIN_SCALE, MAX_SCALE]."""
+    K = np.asarray(cam.K, np.float64)
+    fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
+    reach = {}  # each side: how far from the principal point (pixels) its innermost point lies
+    for side in ("left", "right", "top", "bottom"):
+        d = _edge_rays(cam, side)
+        if not len(d):
+            raise DataError(where, f"{label}: no ray of the image's {side} edge is in the "
+                            f"{cam.model} lens model's valid domain: it cannot be "
+                            "undistorted")  # fmt: skip
+        u, v = fx * d[:, 0] / d[:, 2], fy * d[:, 1] / d[:, 2]  # from the principal point
+        reach[side] = {"left": -u.max(), "right": u.min(), "top": -v.max(),
+                       "bottom": v.min()}[side]  # fmt: skip
+    # a side of the pinhole image, `cx` pixels long on the left, reaches reach / cx at scale 1
+    sides = ((reach["left"], cx), (reach["right"], cam.width - cx),
+             (reach["top"], cy), (reach["bottom"], cam.height - cy))  # fmt: skip
+    s = [r / length if length > 0 else math.inf for r, length in sides]
+    sx, sy = min(s[0], s[1]), min(s[2], s[3])
+    return float(np.clip(sx, MIN_SCALE, MAX_SCALE)), float(np.clip(sy, MIN_SCALE, MAX_SCALE))
+
+
+def undistort_camera(cam, size: tuple[int, int]) -> Undistortion:
+    """The resampling of the distorted `cam` (an `xprc.camera.Camera`, one view) to a pinhole
+    camera of `size` with its focal lengths and its principal point's relative place."""
+    w, h = size
+    K = np.asarray(cam.K, np.float64).copy()
+    K[0, 2] *= w / cam.width
+    K[1, 2] *= h / cam.height
+    u = np.arange(w, dtype=np.float64)[None, :] + 0.5
+    v = np.arange(h, dtype=np.float64)[:, None] + 0.5
+    x = np.broadcast_to((u - K[0, 2]) / K[0, 0], (h, w))  # the ray (x, y, 1) of each pixel
+    y = np.broadcast_to((v - K[1, 2]) / K[1, 1], (h, w))
+    xs, ys, ones = (np.asarray(a, np.float32) for a in (x, y, np.ones((h, w))))
+    # The lens's displacement from the pinhole projection, both through xprc.camera (float32),
+    # added to the pinhole map in float64: zero coefficients move no pixel, exactly.
+    lens = np.asarray(cam.project(xs, ys, ones), np.float64)
+    flat = np.asarray(cam.replace(model="pinhole", dist=None).project(xs, ys, ones), np.float64)
+    K0 = np.asarray(cam.K, np.float64)
+    pinhole = np.stack([K0[0, 0] * x + K0[0, 2], K0[1, 1] * y + K0[1, 2]])
+    source = pinhole + (lens - flat)
+    valid = np.asarray(cam.project_valid(xs, ys, ones))
+    inside = (source[0] >= 0) & (source[0] <= cam.width) & (source[1] >= 0)
+    inside &= source[1] <= cam.height
+    blank = ~(valid & inside & np.isfinite(source).all(axis=0))
+    return Undistortion(K, (w, h), np.where(np.isfinite(source), source, 0.0), blank,
+                        _kept(cam, K, (w, h)))  # fmt: skip
+
+
+def _kept(cam, K: np.ndarray, size: tuple[int, int]) -> float:
+    """The share of the distorted image's pixel centres whose ray lands inside the pinhole
+    image of K and size (the field of view kept)."""
+    w, h = cam.width, cam.height
+    px = np.broadcast_to(np.arange(w, dtype=np.float32)[None, :] + 0.5, (h, w))
+    py = np.broadcast_to(np.arange(h, dtype=np.float32)[:, None] + 0.5, (h, w))
+    _, d = cam.pixel_rays(px, py)
+    d = np.asarray(d, np.float64)
+    valid = np.asarray(cam.pixel_valid(px, py)) & (d[..., 2] > 0)
+    z = np.where(valid, d[..., 2], 1.0)
+    u = K[0, 0] * d[..., 0] / z + K[0, 2]
+    v = K[1, 1] * d[..., 1] / z + K[1, 2]
+    seen = valid & (u >= 0) & (u <= size[0]) & (v >= 0) & (v <= size[1])
+    return float(seen.mean())
+
+
+def resample(image: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """image [H, W, C] (or [H, W]) sampled bilinearly at `source` [2, H', W'] (pixel
+    coordinates, centres at j + 0.5); beyond the outermost pixel centres the edge pixels'
+    values continue. float32 out."""
+    from scipy.ndimage import map_coordinates
+
+    coords = np.stack([source[1] - 0.5, source[0] - 0.5])  # (row, column) of the pixel centres
+    planes = image[..., None] if image.ndim == 2 else image
+    out = np.stack(
+        [map_coordinates(np.asarray(planes[..., c], np.float64), coords, order=1,
+                         mode="nearest") for c in range(planes.shape[-1])],
+        axis=-1,
+    )  # fmt: skip
+    out = out.astype(np.float32)
+    return out[..., 0] if image.ndim == 2 else out
+
+
+def _key(view) -> tuple:
+    K, dist = (np.asarray(a, np.float32).tobytes() for a in (view.K, view.dist))
+    return (int(view.width), int(view.height), view.model, K, dist)
+
+
+def _numbers(K: np.ndarray) -> str:
+    return (f"fx {K[0, 0]:.6g}, fy {K[1, 1]:.6g}, cx {K[0, 2]:.6g}, "
+            f"cy {K[1, 2]:.6g}")  # fmt: skip
+
+
+def undistort_views(views, where: Path, labels=None, max_pixels: int | None = None) -> tuple:
+    """The views with every `opencv` / `fisheye` one resampled to a pinhole camera (module
+    docstring); one warning at `where` (the cameras file) says what was done: per camera the new
+    size and K, the share of the field of view kept, and the pixels without a source pixel.
+    labels: a name for each view's camera ('camera 3 OPENCV'; default: its model and name).
+    A new size over `max_pixels` is a DataError."""
+    views = tuple(views)
+    if labels is None:
+        labels = [f"the {v.model} camera of {v.name}" for v in views]
+    groups: dict[tuple, list[int]] = {}
+    for i, v in enumerate(views):
+        if v.model in LENS_MODELS:
+            groups.setdefault(_key(v), []).append(i)
+    if not groups:
+        warn_data(where, "--undistort: every camera is a pinhole already; the images are used "
+                  "as they are", stacklevel=2)  # fmt: skip
+        return views
+    cams = {key: _camera(views[idx[0]]) for key, idx in groups.items()}
+    scales = {key: crop_scales(cam, where, labels[groups[key][0]]) for key, cam in cams.items()}
+    shared: dict[tuple[int, int], tuple[int, int]] = {}  # distorted size -> undistorted size
+    for key, (sx, sy) in scales.items():
+        w, h = key[0], key[1]
+        size = (max(1, int(sx * w)), max(1, int(sy * h)))
+        old = shared.get((w, h), size)
+        shared[(w, h)] = (min(old[0], size[0]), min(old[1], size[1]))
+    out = list(views)
+    lines = []
+    for key, idx in groups.items():
+        cam, size = cams[key], shared[(key[0], key[1])]
+        if max_pixels is not None and size[0] * size[1] > max_pixels:
+            raise DataError(where, f"{labels[idx[0]]}: undistorted it would be "
+                            f"{size[0]}x{size[1]}, over {max_pixels:,} pixels")  # fmt: skip
+        u = undistort_camera(cam, size)
+        for i in idx:
+            v = views[i]
+            alpha = None if v.alpha is None else resample(v.alpha, u.source)
+            out[i] = dataclasses.replace(
+                v, image=resample(v.image, u.source), alpha=alpha, K=u.K.astype(np.float32),
+                width=size[0], height=size[1], model="pinhole",
+                dist=np.zeros_like(np.asarray(v.dist, np.float32)),
+            )  # fmt: skip
+        n_blank = int(u.blank.sum())
+        blank = (f"{n_blank:,} pixels ({n_blank / u.blank.size:.2%}) have no source pixel (their "
+                 "ray misses the distorted image or leaves the lens model's valid domain) and "
+                 "take the nearest edge pixel's colour" if n_blank
+                 else "every pixel has a source pixel")  # fmt: skip
+        lines.append(f"{labels[idx[0]]} {cam.width}x{cam.height} ({len(idx)} "
+                     f"view{'s' * (len(idx) > 1)}) -> pinhole {size[0]}x{size[1]}, "
+                     f"{_numbers(u.K)}; it sees {u.kept:.1%} of the distorted image; "
+                     f"{blank}")  # fmt: skip
+    n = sum(len(idx) for idx in groups.values())
+    warn_data(where, f"--undistort: {n} view{'s' * (n > 1)} resampled to pinhole cameras as "
+              "COLMAP's image_undistorter does (focal lengths kept, the largest crop whose "
+              "pixels all see the distorted image, one size for cameras of one size, bilinear "
+              f"sampling): {'; '.join(lines)}", stacklevel=2)  # fmt: skip
+    return tuple(out)
