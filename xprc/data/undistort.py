@@ -31,6 +31,7 @@ from ..errors import DataError, warn_data
 __all__ = ["Undistortion", "undistort_camera", "undistort_views"]
 
 MIN_SCALE, MAX_SCALE = 0.2, 2.0  # COLMAP's limits on the undistorted size / the distorted size
+SIZE_TOL = 1e-3  # pixels: a crop size this close below a whole number is taken as it
 LENS_MODELS = ("opencv", "fisheye")  # the models undistortion resamples to a pinhole
 
 
@@ -110,13 +111,15 @@ def undistort_camera(cam, size: tuple[int, int]) -> Undistortion:
     x = np.broadcast_to((u - K[0, 2]) / K[0, 0], (h, w))  # the ray (x, y, 1) of each pixel
     y = np.broadcast_to((v - K[1, 2]) / K[1, 1], (h, w))
     xs, ys, ones = (np.asarray(a, np.float32) for a in (x, y, np.ones((h, w))))
-    # The lens's displacement from the pinhole projection, both through xprc.camera (float32),
-    # added to the pinhole map in float64: zero coefficients move no pixel, exactly.
+    # With the focal lengths kept, the pinhole part of the map is a shift by the principal
+    # points' difference (float64); the lens adds its displacement from the pinhole projection,
+    # both projections through xprc.camera in float32: zero coefficients move no pixel, exactly.
     lens = np.asarray(cam.project(xs, ys, ones), np.float64)
     flat = np.asarray(cam.replace(model="pinhole", dist=None).project(xs, ys, ones), np.float64)
     K0 = np.asarray(cam.K, np.float64)
-    pinhole = np.stack([K0[0, 0] * x + K0[0, 2], K0[1, 1] * y + K0[1, 2]])
-    source = pinhole + (lens - flat)
+    shift = np.stack([np.broadcast_to(u + (K0[0, 2] - K[0, 2]), (h, w)),
+                      np.broadcast_to(v + (K0[1, 2] - K[1, 2]), (h, w))])  # fmt: skip
+    source = shift + (lens - flat)
     valid = np.asarray(cam.project_valid(xs, ys, ones))
     inside = (source[0] >= 0) & (source[0] <= cam.width) & (source[1] >= 0)
     inside &= source[1] <= cam.height
@@ -190,7 +193,9 @@ def undistort_views(views, where: Path, labels=None, max_pixels: int | None = No
     shared: dict[tuple[int, int], tuple[int, int]] = {}  # distorted size -> undistorted size
     for key, (sx, sy) in scales.items():
         w, h = key[0], key[1]
-        size = (max(1, int(sx * w)), max(1, int(sy * h)))
+        # (within SIZE_TOL of the next whole pixel counts as it: float32 rays put a crop of
+        # exactly the image's size at 0.9999999 of it)
+        size = (max(1, math.floor(sx * w + SIZE_TOL)), max(1, math.floor(sy * h + SIZE_TOL)))
         old = shared.get((w, h), size)
         shared[(w, h)] = (min(old[0], size[0]), min(old[1], size[1]))
     out = list(views)
