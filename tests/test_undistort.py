@@ -133,6 +133,37 @@ def test_crop_without_blank_pixels_for_pincushion_and_barrel(k1):
     assert undistort_camera(cam, (out.width + 2, out.height + 2)).blank.any()
 
 
+def test_pixels_without_a_source_pixel_are_counted_and_take_the_edge_colour(monkeypatch):
+    """A crop forced past the largest free of blank pixels (the scale limits held at 1.3):
+    the pixels whose ray misses the distorted image (NumPy twin) are counted in the report and
+    take the colour of the nearest edge pixel."""
+    import xprc.data.undistort as und
+
+    monkeypatch.setattr(und, "MIN_SCALE", 1.3)
+    monkeypatch.setattr(und, "MAX_SCALE", 1.3)
+    view = distorted_view()
+    with pytest.warns(RuntimeWarning, match="take the nearest edge pixel's colour") as said:
+        (out,) = undistort_views([view], "cameras.bin")
+    assert (out.width, out.height) == (int(1.3 * W), int(1.3 * H))
+    Kn = np.asarray(out.K, np.float64)
+    px, py = pixel_grid(out.width, out.height)
+    a, b = (px - Kn[0, 2]) / Kn[0, 0], (py - Kn[1, 2]) / Kn[1, 1]
+    ad, bd = distort_np(a, b)
+    su, sv = K[0, 0] * ad + K[0, 2], K[1, 1] * bd + K[1, 2]
+    radial = 1.0 + (a * a + b * b) * (K1 + (a * a + b * b) * K2)
+    missed = (su < 0) | (su > W) | (sv < 0) | (sv > H) | (radial <= 0.8) | (radial >= 1.2)
+    n = int(missed.sum())
+    assert 0 < n < missed.size
+    assert f"{n:,} pixels ({n / missed.size:.2%}) have no source pixel" in str(said[0].message)
+    col = np.clip(np.floor(su[missed]), 0, W - 1).astype(int)
+    row = np.clip(np.floor(sv[missed]), 0, H - 1).astype(int)
+    edge = view.image[row, col, 0]
+    far = (np.abs(su[missed] - np.clip(su[missed], 0.5, W - 0.5)) > 0) & (
+        np.abs(sv[missed] - np.clip(sv[missed], 0.5, H - 0.5)) > 0)  # fmt: skip
+    assert far.any()  # beyond a corner: that corner pixel's colour
+    np.testing.assert_allclose(out.image[..., 0][missed][far], edge[far], atol=1e-6)
+
+
 def test_zero_coefficients_give_back_the_image_exactly():
     rng = np.random.default_rng(1)
     image = rng.uniform(size=(H, W, 3)).astype(np.float32)
