@@ -118,6 +118,28 @@ def test_each_pixel_samples_the_distorted_projection_of_its_ray():
     assert wider.blank.any()  # no larger crop is free of blank pixels
 
 
+def test_fisheye_map_is_the_equidistant_projection():
+    """OPENCV_FISHEYE (xprc's `fisheye`): the map against a NumPy twin of OpenCV's equidistant
+    model, theta_d = theta (1 + k1 theta^2 + ... + k4 theta^8)."""
+    k = np.array([0.05, -0.01, 0.002, 0.0])
+    f = 30.0  # 64 pixels across: about 115 degrees
+    view = View(name="fish.png", image=np.zeros((H, W, 3), np.float32), viewmat=np.eye(4),
+                K=np.array([[f, 0, 32.2], [0, f, 23.7], [0, 0, 1]], np.float32), width=W,
+                height=H, model="fisheye", dist=np.pad(k, (0, 8)).astype(np.float32))  # fmt: skip
+    with pytest.warns(RuntimeWarning, match="every pixel has a source pixel"):
+        (out,) = undistort_views([view], "cameras.bin")
+    u = undistort_camera(view.camera(), (out.width, out.height))
+    px, py = pixel_grid(out.width, out.height)
+    x, y = (px - u.K[0, 2]) / f, (py - u.K[1, 2]) / f
+    rho = np.hypot(x, y)
+    theta = np.arctan(rho)
+    t2 = theta * theta
+    theta_d = theta * (1 + t2 * (k[0] + t2 * (k[1] + t2 * (k[2] + t2 * k[3]))))
+    want = np.stack([f * theta_d * x / rho + 32.2, f * theta_d * y / rho + 23.7])
+    np.testing.assert_allclose(u.source, want, atol=2e-3)
+    assert out.width > W and out.height > H  # a pinhole stretches what a fisheye compresses
+
+
 @pytest.mark.parametrize("k1", [0.15, -0.25])
 def test_crop_without_blank_pixels_for_pincushion_and_barrel(k1):
     """Pincushion shrinks the image, strong barrel grows it: either way no blank pixel, and two

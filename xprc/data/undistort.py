@@ -7,7 +7,8 @@ read for the facts): the focal lengths are kept; the image is cropped (or grown)
 principal point, whose place relative to the image size is kept, to the largest size whose every
 pixel sees the distorted image: each side's extent is set by the innermost point of the
 distorted image's edge on that side, traced through the lens and projected through the
-pinhole; the scale is held to [0.2, 2] of the distorted size. Each pixel of the new image then
+pinhole (edge points beyond 90 degrees, or outside the lens model's valid domain, set no bound);
+the scale is held to [0.2, 2] of the distorted size. Each pixel of the new image then
 takes its ray through the pinhole camera, projected through the lens model
 (`xprc.camera.Camera.project`, the one definition of each lens), sampled bilinearly.
 
@@ -15,12 +16,13 @@ Cameras of one size share one undistorted size (the smallest crop's), so that a 
 image size keeps one (training needs one). A pixel of the new image whose ray does not reach the
 distorted image, or leaves the lens model's valid domain, has no source pixel: it takes the
 colour of the nearest edge pixel, and the report counts those pixels; by the choice above there
-are none, unless the scale limits or the shared size widen the view.
+are none, unless the lower scale limit, or an edge without a bound, widens the view.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 
@@ -58,39 +60,61 @@ def _camera(view_like, dtype=np.float32):
                   model=view_like.model, dist=np.asarray(view_like.dist, dtype))  # fmt: skip
 
 
-def _edge_rays(cam, side: str) -> np.ndarray:
-    """[n, 3] camera-space rays through the points of one edge of the image's area (x = 0 or
-    W, y = 0 or H) at the pixel rows or columns, those with a ray in the lens model's valid
-    domain and in front of the camera."""
+@functools.cache
+def _jitted():
+    """(rays, lens_map): the camera computations, compiled once per camera model and shape
+    (jax imported here: the data loaders do not need it otherwise)."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..camera.models import LENSES
+
+    @jax.jit
+    def rays(cam, px, py):  # -> camera-space directions [n, 3], pixel_valid [n]
+        return cam.pixel_rays(px, py)[1], cam.pixel_valid(px, py)
+
+    @jax.jit
+    def lens_map(cam, x, y):  # rays (x, y, 1) -> lens pixel, pinhole pixel, project_valid
+        one = jnp.ones_like(x)
+        flat = LENSES["pinhole"].project(x, y, one, cam.fx, cam.fy, cam.cx, cam.cy, cam.dist)
+        return jnp.stack(cam.project(x, y, one)), jnp.stack(flat), cam.project_valid(x, y, one)
+
+    return rays, lens_map
+
+
+def _reaches(cam) -> dict[str, float]:
+    """For each side of the image: how far from the principal point (pinhole pixels, same focal
+    lengths) the innermost point of that edge of the image's area (x = 0 or W, y = 0 or H, at
+    the pixel rows or columns) lands. Edge points whose ray is outside the lens model's valid
+    domain, or beyond 90 degrees (no pinhole pixel sees them), set no bound (inf)."""
     w, h = cam.width, cam.height
     rows, cols = np.arange(h) + 0.5, np.arange(w) + 0.5
-    px, py = {
-        "left": (np.zeros(h), rows),
-        "right": (np.full(h, float(w)), rows),
-        "top": (cols, np.zeros(w)),
-        "bottom": (cols, np.full(w, float(h))),
-    }[side]
-    _, d = cam.pixel_rays(px.astype(np.float32), py.astype(np.float32))
-    d = np.asarray(d, np.float64)
-    ok = np.asarray(cam.pixel_valid(px.astype(np.float32), py.astype(np.float32))) & (d[:, 2] > 0)
-    return d[ok]
+    edges = {"left": (np.zeros(h), rows), "right": (np.full(h, float(w)), rows),
+             "top": (cols, np.zeros(w)), "bottom": (cols, np.full(w, float(h)))}  # fmt: skip
+    px = np.concatenate([e[0] for e in edges.values()]).astype(np.float32)
+    py = np.concatenate([e[1] for e in edges.values()]).astype(np.float32)
+    d, ok = (np.asarray(a) for a in _jitted()[0](cam, px, py))
+    d = d.astype(np.float64)
+    ok = ok & (d[:, 2] > 0)
+    z = np.where(ok, d[:, 2], 1.0)
+    K = np.asarray(cam.K, np.float64)
+    u, v = K[0, 0] * d[:, 0] / z, K[1, 1] * d[:, 1] / z  # from the principal point
+    reach, at = {}, 0
+    for side, (ex, _) in edges.items():
+        n = len(ex)
+        good = ok[at : at + n]
+        off = {"left": -u, "right": u, "top": -v, "bottom": v}[side][at : at + n]
+        reach[side] = float(off[good].min()) if good.any() else math.inf
+        at += n
+    return reach
 
 
-def crop_scales(cam, where: Path, label: str) -> tuple[float, float]:
+def crop_scales(cam) -> tuple[float, float]:
     """(sx, sy): the undistorted size / the distorted size along each axis, COLMAP's choice
     without blank pixels, held to [MIN_SCALE, MAX_SCALE]."""
     K = np.asarray(cam.K, np.float64)
-    fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
-    reach = {}  # each side: how far from the principal point (pixels) its innermost point lies
-    for side in ("left", "right", "top", "bottom"):
-        d = _edge_rays(cam, side)
-        if not len(d):
-            raise DataError(where, f"{label}: no ray of the image's {side} edge is in the "
-                            f"{cam.model} lens model's valid domain: it cannot be "
-                            "undistorted")  # fmt: skip
-        u, v = fx * d[:, 0] / d[:, 2], fy * d[:, 1] / d[:, 2]  # from the principal point
-        reach[side] = {"left": -u.max(), "right": u.min(), "top": -v.max(),
-                       "bottom": v.min()}[side]  # fmt: skip
+    cx, cy = K[0, 2], K[1, 2]
+    reach = _reaches(cam)
     # a side of the pinhole image, `cx` pixels long on the left, reaches reach / cx at scale 1
     sides = ((reach["left"], cx), (reach["right"], cam.width - cx),
              (reach["top"], cy), (reach["bottom"], cam.height - cy))  # fmt: skip
@@ -110,17 +134,15 @@ def undistort_camera(cam, size: tuple[int, int]) -> Undistortion:
     v = np.arange(h, dtype=np.float64)[:, None] + 0.5
     x = np.broadcast_to((u - K[0, 2]) / K[0, 0], (h, w))  # the ray (x, y, 1) of each pixel
     y = np.broadcast_to((v - K[1, 2]) / K[1, 1], (h, w))
-    xs, ys, ones = (np.asarray(a, np.float32) for a in (x, y, np.ones((h, w))))
+    xs, ys = (np.asarray(np.broadcast_to(a, (h, w)), np.float32) for a in (x, y))
     # With the focal lengths kept, the pinhole part of the map is a shift by the principal
     # points' difference (float64); the lens adds its displacement from the pinhole projection,
     # both projections through xprc.camera in float32: zero coefficients move no pixel, exactly.
-    lens = np.asarray(cam.project(xs, ys, ones), np.float64)
-    flat = np.asarray(cam.replace(model="pinhole", dist=None).project(xs, ys, ones), np.float64)
+    lens, flat, valid = (np.asarray(a) for a in _jitted()[1](cam, xs, ys))
     K0 = np.asarray(cam.K, np.float64)
     shift = np.stack([np.broadcast_to(u + (K0[0, 2] - K[0, 2]), (h, w)),
                       np.broadcast_to(v + (K0[1, 2] - K[1, 2]), (h, w))])  # fmt: skip
-    source = shift + (lens - flat)
-    valid = np.asarray(cam.project_valid(xs, ys, ones))
+    source = shift + (lens.astype(np.float64) - flat.astype(np.float64))
     inside = (source[0] >= 0) & (source[0] <= cam.width) & (source[1] >= 0)
     inside &= source[1] <= cam.height
     blank = ~(valid & inside & np.isfinite(source).all(axis=0))
@@ -134,9 +156,9 @@ def _kept(cam, K: np.ndarray, size: tuple[int, int]) -> float:
     w, h = cam.width, cam.height
     px = np.broadcast_to(np.arange(w, dtype=np.float32)[None, :] + 0.5, (h, w))
     py = np.broadcast_to(np.arange(h, dtype=np.float32)[:, None] + 0.5, (h, w))
-    _, d = cam.pixel_rays(px, py)
-    d = np.asarray(d, np.float64)
-    valid = np.asarray(cam.pixel_valid(px, py)) & (d[..., 2] > 0)
+    d, valid = (np.asarray(a) for a in _jitted()[0](cam, px.ravel(), py.ravel()))
+    d = d.astype(np.float64).reshape(h, w, 3)
+    valid = valid.reshape(h, w) & (d[..., 2] > 0)
     z = np.where(valid, d[..., 2], 1.0)
     u = K[0, 0] * d[..., 0] / z + K[0, 2]
     v = K[1, 1] * d[..., 1] / z + K[1, 2]
@@ -144,21 +166,31 @@ def _kept(cam, K: np.ndarray, size: tuple[int, int]) -> float:
     return float(seen.mean())
 
 
-def resample(image: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """image [H, W, C] (or [H, W]) sampled bilinearly at `source` [2, H', W'] (pixel
-    coordinates, centres at j + 0.5); beyond the outermost pixel centres the edge pixels'
-    values continue. float32 out."""
-    from scipy.ndimage import map_coordinates
+def bilinear_taps(source: np.ndarray, width: int, height: int) -> tuple:
+    """Where and how much each output pixel takes of an image of width x height, bilinear at
+    `source` [2, H', W'] (pixel coordinates, centres at j + 0.5), the coordinates held to the
+    outermost pixel centres (beyond them the edge pixels' values continue): (rows [2, H', W'],
+    cols [2, H', W'] int, wy, wx [H', W', 1] float32), computed once per camera."""
+    c = np.clip(source[0] - 0.5, 0.0, width - 1.0)
+    r = np.clip(source[1] - 0.5, 0.0, height - 1.0)
+    c0, r0 = np.floor(c).astype(np.intp), np.floor(r).astype(np.intp)
+    cols = np.stack([c0, np.minimum(c0 + 1, width - 1)])
+    rows = np.stack([r0, np.minimum(r0 + 1, height - 1)])
+    wx = (c - c0).astype(np.float32)[..., None]
+    wy = (r - r0).astype(np.float32)[..., None]
+    return rows, cols, wy, wx
 
-    coords = np.stack([source[1] - 0.5, source[0] - 0.5])  # (row, column) of the pixel centres
-    planes = image[..., None] if image.ndim == 2 else image
-    out = np.stack(
-        [map_coordinates(np.asarray(planes[..., c], np.float64), coords, order=1,
-                         mode="nearest") for c in range(planes.shape[-1])],
-        axis=-1,
-    )  # fmt: skip
-    out = out.astype(np.float32)
-    return out[..., 0] if image.ndim == 2 else out
+
+def resample(image: np.ndarray, taps: tuple) -> np.ndarray:
+    """image [H, W, C] (or [H, W]) sampled at `bilinear_taps`; float32 [H', W', C] (or
+    [H', W']). A weight of 0 takes a pixel exactly."""
+    rows, cols, wy, wx = taps
+    planes = np.asarray(image, np.float32)
+    planes = planes[..., None] if planes.ndim == 2 else planes
+    top = planes[rows[0], cols[0]] * (1 - wx) + planes[rows[0], cols[1]] * wx
+    bottom = planes[rows[1], cols[0]] * (1 - wx) + planes[rows[1], cols[1]] * wx
+    out = top * (1 - wy) + bottom * wy
+    return out[..., 0] if np.ndim(image) == 2 else out
 
 
 def _key(view) -> tuple:
@@ -189,7 +221,7 @@ def undistort_views(views, where: Path, labels=None, max_pixels: int | None = No
                   "as they are", stacklevel=2)  # fmt: skip
         return views
     cams = {key: _camera(views[idx[0]]) for key, idx in groups.items()}
-    scales = {key: crop_scales(cam, where, labels[groups[key][0]]) for key, cam in cams.items()}
+    scales = {key: crop_scales(cam) for key, cam in cams.items()}
     shared: dict[tuple[int, int], tuple[int, int]] = {}  # distorted size -> undistorted size
     for key, (sx, sy) in scales.items():
         w, h = key[0], key[1]
@@ -206,11 +238,12 @@ def undistort_views(views, where: Path, labels=None, max_pixels: int | None = No
             raise DataError(where, f"{labels[idx[0]]}: undistorted it would be "
                             f"{size[0]}x{size[1]}, over {max_pixels:,} pixels")  # fmt: skip
         u = undistort_camera(cam, size)
+        taps = bilinear_taps(u.source, cam.width, cam.height)
         for i in idx:
             v = views[i]
-            alpha = None if v.alpha is None else resample(v.alpha, u.source)
+            alpha = None if v.alpha is None else resample(v.alpha, taps)
             out[i] = dataclasses.replace(
-                v, image=resample(v.image, u.source), alpha=alpha, K=u.K.astype(np.float32),
+                v, image=resample(v.image, taps), alpha=alpha, K=u.K.astype(np.float32),
                 width=size[0], height=size[1], model="pinhole",
                 dist=np.zeros_like(np.asarray(v.dist, np.float32)),
             )  # fmt: skip
