@@ -279,3 +279,28 @@ def test_a_pinhole_spec_refuses_lens_views_and_names_the_fixes(tmp_path, capsys)
     train_set, test_set = load_scene(root, test_every=3)
     with pytest.raises(CameraModelError, match="2 of the 2 test views have 'opencv' cameras"):
         tr.train(load(ROOT / "specs" / "3dgs.xpr"), train_set.subset([]), test_set)
+
+
+def test_eval_and_render_refusal_names_the_trainings_undistort():
+    """`xprc eval` / `render` check the views they render the same way; their fixes are the
+    training's --undistort or the scene's own spec."""
+    from xprc.compiler.driver import load
+    from xprc.runtime import check_views_camera
+
+    lens = View(name="v3.png", image=np.zeros((2, 2, 3), np.float32), viewmat=np.eye(4),
+                K=np.eye(3, dtype=np.float32), width=2, height=2, model="fisheye",
+                dist=np.zeros(12, np.float32))  # fmt: skip
+    flat = View(name="v1.png", image=np.zeros((2, 2, 3), np.float32), viewmat=np.eye(4),
+                K=np.eye(3, dtype=np.float32), width=2, height=2)  # fmt: skip
+    method = load(ROOT / "specs" / "3dgs.xpr")
+    check_views_camera(method, [flat], "test", scene=True)  # a pinhole: nothing to say
+    with pytest.raises(CameraModelError) as info:
+        check_views_camera(method, [flat, lens], "test", scene=True)
+    assert str(info.value) == (
+        "3dgs.xpr: error: Gaussian3D renders only the camera model pinhole (declared on line "
+        "4), but 1 of the 2 test views has 'fisheye' cameras (first: v3.png): resample the "
+        "images to pinhole cameras with --undistort (from Python: load_scene or load_colmap "
+        "with undistort=True), as in the training, or give the --spec the scene was trained "
+        "with if it renders 'fisheye' cameras (such as 3dgut)"
+    )
+    check_views_camera(load(ROOT / "specs" / "3dgut.xpr"), [lens], "test", scene=True)

@@ -70,11 +70,12 @@ def check_camera(method, camera) -> None:
 LENS_FIX_SPEC = "3dgut"  # a shipped spec that renders every camera model (its `cameras`)
 
 
-def check_views_camera(method, views, what: str) -> None:
+def check_views_camera(method, views, what: str, scene: bool = False) -> None:
     """CameraModelError before anything is rendered when some of `views` (a dataset's views,
     each with `model` and `name`) have a camera model the spec does not accept: it names the
     spec, the model, how many views, and the fixes for a dataset (`--undistort` for a lens when
-    the spec renders pinholes; a spec that renders the model). `what`: 'training', 'test'."""
+    the spec renders pinholes; a spec that renders the model). `what`: 'training', 'test';
+    `scene`: the views render a trained scene (`xprc eval`, `render`), whose spec is given."""
     info = MethodInfo.of(method)
     models = info.camera_models
     if models is None:
@@ -90,12 +91,18 @@ def check_views_camera(method, views, what: str) -> None:
     fixes = []
     if model in ("opencv", "fisheye") and "pinhole" in models:
         fixes.append("resample the images to pinhole cameras with --undistort (from Python: "
-                     "load_scene or load_colmap with undistort=True)")  # fmt: skip
-    fixes.append(f"use a spec that renders '{model}' cameras directly, such as --spec "
-                 f"{LENS_FIX_SPEC}")  # fmt: skip
+                     "load_scene or load_colmap with undistort=True)"
+                     + (", as in the training" if scene else ""))  # fmt: skip
+    if scene:
+        fixes.append(f"give the --spec the scene was trained with if it renders '{model}' "
+                     f"cameras (such as {LENS_FIX_SPEC})")  # fmt: skip
+    else:
+        fixes.append(f"use a spec that renders '{model}' cameras directly, such as --spec "
+                     f"{LENS_FIX_SPEC}")  # fmt: skip
     raise CameraModelError(
         f"{info.name} renders {only}the camera model{'s' if len(models) > 1 else ''} "
-        f"{', '.join(models)}{why}, but {same} of the {len(views)} {what} views have "
+        f"{', '.join(models)}{why}, but {same} of the {len(views)} {what} views "
+        f"{'has' if same == 1 else 'have'} "
         f"'{model}' cameras (first: {first}): {', or '.join(fixes)}",
         filename=info.spec_file,
     )

@@ -65,7 +65,7 @@ def run(args) -> int:
     trained = load_trained(args.scene, train_set.views)
     method = scene_method(trained, args.spec, args.defines)
     trained.params = scene_params(trained, method)  # a 3DGS PLY's fields: the spec's names
-    check_views_camera(method, test_set.views, "test")
+    check_views_camera(method, test_set.views, "test", scene=True)
     try:
         prepare_params(method, trained.params)
     except XprError as e:

@@ -229,7 +229,7 @@ def run(args) -> int:
     method = scene_method(trained, args.spec, args.defines)
     trained.params = scene_params(trained, method)
     channels = _kinds(method, args.kind, MethodInfo.of(method).name)
-    check_views_camera(method, [view for _, view in chosen], args.split)
+    check_views_camera(method, [view for _, view in chosen], args.split, scene=True)
     try:  # before any render: a scene of another spec is a message about its file
         prepare_params(method, trained.params)
     except XprError as e:
