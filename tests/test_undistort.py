@@ -304,3 +304,32 @@ def test_eval_and_render_refusal_names_the_trainings_undistort():
         "with if it renders 'fisheye' cameras (such as 3dgut)"
     )
     check_views_camera(load(ROOT / "specs" / "3dgut.xpr"), [lens], "test", scene=True)
+
+
+def test_undistort_on_pinhole_scenes_says_it_changes_nothing(tmp_path):
+    """--undistort on a Blender scene, or on a COLMAP scene of PINHOLE cameras: said, not
+    silently ignored; the views are those loaded without it."""
+    from test_datasets import blender_scene
+
+    blender_scene(tmp_path / "b", split="train")
+    blender_scene(tmp_path / "b", split="test")
+    with pytest.warns(RuntimeWarning, match="a Blender scene's cameras are pinholes"):
+        train_set, _ = load_scene(tmp_path / "b", undistort=True)
+    assert [v.model for v in train_set.views] == ["pinhole"] * 3
+    root = colmap_lens_scene(tmp_path / "c")
+    flat = {1: ("PINHOLE", SW, SH, [20.0, 21.0, 12.0, 8.0])}
+    flat[2] = flat[1]
+    from xprc.data.colmap_files import read_colmap_model
+
+    _, images, xyz, _ = read_colmap_model(root / "sparse" / "0")
+    records = [ImageRecord(im.id, im.qvec, im.tvec, im.camera_id, im.name) for im in
+               images.values()]  # fmt: skip
+    write_colmap_model(root / "sparse" / "0", flat, records, {
+        "xyz": np.zeros((0, 3)), "rgb": np.zeros((0, 3)), "error": np.zeros(0),
+        "image": np.zeros(0, np.uint32), "index": np.zeros(0, np.uint32)})  # fmt: skip
+    with pytest.warns(RuntimeWarning, match="every camera is a pinhole already"):
+        train_set, test_set = load_scene(root, test_every=3, undistort=True)
+    plain = load_scene(root, test_every=3)
+    for a, b in zip(train_set.views + test_set.views, plain[0].views + plain[1].views,
+                    strict=True):  # fmt: skip
+        assert a.model == "pinhole" and np.array_equal(a.image, b.image)
