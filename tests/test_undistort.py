@@ -333,3 +333,25 @@ def test_undistort_on_pinhole_scenes_says_it_changes_nothing(tmp_path):
     for a, b in zip(train_set.views + test_set.views, plain[0].views + plain[1].views,
                     strict=True):  # fmt: skip
         assert a.model == "pinhole" and np.array_equal(a.image, b.image)
+
+
+def test_many_cameras_are_summarised_and_share_one_size():
+    """One camera a view (COLMAP without single_camera): three described, the rest summed up;
+    all of one distorted size get one undistorted size (the smallest crop's)."""
+    views = [View(name=f"v{k}.png", image=np.zeros((H, W, 3), np.float32), viewmat=np.eye(4),
+                  K=K.astype(np.float32), width=W, height=H, model="opencv",
+                  dist=lens_dist(0.05 * k - 0.1, 0.0, 0.0, 0.0)) for k in range(5)]  # fmt: skip
+    labels = [f"camera {k + 1} SIMPLE_RADIAL" for k in range(5)]
+    with pytest.warns(RuntimeWarning) as said:
+        out = undistort_views(views, "cameras.bin", labels)
+    message = str(said[0].message)
+    for k in range(3):
+        assert f"camera {k + 1} SIMPLE_RADIAL {W}x{H} (1 view) -> pinhole " in message
+    assert "camera 4" not in message
+    assert "; 2 more cameras -> pinhole " in message
+    sizes = {(v.width, v.height) for v in out}
+    assert len(sizes) == 1
+    with pytest.warns(RuntimeWarning):
+        (alone,) = undistort_views(views[3:4], "cameras.bin")  # k1 = 0.05: a larger crop alone
+    (w, h) = sizes.pop()
+    assert w < alone.width and h < alone.height  # the shared size is k1 = 0.1's, the smallest

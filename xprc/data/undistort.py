@@ -25,6 +25,7 @@ import dataclasses
 import functools
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -203,40 +204,86 @@ def _numbers(K: np.ndarray) -> str:
             f"cy {K[1, 2]:.6g}")  # fmt: skip
 
 
+SHOWN = 3  # cameras the report describes one by one; the rest in one summary
+
+
+def _shared_sizes(keys, scales) -> dict[tuple[int, int], tuple[int, int]]:
+    """distorted size -> the undistorted size of every camera of that size (the smallest
+    crop's). A crop within SIZE_TOL of the next whole pixel counts as it: float32 rays put a
+    crop of exactly the image's size at 0.9999999 of it."""
+    shared: dict[tuple[int, int], tuple[int, int]] = {}
+    for key in keys:
+        (w, h), (sx, sy) = key[0][:2], scales[key]
+        size = (max(1, math.floor(sx * w + SIZE_TOL)), max(1, math.floor(sy * h + SIZE_TOL)))
+        old = shared.get((w, h), size)
+        shared[(w, h)] = (min(old[0], size[0]), min(old[1], size[1]))
+    return shared
+
+
+def _blank_text(n_blank: int, total: int) -> str:
+    if not n_blank:
+        return "every pixel has a source pixel"
+    return (f"{n_blank:,} pixels ({n_blank / total:.2%}) have no source pixel (their ray misses "
+            "the distorted image or leaves the lens model's valid domain) and take the nearest "
+            "edge pixel's colour")  # fmt: skip
+
+
+class _Done(NamedTuple):
+    """What the report says of one camera (not its maps: a dataset may have a camera a view)."""
+
+    label: str
+    size: tuple[int, int]  # the distorted camera's
+    views: int
+    K: np.ndarray
+    new_size: tuple[int, int]
+    kept: float
+    blank: int
+
+
+def _report(done: list[_Done]) -> str:
+    """The report's cameras, one by one up to SHOWN, then a summary of the rest."""
+    lines = [f"{d.label} {d.size[0]}x{d.size[1]} ({d.views} view{'s' * (d.views > 1)}) -> "
+             f"pinhole {d.new_size[0]}x{d.new_size[1]}, {_numbers(d.K)}; it sees {d.kept:.1%} "
+             f"of the distorted image; {_blank_text(d.blank, d.new_size[0] * d.new_size[1])}"
+             for d in done[:SHOWN]]  # fmt: skip
+    rest = done[SHOWN:]
+    if rest:
+        kept = [d.kept for d in rest]
+        sizes = sorted({f"{d.new_size[0]}x{d.new_size[1]}" for d in rest})
+        pixels = sum(d.new_size[0] * d.new_size[1] for d in rest)  # of one image each
+        blank = sum(d.blank for d in rest)
+        lines.append(f"{len(rest)} more cameras -> pinhole {', '.join(sizes[:4])}, seeing "
+                     f"{min(kept):.1%} to {max(kept):.1%} of their distorted images; "
+                     f"{_blank_text(blank, pixels)}")  # fmt: skip
+    return "; ".join(lines)
+
+
 def undistort_views(views, where: Path, labels=None, max_pixels: int | None = None) -> tuple:
     """The views with every `opencv` / `fisheye` one resampled to a pinhole camera (module
     docstring); one warning at `where` (the cameras file) says what was done: per camera the new
     size and K, the share of the field of view kept, and the pixels without a source pixel.
-    labels: a name for each view's camera ('camera 3 OPENCV'; default: its model and name).
-    A new size over `max_pixels` is a DataError."""
+    labels: a name for each view's camera ('camera 3 OPENCV'); views of one label and equal
+    intrinsics are one camera (without labels: equal intrinsics). A new size over `max_pixels`
+    is a DataError."""
     views = tuple(views)
-    if labels is None:
-        labels = [f"the {v.model} camera of {v.name}" for v in views]
     groups: dict[tuple, list[int]] = {}
     for i, v in enumerate(views):
         if v.model in LENS_MODELS:
-            groups.setdefault(_key(v), []).append(i)
+            groups.setdefault((_key(v), None if labels is None else labels[i]), []).append(i)
     if not groups:
         warn_data(where, "--undistort: every camera is a pinhole already; the images are used "
                   "as they are", stacklevel=2)  # fmt: skip
         return views
     cams = {key: _camera(views[idx[0]]) for key, idx in groups.items()}
     scales = {key: crop_scales(cam) for key, cam in cams.items()}
-    shared: dict[tuple[int, int], tuple[int, int]] = {}  # distorted size -> undistorted size
-    for key, (sx, sy) in scales.items():
-        w, h = key[0], key[1]
-        # (within SIZE_TOL of the next whole pixel counts as it: float32 rays put a crop of
-        # exactly the image's size at 0.9999999 of it)
-        size = (max(1, math.floor(sx * w + SIZE_TOL)), max(1, math.floor(sy * h + SIZE_TOL)))
-        old = shared.get((w, h), size)
-        shared[(w, h)] = (min(old[0], size[0]), min(old[1], size[1]))
-    out = list(views)
-    lines = []
+    shared = _shared_sizes(groups, scales)
+    out, done = list(views), []
     for key, idx in groups.items():
-        cam, size = cams[key], shared[(key[0], key[1])]
+        cam, size = cams[key], shared[key[0][:2]]
+        label = key[1] or f"the {cam.model} camera of {views[idx[0]].name}"
         if max_pixels is not None and size[0] * size[1] > max_pixels:
-            raise DataError(where, f"{labels[idx[0]]}: undistorted it would be "
-                            f"{size[0]}x{size[1]}, over {max_pixels:,} pixels")  # fmt: skip
+            raise DataError(where, f"{label}: undistorted it would be {size[0]}x{size[1]}, "
+                            f"over {max_pixels:,} pixels")  # fmt: skip
         u = undistort_camera(cam, size)
         taps = bilinear_taps(u.source, cam.width, cam.height)
         for i in idx:
@@ -247,18 +294,11 @@ def undistort_views(views, where: Path, labels=None, max_pixels: int | None = No
                 width=size[0], height=size[1], model="pinhole",
                 dist=np.zeros_like(np.asarray(v.dist, np.float32)),
             )  # fmt: skip
-        n_blank = int(u.blank.sum())
-        blank = (f"{n_blank:,} pixels ({n_blank / u.blank.size:.2%}) have no source pixel (their "
-                 "ray misses the distorted image or leaves the lens model's valid domain) and "
-                 "take the nearest edge pixel's colour" if n_blank
-                 else "every pixel has a source pixel")  # fmt: skip
-        lines.append(f"{labels[idx[0]]} {cam.width}x{cam.height} ({len(idx)} "
-                     f"view{'s' * (len(idx) > 1)}) -> pinhole {size[0]}x{size[1]}, "
-                     f"{_numbers(u.K)}; it sees {u.kept:.1%} of the distorted image; "
-                     f"{blank}")  # fmt: skip
+        done.append(_Done(label, (cam.width, cam.height), len(idx), u.K, size, u.kept,
+                          int(u.blank.sum())))  # fmt: skip
     n = sum(len(idx) for idx in groups.values())
     warn_data(where, f"--undistort: {n} view{'s' * (n > 1)} resampled to pinhole cameras as "
               "COLMAP's image_undistorter does (focal lengths kept, the largest crop whose "
               "pixels all see the distorted image, one size for cameras of one size, bilinear "
-              f"sampling): {'; '.join(lines)}", stacklevel=2)  # fmt: skip
+              f"sampling): {_report(done)}", stacklevel=2)  # fmt: skip
     return tuple(out)
