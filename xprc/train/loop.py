@@ -156,7 +156,7 @@ class Run:
         points = getattr(train_set, "points", None)
         self.points, self.names = points, view_names(train_views)  # (the divergence hint)
         self.test_views = views_of(test_set) if test_set is not None else train_views
-        check_views_camera(method, train_views, "training")  # before anything is compiled
+        check_views_camera(method, train_views, "training")  # before any step is compiled
         check_views_camera(method, self.test_views, "test")
         check_image_memory([train_views, self.test_views], bool(config.random_background))
         self.data = stack_views(train_views, "training", alphas=bool(config.random_background))
