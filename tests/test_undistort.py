@@ -306,16 +306,31 @@ def test_eval_and_render_refusal_names_the_trainings_undistort():
     check_views_camera(load(ROOT / "specs" / "3dgut.xpr"), [lens], "test", scene=True)
 
 
-def test_undistort_on_pinhole_scenes_says_it_changes_nothing(tmp_path):
-    """--undistort on a Blender scene, or on a COLMAP scene of PINHOLE cameras: said, not
-    silently ignored; the views are those loaded without it."""
+def test_blender_scenes_undistort_too(tmp_path):
+    """A transforms.json `camera_model` OPENCV (nerfstudio's) is undistorted in both splits
+    alike; a Blender scene of pinholes is said to need nothing."""
+    import json
+
     from test_datasets import blender_scene
 
     blender_scene(tmp_path / "b", split="train")
-    blender_scene(tmp_path / "b", split="test")
-    with pytest.warns(RuntimeWarning, match="a Blender scene's cameras are pinholes"):
+    blender_scene(tmp_path / "b", split="test", n=2)
+    with pytest.warns(RuntimeWarning, match="every camera is a pinhole already"):
         train_set, _ = load_scene(tmp_path / "b", undistort=True)
     assert [v.model for v in train_set.views] == ["pinhole"] * 3
+    for split in ("train", "test"):
+        path = tmp_path / "b" / f"transforms_{split}.json"
+        meta = json.loads(path.read_text())
+        path.write_text(json.dumps({**meta, "camera_model": "OPENCV", "k1": -0.1}))
+    with pytest.warns(RuntimeWarning, match=r"--undistort: 5 views resampled .* \(5 views\)"):
+        train_set, test_set = load_scene(tmp_path / "b", undistort=True)
+    views = train_set.views + test_set.views
+    assert len(train_set.views) == 3 and {v.model for v in views} == {"pinhole"}
+
+
+def test_undistort_on_a_pinhole_colmap_scene_says_it_changes_nothing(tmp_path):
+    """--undistort on a COLMAP scene of PINHOLE cameras: said, not silently ignored; the views
+    are those loaded without it."""
     root = colmap_lens_scene(tmp_path / "c")
     flat = {1: ("PINHOLE", SW, SH, [20.0, 21.0, 12.0, 8.0])}
     flat[2] = flat[1]

@@ -242,9 +242,10 @@ def dataset_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--undistort",
         action="store_true",
-        help="COLMAP: resample the images of lens cameras (SIMPLE_RADIAL, RADIAL, OPENCV, "
-        "FULL_OPENCV, OPENCV_FISHEYE) to pinhole cameras as COLMAP's image_undistorter does, "
-        "for specs that render only pinholes (3dgs); see docs/photos.md",
+        help="resample the images of lens cameras (COLMAP's SIMPLE_RADIAL, RADIAL, OPENCV, "
+        "FULL_OPENCV, OPENCV_FISHEYE; a transforms.json camera_model) to pinhole cameras as "
+        "COLMAP's image_undistorter does, for specs that render only pinholes (3dgs); see "
+        "docs/photos.md",
     )
 
 

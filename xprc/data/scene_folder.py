@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
-from ..errors import DataError, XprError, printable, warn_data
+from ..errors import DataError, XprError, printable
 from .blender import load_blender_splits
 from .colmap import load_colmap
 from .datasets import TEST_EVERY, Dataset, split_every
+from .undistort import undistort_views
 
 __all__ = ["dataset_mark", "dataset_marks", "load_scene"]
 
@@ -65,8 +67,8 @@ def load_scene(
     COLMAP scene (sparse/, every `test_every`-th view held out: None, the Mip-NeRF 360
     protocol's 8; `images`: the image folder, see `colmap_images`). `test_every` and `images`
     are an XprError for a Blender scene, whose split and images its files name. `undistort`:
-    resample lens cameras to pinhole ones (`load_colmap`); a Blender scene's cameras are
-    pinholes already (said in a warning)."""
+    resample lens cameras (COLMAP's, or a transforms.json `camera_model`) to pinhole ones
+    (`xprc.data.undistort`)."""
     root = Path(root)
     marks = dataset_marks(root)
     if len(marks) > 1:  # (Blender was read without a word, the COLMAP model ignored)
@@ -87,11 +89,14 @@ def load_scene(
         if test is None:
             missing = "file not found (nor transforms_val.json)"
             raise DataError(root / "transforms_test.json", missing)
-        splits = load_blender_splits(root, test, background, downscale)
-        if undistort:
-            warn_data(root / BLENDER_MARK, "--undistort: a Blender scene's cameras are pinholes; "
-                      "the images are used as they are", stacklevel=2)  # fmt: skip
-        return splits
+        train, test_set = load_blender_splits(root, test, background, downscale)
+        if not undistort:
+            return train, test_set
+        # both splits in one call: cameras of one size get one size in both
+        views = undistort_views(train.views + test_set.views, root / BLENDER_MARK)
+        n = len(train.views)
+        return (dataclasses.replace(train, views=views[:n]),
+                dataclasses.replace(test_set, views=views[n:]))  # fmt: skip
     if mark == COLMAP_MARK:
         every = TEST_EVERY if test_every is None else test_every
         if not (isinstance(every, int) and every >= 2):
