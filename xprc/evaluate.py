@@ -58,7 +58,7 @@ def _check_split(trained, method, train_set, background) -> str:
         f"{mine['data.image_size']}) are not those the run trained on "
         f"({recorded.get('data.views')} at {recorded.get('data.image_size')}): the test views "
         "may have been trained on, so these are not held-out metrics (give the --images, "
-        "--downscale and --test-every of the training)",
+        "--downscale, --test-every and --undistort of the training)",
         RuntimeWarning,
         stacklevel=3,
     )

@@ -67,6 +67,47 @@ def check_camera(method, camera) -> None:
     )
 
 
+LENS_FIX_SPEC = "3dgut"  # a shipped spec that renders every camera model (its `cameras`)
+
+
+def check_views_camera(method, views, what: str, scene: bool = False) -> None:
+    """CameraModelError before anything is rendered when some of `views` (a dataset's views,
+    each with `model` and `name`) have a camera model the spec does not accept: it names the
+    spec, the model, how many views, and the fixes for a dataset (`--undistort` for a lens when
+    the spec renders pinholes; a spec that renders the model). `what`: 'training', 'test';
+    `scene`: the views render a trained scene (`xprc eval`, `render`), whose spec is given."""
+    info = MethodInfo.of(method)
+    models = info.camera_models
+    if models is None:
+        return
+    bad = [v for v in views if getattr(v, "model", "pinhole") not in models]
+    if not bad:
+        return
+    model = bad[0].model
+    same = sum(1 for v in bad if v.model == model)
+    first = getattr(bad[0], "name", "?")
+    why = f" ({info.camera_models_source})" if info.camera_models_source else ""
+    only = "only " if len(models) == 1 else ""
+    fixes = []
+    if model in ("opencv", "fisheye") and "pinhole" in models:
+        fixes.append("resample the images to pinhole cameras with --undistort (from Python: "
+                     "load_scene or load_colmap with undistort=True)"
+                     + (", as in the training" if scene else ""))  # fmt: skip
+    if scene:
+        fixes.append(f"give the --spec the scene was trained with if it renders '{model}' "
+                     f"cameras (such as {LENS_FIX_SPEC})")  # fmt: skip
+    else:
+        fixes.append(f"use a spec that renders '{model}' cameras directly, such as --spec "
+                     f"{LENS_FIX_SPEC}")  # fmt: skip
+    raise CameraModelError(
+        f"{info.name} renders {only}the camera model{'s' if len(models) > 1 else ''} "
+        f"{', '.join(models)}{why}, but {same} of the {len(views)} {what} views "
+        f"{'has' if same == 1 else 'have'} "
+        f"'{model}' cameras (first: {first}): {', or '.join(fixes)}",
+        filename=info.spec_file,
+    )
+
+
 def broadcast(x, like):
     """A value that does not vary per element (a number, a camera scalar) shaped like `like`."""
     x = jnp.asarray(x)

@@ -221,8 +221,8 @@ def check_run_folder(
 
 
 def dataset_options(p: argparse.ArgumentParser) -> None:
-    """--downscale, --images and --test-every: which images of a dataset are read, and (COLMAP)
-    which views are held out."""
+    """--downscale, --images, --test-every and --undistort: which images of a dataset are read,
+    and (COLMAP) which views are held out and whether lens cameras become pinholes."""
     p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
     p.add_argument(
         "--images",
@@ -239,6 +239,14 @@ def dataset_options(p: argparse.ArgumentParser) -> None:
         help="COLMAP: hold out every N-th view, sorted by name, from 0 (default: 8, the "
         "Mip-NeRF 360 protocol of 3DGS and gsplat)",
     )
+    p.add_argument(
+        "--undistort",
+        action="store_true",
+        help="resample the images of lens cameras (COLMAP's SIMPLE_RADIAL, RADIAL, OPENCV, "
+        "FULL_OPENCV, OPENCV_FISHEYE; a transforms.json camera_model) to pinhole cameras as "
+        "COLMAP's image_undistorter does, for specs that render only pinholes (3dgs); see "
+        "docs/photos.md",
+    )
 
 
 def load_dataset(args, **kwargs):
@@ -246,4 +254,4 @@ def load_dataset(args, **kwargs):
     from ..data.scene_folder import load_scene
 
     return load_scene(args.data, downscale=args.downscale, test_every=args.test_every,
-                      images=args.images, **kwargs)  # fmt: skip
+                      images=args.images, undistort=args.undistort, **kwargs)  # fmt: skip

@@ -58,12 +58,14 @@ def run(args) -> int:
 
     from ..evaluate import LPIPS_NOTE, evaluate, write_report
     from ..pipeline.params import prepare_params
+    from ..runtime import check_views_camera
     from ..trained import load_trained, scene_method, scene_params
 
     train_set, test_set = load_dataset(args)
     trained = load_trained(args.scene, train_set.views)
     method = scene_method(trained, args.spec, args.defines)
     trained.params = scene_params(trained, method)  # a 3DGS PLY's fields: the spec's names
+    check_views_camera(method, test_set.views, "test", scene=True)
     try:
         prepare_params(method, trained.params)
     except XprError as e:

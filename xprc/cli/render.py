@@ -216,6 +216,7 @@ def run(args) -> int:
     from ..pipeline.params import prepare_params
     from ..plots import kind_image, output_image, save_png
     from ..resources import spec_path
+    from ..runtime import check_views_camera
     from ..trained import load_trained, scene_method, scene_params
 
     train_set, test_set = load_dataset(args)
@@ -228,6 +229,7 @@ def run(args) -> int:
     method = scene_method(trained, args.spec, args.defines)
     trained.params = scene_params(trained, method)
     channels = _kinds(method, args.kind, MethodInfo.of(method).name)
+    check_views_camera(method, [view for _, view in chosen], args.split, scene=True)
     try:  # before any render: a scene of another spec is a message about its file
         prepare_params(method, trained.params)
     except XprError as e:

@@ -56,7 +56,7 @@ def run(args) -> int:
         from ..data.scene_folder import load_scene
 
         views = load_scene(data, downscale=args.downscale, test_every=args.test_every,
-                           images=args.images)[0].views  # fmt: skip
+                           images=args.images, undistort=args.undistort)[0].views  # fmt: skip
     method = scene_method(load_trained(scene, views), args.spec, args.defines)
     host, port = viewer_address(args)
     viewer = Viewer(method, scene, views, background=args.background, host=host, port=port)

@@ -34,6 +34,7 @@ from .datasets import (
     warn_links_out,
     warn_narrowed,
 )
+from .undistort import undistort_views
 
 __all__ = [
     "COLMAP_MODELS",
@@ -173,6 +174,7 @@ def load_colmap(
     background=(1.0, 1.0, 1.0),
     *,
     shrunk_only: bool = False,
+    undistort: bool = False,
 ) -> Dataset:
     """Load a COLMAP reconstruction: `ROOT/sparse/0` (or `ROOT/sparse`) and `ROOT/images_dir`.
 
@@ -181,7 +183,10 @@ def load_colmap(
     pre-shrunk images are used as they are, at their own size, which may be 1 pixel off the
     camera's size / d (one rounding or another); otherwise images are resized (with
     `shrunk_only`, that folder missing is a DataError instead). K is scaled to the final size.
-    Points are COLMAP's points3D (colours in [0, 1]).
+    Points are COLMAP's points3D (colours in [0, 1]). With `undistort`, the views of lens
+    cameras (SIMPLE_RADIAL, RADIAL, OPENCV, FULL_OPENCV, OPENCV_FISHEYE) are resampled to
+    pinhole cameras as COLMAP's image_undistorter does, and a warning says how
+    (`xprc.data.undistort`).
     """
     root = Path(root)
     downscale = check_downscale(downscale)
@@ -210,7 +215,7 @@ def load_colmap(
     if not image_root.is_dir():
         raise DataError(image_root, f"image folder not found{_image_folders(root)}")
 
-    views = []
+    views, labels = [], []
     narrowed: list[Path] = []  # 16-bit colour images read at 8 bits
     shrunk_sizes: dict[int, tuple[str, tuple[int, int]]] = {}  # camera id -> first image, size
     files = _image_files(image_root, views_by_name, images_file)
@@ -259,10 +264,13 @@ def load_colmap(
                 dist=as_float32(cameras_file, dist, f"camera {cam.id}: the lens coefficients"),
             )
         )
+        labels.append(f"camera {cam.id} {cam.model}")
     colors = (rgb.astype(np.float32) / np.float32(255.0)).reshape(-1, 3)
     points = as_float32(find_file(sparse, "points3D"), xyz, "point coordinates")
     warn_narrowed(image_root, narrowed, len(views))
     warn_implausible_cameras(cameras_file, views)
     model = [find_file(sparse, stem) for stem in ("cameras", "images", "points3D")]
     warn_links_out(root, model + files)
+    if undistort:
+        views = undistort_views(views, cameras_file, labels, MAX_IMAGE_PIXELS)
     return Dataset(tuple(views), points, colors, root)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from ..errors import DataError, XprError, printable
 from .blender import load_blender_splits
 from .colmap import load_colmap
 from .datasets import TEST_EVERY, Dataset, split_every
+from .undistort import undistort_views
 
 __all__ = ["dataset_mark", "dataset_marks", "load_scene"]
 
@@ -59,11 +61,14 @@ def load_scene(
     downscale=1,
     test_every: int | None = None,
     images: str | None = None,
+    undistort: bool = False,
 ) -> tuple[Dataset, Dataset]:
     """(train, test) from a Blender scene (transforms_train.json, then _test or _val) or a
     COLMAP scene (sparse/, every `test_every`-th view held out: None, the Mip-NeRF 360
     protocol's 8; `images`: the image folder, see `colmap_images`). `test_every` and `images`
-    are an XprError for a Blender scene, whose split and images its files name."""
+    are an XprError for a Blender scene, whose split and images its files name. `undistort`:
+    resample lens cameras (COLMAP's, or a transforms.json `camera_model`) to pinhole ones
+    (`xprc.data.undistort`)."""
     root = Path(root)
     marks = dataset_marks(root)
     if len(marks) > 1:  # (Blender was read without a word, the COLMAP model ignored)
@@ -84,14 +89,23 @@ def load_scene(
         if test is None:
             missing = "file not found (nor transforms_val.json)"
             raise DataError(root / "transforms_test.json", missing)
-        return load_blender_splits(root, test, background, downscale)
+        train, test_set = load_blender_splits(root, test, background, downscale)
+        if not undistort:
+            return train, test_set
+        # both splits in one call: cameras of one size get one size in both
+        views = undistort_views(train.views + test_set.views, root / BLENDER_MARK)
+        n = len(train.views)
+        return (dataclasses.replace(train, views=views[:n]),
+                dataclasses.replace(test_set, views=views[n:]))  # fmt: skip
     if mark == COLMAP_MARK:
         every = TEST_EVERY if test_every is None else test_every
         if not (isinstance(every, int) and every >= 2):
             raise XprError(f"--test-every must be an integer >= 2 (every N-th view is held out), "
                            f"got {every!r}")  # fmt: skip
         folder, factor, exact = colmap_images(images, downscale)
-        dataset = load_colmap(root, factor, folder, background, shrunk_only=exact)
+        dataset = load_colmap(
+            root, factor, folder, background, shrunk_only=exact, undistort=undistort
+        )
         return split_every(dataset, every)
     if not root.is_dir():
         problem = "not a folder" if root.exists() else "folder not found"

@@ -28,6 +28,7 @@ from ..pipeline import RenderConfig, entry_bucket
 from ..pipeline.binning import TileGrid
 from ..pipeline.capacity import MemoryBudgetError, check_memory
 from ..pipeline.render import xla_instead
+from ..runtime import check_views_camera
 from . import checkpoint as ckpt
 from . import folder as run_folder
 from . import health, losses_2dgs
@@ -155,6 +156,8 @@ class Run:
         points = getattr(train_set, "points", None)
         self.points, self.names = points, view_names(train_views)  # (the divergence hint)
         self.test_views = views_of(test_set) if test_set is not None else train_views
+        check_views_camera(method, train_views, "training")  # before any step is compiled
+        check_views_camera(method, self.test_views, "test")
         check_image_memory([train_views, self.test_views], bool(config.random_background))
         self.data = stack_views(train_views, "training", alphas=bool(config.random_background))
         self.test_data = stack_views(self.test_views, "test")
