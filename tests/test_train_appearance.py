@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -173,3 +174,51 @@ def test_resume_restores_the_transforms(gains_scene, at_truth, tmp_path):
     with pytest.raises(tr.TrainError, match="checkpoint appearance state has 1 arrays, this run "
                        "needs 0 \\(different strategy, camera or appearance options"):  # fmt: skip
         tr.train(METHOD, dataset, None, tmp_path, _config(steps=6, appearance="off"), resume=True)
+
+
+TWO_DEVICES = """
+import sys
+import jax.numpy as jnp
+import numpy as np
+from test_train_appearance import METHOD, VIEWS, _config, _scene
+from xprc.metrics import psnr
+from xprc.train.loop import Run
+
+dataset, _, _ = _scene()
+r = Run(METHOD, dataset, None, None, _config(steps=2), 2)
+opacity = r.strategy.roles["opacity"]
+params = dict(r.state["params"])
+params[opacity] = jnp.full_like(params[opacity], -40.0)  # nothing drawn: the render is black
+affine = np.tile(np.eye(3, 4, dtype=np.float32), (VIEWS, 1, 1))
+affine[:, :, 3] = np.linspace(0.1, 0.9, VIEWS * 3, dtype=np.float32).reshape(VIEWS, 3)
+r.state = {**r.state, "params": params, "appearance": {"affine": jnp.asarray(affine)}}
+r.replicate()
+views = r.order.views(0, 2)
+info = r.advance()
+want = []
+for i in views:  # each device's view compensated by its own transform: its offset, flat
+    gt = dataset.views[int(i)].image
+    want.append(float(psnr(np.broadcast_to(affine[int(i), :, 3], gt.shape), gt)))
+assert abs(float(info["psnr"]) - np.mean(want)) < 1e-3, (float(info["psnr"]), want)
+print("two devices OK")
+"""
+
+
+@pytest.mark.slow  # a fresh process compiles the sharded step (~1 min on 2 cores)
+def test_two_devices_each_view_takes_its_own_transform():
+    """Data-parallel steps compensate each device's view with that view's transform: on a
+    render that draws nothing (black), view v's image is its offset b_v, and the step's PSNR
+    is the mean of those flat colours' against their photos."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    tests = str(Path(__file__).parent)
+    env["PYTHONPATH"] = os.pathsep.join([tests, env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", TWO_DEVICES],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "two devices OK" in proc.stdout
