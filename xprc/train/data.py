@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -28,17 +29,20 @@ EIGHT_BIT = np.arange(256, dtype=np.float32) / np.float32(255.0)
 
 
 def as_8bit(image) -> np.ndarray | None:
-    """The 8-bit codes [H, W, 3] uint8 of `image` when every value is exactly `EIGHT_BIT[k]`
-    for some k (a file read at 8 bits a channel), else None (16-bit, float, composited on a
-    background, synthetic): those stay float32, so nothing is rounded."""
+    """The 8-bit codes [H, W, 3] uint8 of `image` when every value is exactly k / 255 in
+    float32 for some k in 0..255, as the loaders compute it from an 8-bit file
+    (`np.float32(k) / np.float32(255)`), else None (16-bit, float, composited on a background,
+    synthetic): those stay float32, so nothing is rounded."""
     image = np.asarray(image)
     if image.dtype != np.float32:
         return None
-    codes = np.rint(image * np.float32(255.0))
-    if not ((codes >= 0.0) & (codes <= 255.0)).all():  # (also false for NaN)
-        return None
-    codes = codes.astype(np.uint8)
-    return codes if np.array_equal(EIGHT_BIT[codes], image) else None
+    t = image * np.float32(255.0)
+    np.rint(t, out=t)
+    np.clip(t, 0.0, 255.0, out=t)  # (NaN stays NaN, and fails the comparison below)
+    with np.errstate(invalid="ignore"):
+        codes = t.astype(np.uint8)
+    np.divide(codes, np.float32(255.0), out=t, dtype=np.float32)  # the loaders' formula
+    return codes if np.array_equal(t, image) else None
 
 
 def stack_images(views, what: str) -> np.ndarray:
@@ -56,13 +60,10 @@ def stack_images(views, what: str) -> np.ndarray:
             f"the {what} views have {len(first)} different image sizes: {shown}; "
             "training needs one size (resize or downscale the dataset)"
         )
-    codes = []
-    for v in views:
-        c = as_8bit(v.image)
-        if c is None:
-            codes = None
-            break
-        codes.append(c)
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        codes = list(pool.map(lambda v: as_8bit(v.image), views))  # (NumPy releases the GIL)
+    if any(c is None for c in codes):
+        codes = None
     images = (
         np.stack(codes) if codes else np.stack([np.asarray(v.image, np.float32) for v in views])
     )
