@@ -330,9 +330,10 @@ def test_train_refuses_images_over_the_device_memory_before_any_step(capture, mo
 
     out, _ = capture
     train_set, test_set = load_scene(out, images="images_4")
-    monkeypatch.setattr("xprc.train.data.free_memory", lambda: (20_000, "free on a test device"))
+    monkeypatch.setattr("xprc.train.data.free_memory", lambda: (5_000, "free on a test device"))
+    # the capture's 8-bit PNGs are counted as uint8, a byte a value (tests/test_train_images.py)
     with pytest.raises(TrainError, match=r"the 8 training and test images of 48x32 need 0\.00 GiB "
-                       r"on the device as float32, more than 50% of the 0\.00 GiB free on a test "
+                       r"on the device as uint8, more than 50% of the 0\.00 GiB free on a test "
                        r"device .*--images images_4 .*--downscale 4"):  # fmt: skip
         train(xprc.load("3dgs"), train_set, test_set, None, TrainConfig(steps=1, progress=False))
 

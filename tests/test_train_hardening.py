@@ -791,7 +791,7 @@ BAD_CHECKPOINTS = [
     ("used dtype", _set("state/used", lambda a: a.astype(np.uint8)),
      "checkpoint entry 'state/used' is uint8[260], this run needs bool[260]"),
     ("opt count", _set("opt/10", None), "checkpoint opt state has 10 arrays, this run needs 11 "
-     "(different strategy or camera options?)"),
+     "(different strategy, camera or appearance options?)"),
     ("opt leaf", _set("opt/3", np.zeros((260, 3), np.float32)),
      "checkpoint entry 'opt/3' is float32[260, 3], this run needs float32[260, 4]"),
     ("opt renamed", lambda t, m: (_rename(t, "opt", "3", "x"), m),

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 from ..errors import XprError, printable
-from ..train.config import PRESETS, default_of
+from ..train.config import APPEARANCE, PRESETS, default_of
 from ..train.folder import CHECKPOINT
 from ..train.progress import format_rate
 from ..train.strategies import STRATEGIES
@@ -86,6 +86,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="each step, composite the ground truth on a random colour and render on it "
         "(needs RGBA training images); see docs/training.md",
+    )
+    p.add_argument(
+        "--appearance",
+        choices=APPEARANCE,
+        default="off",
+        help="per-view exposure and white-balance compensation for photos taken with automatic "
+        "exposure (affine: a colour transform per training view, in the loss only; test views "
+        "are rendered without it); see docs/training.md (default: off)",
     )
     p.add_argument(
         "--regularisers",
@@ -204,7 +212,7 @@ def train_config(args):
         **{k: v for k, v in given.items() if v is not None},
         "seed": args.seed, "capacity": args.capacity, "pose_opt": args.pose_opt,
         "intrinsics_opt": args.intrinsics_opt, "random_background": args.random_background,
-        "regularisers": args.regularisers,
+        "regularisers": args.regularisers, "appearance": args.appearance,
     }  # fmt: skip
     return TrainConfig(**options)
 

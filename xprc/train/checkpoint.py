@@ -27,7 +27,7 @@ from ..data.npz import load_checkpoint, save_checkpoint
 from ..method_info import MethodInfo
 from .config import TrainError
 
-_TREES = ("opt", "strategy", "cams", "cams_opt")
+_TREES = ("opt", "strategy", "cams", "cams_opt", "appearance", "appearance_opt")
 _ARRAYS = ("step", "key", "used")
 
 
@@ -241,7 +241,7 @@ def _restore(tree: dict, template, what: str, path: Path):
     if len(stored) != len(leaves):
         raise TrainError(
             f"checkpoint {what} state has {len(stored)} arrays, this run needs {len(leaves)} "
-            "(different strategy or camera options?)",
+            "(different strategy, camera or appearance options?)",
             path,
         )
     out = [
@@ -293,7 +293,8 @@ def _check_headers(path: Path, template: dict, headers: dict) -> None:
         needs = len(jax.tree_util.tree_leaves(template[name]))
         if stored not in (0, needs):  # (none: `_group`'s message after the read)
             raise TrainError(f"checkpoint {name} state has {stored} arrays, this run needs "
-                             f"{needs} (different strategy or camera options?)", path)  # fmt: skip
+                             f"{needs} (different strategy, camera or appearance options?)",
+                             path)  # fmt: skip
 
 
 def load(path: Path, template: dict) -> tuple[dict, dict]:

@@ -9,12 +9,15 @@ import numbers
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import XprError
 from ..method_info import MethodInfo
 from ..pipeline import RenderConfig
 from .strategies import STRATEGIES
 
 REGULARISERS = ("auto", "on", "off")
+APPEARANCE = ("off", "affine")  # the per-view colour compensations (xprc.train.appearance)
 # options that change what a run reports and saves, not what it computes (resume may change them)
 _REPORTING = ("steps", "eval_every", "checkpoint_every", "log_every", "progress", "save_renders",
               "sheet_views")  # fmt: skip
@@ -71,6 +74,13 @@ class TrainConfig:
     pose_opt / intrinsics_opt: learn per-view pose corrections / shared intrinsics and lens
                          coefficients with learning rates `pose_lr` / `intrinsics_lr`.
     pose_lr_final:       the pose lr decays exponentially to this fraction of its start.
+    appearance:          "off" (default) or "affine": each training view learns a colour
+                         transform (3x3 matrix and offset, identity at the start) applied to its
+                         render before the loss, for photos taken with automatic exposure and
+                         white balance (3DGS's per-image exposure; xprc.train.appearance). Test
+                         views are rendered without it. Not with `random_background`.
+    appearance_lr / appearance_lr_final: its learning rate, decaying exponentially to this
+                         fraction of its start (3DGS's 0.01 -> 0.001).
     background:          RGB (three numbers in [0, 1]) the images were composited on; None:
                          inferred from the views (median colour where alpha is 0), black
                          without alpha.
@@ -126,6 +136,9 @@ class TrainConfig:
     pose_lr: float = 1e-3
     pose_lr_final: float = 1.0
     intrinsics_lr: float = 1e-4
+    appearance: str = "off"
+    appearance_lr: float = 0.01
+    appearance_lr_final: float = 0.1
     background: tuple[float, ...] | None = None
     random_background: bool = False
     render: RenderConfig = RenderConfig()
@@ -154,6 +167,12 @@ class TrainConfig:
             object.__setattr__(self, "background", _colour("background", self.background))
         if not isinstance(self.render, RenderConfig):
             raise TrainError(f"render must be a RenderConfig, got {_shown(self.render)}")
+        if self.appearance != "off" and self.random_background:
+            raise TrainError(
+                f"appearance {self.appearance!r} does not combine with random_background: a "
+                "random background re-composites RGBA images on a colour no camera saw, and "
+                "the per-view colour transform is for photos; use one or the other"
+            )
 
     def until(self) -> int:
         """The end of the densification window."""
@@ -316,6 +335,8 @@ _FIELDS = {
     "split_offset": _Num(0.0, optional=True), "reset_every": _COUNT, "prune_scale": _FRACTION,
     "pose_opt": _Bool(), "intrinsics_opt": _Bool(), "pose_lr": _WEIGHT,
     "pose_lr_final": _FRACTION, "intrinsics_lr": _WEIGHT, "random_background": _Bool(),
+    "appearance": _Choice(APPEARANCE), "appearance_lr": _WEIGHT,
+    "appearance_lr_final": _FRACTION,
     "eval_every": _COUNT, "checkpoint_every": _COUNT, "log_every": _SOME, "progress": _Bool(),
     "save_renders": _Bool(), "sheet_views": _COUNT, "regularisers": _Choice(REGULARISERS),
     "distortion_weight": _WEIGHT, "distortion_form": _Choice(("squared", "l1")),
@@ -472,5 +493,8 @@ class TrainResult:
     steps_per_second: float  # xprc.train.progress.StepRate: first step (its compile) left out
     initial_psnr: float | None
     cameras: dict | None = None  # learned camera corrections (pose_opt / intrinsics_opt)
+    # the training views' learned colour transforms [V, 3, 4] = [M | b] (appearance "affine"):
+    # rgb' = M rgb + b; only their ratios between views are determined (xprc.train.appearance)
+    appearance: np.ndarray | None = None
     entry_capacity: int = 0  # the render capacity bucket the run ended with
     signal: str | None = None  # the signal that stopped the run ('SIGTERM', ...), if any

@@ -1,10 +1,16 @@
-"""Training and test views as stacked device arrays, the background, and the view order."""
+"""Training and test views as stacked device arrays, the background, and the view order.
+
+Images read from 8-bit files stay 8-bit on the device (uint8, a quarter of float32's memory)
+and become float32 where a compiled step reads them (`float_images`), bit for bit the values
+the loaders made; any other image stays float32.
+"""
 
 from __future__ import annotations
 
 import math
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -15,10 +21,33 @@ from ..camera import Camera
 from .config import TrainError
 from .init import numbers_text
 
+# The float32 value of each 8-bit code k: k / 255 rounded once, as the loaders compute it
+# (`np.float32(k) / np.float32(255)`). On the device an 8-bit image is read through this table
+# (a gather), not divided: XLA may turn a division into a multiplication by the reciprocal,
+# which differs in the last bit for about half of the codes.
+EIGHT_BIT = np.arange(256, dtype=np.float32) / np.float32(255.0)
 
-def stack_views(views, what: str, alphas: bool = False) -> dict:
-    """{"images": [V, H, W, 3] float32, "cameras": a Camera batched over V} and, with `alphas`,
-    "alphas": [V, H, W, 1] float32 (the views' coverage; a TrainError when a view has none)."""
+
+def as_8bit(image) -> np.ndarray | None:
+    """The 8-bit codes [H, W, 3] uint8 of `image` when every value is exactly k / 255 in
+    float32 for some k in 0..255, as the loaders compute it from an 8-bit file
+    (`np.float32(k) / np.float32(255)`), else None (16-bit, float, composited on a background,
+    synthetic): those stay float32, so nothing is rounded."""
+    image = np.asarray(image)
+    if image.dtype != np.float32:
+        return None
+    t = image * np.float32(255.0)
+    np.rint(t, out=t)
+    np.clip(t, 0.0, 255.0, out=t)  # (NaN stays NaN, and fails the comparison below)
+    with np.errstate(invalid="ignore"):
+        codes = t.astype(np.uint8)
+    np.divide(codes, np.float32(255.0), out=t, dtype=np.float32)  # the loaders' formula
+    return codes if np.array_equal(t, image) else None
+
+
+def stack_images(views, what: str) -> np.ndarray:
+    """The views' images [V, H, W, 3]: uint8 codes when every view's image is 8-bit
+    (`as_8bit`), else float32. A TrainError when the views differ in size or are not RGB."""
     if not views:
         raise TrainError(f"the {what} set has no views")
     first: dict = {}  # each size -> the first view that has it
@@ -31,12 +60,39 @@ def stack_views(views, what: str, alphas: bool = False) -> dict:
             f"the {what} views have {len(first)} different image sizes: {shown}; "
             "training needs one size (resize or downscale the dataset)"
         )
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        codes = list(pool.map(lambda v: as_8bit(v.image), views))  # (NumPy releases the GIL)
+    if any(c is None for c in codes):
+        codes = None
+    images = (
+        np.stack(codes) if codes else np.stack([np.asarray(v.image, np.float32) for v in views])
+    )
+    if images.ndim != 4 or images.shape[-1] != 3:
+        raise TrainError(f"the {what} images must be [H, W, 3], got {list(images.shape[1:])}")
+    return images
+
+
+def float_images(images):
+    """Stacked images (or one) as float32 in [0, 1]: uint8 codes through `EIGHT_BIT`, bit for
+    bit the loaders' values; float32 as they are. Works on device arrays (inside a compiled
+    step) and on NumPy arrays."""
+    if images.dtype != np.uint8:
+        return images
+    if isinstance(images, np.ndarray):
+        return EIGHT_BIT[images]
+    return jnp.asarray(EIGHT_BIT)[images]
+
+
+def stack_views(views, what: str, alphas: bool = False, images=None) -> dict:
+    """{"images": [V, H, W, 3] uint8 or float32 (`stack_images`; read them with
+    `float_images`), "cameras": a Camera batched over V} and, with `alphas`, "alphas":
+    [V, H, W, 1] float32 (the views' coverage; a TrainError when a view has none). images:
+    `stack_images(views, what)` when the caller has it already."""
+    if images is None:
+        images = stack_images(views, what)
     cams = [v.camera() if callable(v.camera) else v.camera for v in views]
     # float32 leaves whatever the views hold: one trace for every dataset.
     cams = [jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.float32), c) for c in cams]
-    images = np.stack([np.asarray(v.image, np.float32) for v in views])
-    if images.ndim != 4 or images.shape[-1] != 3:
-        raise TrainError(f"the {what} images must be [H, W, 3], got {list(images.shape[1:])}")
     out = {"images": jnp.asarray(images), "cameras": Camera.stack(cams)}
     if alphas:
         out["alphas"] = jnp.asarray(stack_alphas(views, what, images.shape[1:3]))
@@ -92,18 +148,21 @@ def _gib(n) -> str:
     return f"{int(n) / 2**30:.2f} GiB"
 
 
-def check_image_memory(sets, alphas: bool, free=None) -> None:
+def check_image_memory(sets, alphas: bool, free=None, itemsizes=None) -> None:
     """A TrainError, before any image is put on the device, when the views of `sets` (the
-    training and test views) take more than IMAGE_SHARE of the free device memory as float32
-    (plus alpha with `alphas`, for the training views): the numbers and the downscale that
-    would fit. free: (bytes, what) as `free_memory` gives it (a test passes its own)."""
+    training and test views) take more than IMAGE_SHARE of the free device memory (plus
+    float32 alpha with `alphas`, for the training views): the numbers and the downscale that
+    would fit. itemsizes: the bytes a value of each set's images takes on the device (1 for
+    uint8, 4 for float32: `stack_images(...).itemsize`; default 4). free: (bytes, what) as
+    `free_memory` gives it (a test passes its own)."""
     have, where = free if free is not None else free_memory()
     if have is None:
         return
+    itemsizes = list(itemsizes) if itemsizes is not None else [4] * len(sets)
     count = sum(len(views) for views in sets)
     need = 0
     for k, views in enumerate(sets):
-        per_pixel = 4 * (3 + (1 if alphas and k == 0 else 0))
+        per_pixel = 3 * itemsizes[k] + (4 if alphas and k == 0 else 0)
         need += sum(int(v.width) * int(v.height) * per_pixel for v in views)
     if need <= IMAGE_SHARE * have:
         return
@@ -111,9 +170,13 @@ def check_image_memory(sets, alphas: bool, free=None) -> None:
     shrink = 2 ** math.ceil(math.log2(factor))
     v = sets[0][0] if sets and sets[0] else None
     size = f" of {v.width}x{v.height}" if v is not None else ""
+    kinds = {1: "uint8", 4: "float32"}
+    used = {kinds.get(b, f"{b}-byte values") for b, vs in zip(itemsizes, sets, strict=True) if vs}
+    used = sorted(used, reverse=True)  # uint8 first
+    said = " and ".join(used) + (" (alpha float32)" if alphas else "")
     raise TrainError(
         f"the {count} training and test images{size} need {_gib(need)} on the device as "
-        f"float32, more than {IMAGE_SHARE:.0%} of the {_gib(have)} {where} (the rest is for "
+        f"{said}, more than {IMAGE_SHARE:.0%} of the {_gib(have)} {where} (the rest is for "
         f"rendering and the optimiser); train on smaller images: --images images_{shrink} where "
         f"the dataset has that folder (the Mip-NeRF 360 layout), else --downscale {factor} "
         f"(about {_gib(need / factor**2)})"

@@ -32,6 +32,7 @@ from ..runtime import check_views_camera
 from . import checkpoint as ckpt
 from . import folder as run_folder
 from . import health, losses_2dgs
+from .appearance import appearance_matrices, appearance_note, appearance_optimizer, init_appearance
 from .camera_opt import corrections_optimizer, init_corrections, pivot_depths
 from .config import (
     TrainConfig,
@@ -41,7 +42,14 @@ from .config import (
     method_lrs,
     schedule_note,
 )
-from .data import ViewOrder, check_image_memory, infer_background, stack_views
+from .data import (
+    ViewOrder,
+    check_image_memory,
+    float_images,
+    infer_background,
+    stack_images,
+    stack_views,
+)
 from .init import (
     camera_poses,
     init_params,
@@ -128,6 +136,8 @@ def _hyper(method, config: TrainConfig, strategy, scale: float, background, log)
         "pose_lr": f32(config.pose_lr),
         "pose_lr_final": f32(config.pose_lr_final),
         "intrinsics_lr": f32(config.intrinsics_lr),
+        "appearance_lr": f32(config.appearance_lr),
+        "appearance_lr_final": f32(config.appearance_lr_final),
         **strategy.hyper(config),
         **losses_2dgs.hyper(config),
     }
@@ -158,9 +168,12 @@ class Run:
         self.test_views = views_of(test_set) if test_set is not None else train_views
         check_views_camera(method, train_views, "training")  # before any step is compiled
         check_views_camera(method, self.test_views, "test")
-        check_image_memory([train_views, self.test_views], bool(config.random_background))
-        self.data = stack_views(train_views, "training", alphas=bool(config.random_background))
-        self.test_data = stack_views(self.test_views, "test")
+        images = stack_images(train_views, "training"), stack_images(self.test_views, "test")
+        check_image_memory([train_views, self.test_views], bool(config.random_background),
+                           itemsizes=[a.itemsize for a in images])  # fmt: skip
+        self.data = stack_views(train_views, "training", bool(config.random_background), images[0])
+        self.test_data = stack_views(self.test_views, "test", images=images[1])
+        del images
         note = lambda msg: self.log(msg, always=True)  # noqa: E731 (an assumption: always shown)
         bg = config.background
         if bg is None:
@@ -172,6 +185,8 @@ class Run:
         self.hyper = _hyper(method, config, self.strategy, self.scale, background, note)
         if (said := schedule_note(config)) is not None:
             note(said)
+        if config.appearance != "off":
+            note(appearance_note(config.appearance, len(train_views)))
         self.hyper["pose_pivot"] = jnp.asarray(_pivots(train_set, train_views))
         n_points = len(points) if points is not None and len(points) else config.num_random_points
         cap = config.capacity or self.strategy.default_capacity(n_points, config)
@@ -202,6 +217,7 @@ class Run:
         dist = self.data["cameras"].dist.shape[-1]
         cams = init_corrections(n_views, config.pose_opt, config.intrinsics_opt, dist)
         copt = corrections_optimizer(cams, 1.0, 1.0, 1.0)
+        app = init_appearance(n_views, config.appearance)
         return {
             "params": params,
             "opt": opt.init(params),
@@ -211,6 +227,8 @@ class Run:
             "strategy": self.strategy.init_state(len(used)),
             "cams": cams,
             "cams_opt": copt.init(cams) if cams else {},
+            "appearance": app,
+            "appearance_opt": appearance_optimizer(app, 1.0).init(app) if app else {},
         }
 
     @property
@@ -226,6 +244,7 @@ class Run:
         return StepKey(
             self.method, self.capacity.config(), c.strategy, self.devices, c.pose_opt,
             c.intrinsics_opt, c.regulariser_form(self.method), bool(c.random_background),
+            c.appearance,
         )  # fmt: skip
 
     def meta(self, elapsed: float) -> dict:
@@ -592,10 +611,10 @@ def _finish(run: Run, elapsed: float, rate: StepRate, initial_psnr) -> TrainResu
     if run.out is not None:
         record = RunRecord(
             run.method, config, params, np.asarray(run.state["used"]), run.test_views,
-            np.asarray(run.test_data["images"]), images, run.history, run.evals, final, rate,
-            elapsed, run.scale, run.interrupted, run.capacity.bucket,
+            float_images(np.asarray(run.test_data["images"])), images, run.history, run.evals,
+            final, rate, elapsed, run.scale, run.interrupted, run.capacity.bucket,
             run.capacity.raises + run.eval_capacity.raises, run.reports.events, cams,
-            run.meta(elapsed)["background"],
+            run.meta(elapsed)["background"], appearance_matrices(run.state["appearance"]),
         )  # fmt: skip
         for line in write_outputs(run.out, record):
             run.log(line, always=True)
@@ -611,5 +630,6 @@ def _finish(run: Run, elapsed: float, rate: StepRate, initial_psnr) -> TrainResu
         steps_per_second=rate.per_second,
         initial_psnr=initial_psnr,
         cameras=cams,
+        appearance=appearance_matrices(run.state["appearance"]),
         entry_capacity=run.capacity.bucket,
     )

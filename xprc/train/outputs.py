@@ -60,6 +60,7 @@ class RunRecord:
     densify_totals: dict
     cameras: dict | None
     background: list
+    appearance: np.ndarray | None = None  # [V, 3, 4] per training view (appearance "affine")
 
 
 def view_names(views) -> list[str]:
@@ -120,6 +121,7 @@ def write_outputs(out: Path, rec: RunRecord) -> list[str]:
         "densification": rec.densify_totals,
         "lpips": "not computed: no LPIPS implementation with offline weights is installed",
         "cameras": rec.cameras,
+        "appearance": None if rec.appearance is None else np.asarray(rec.appearance).tolist(),
         "config": run["config"],
     }
     for name, data in ((METRICS, report), (CONFIG, run)):

@@ -18,8 +18,9 @@ import jax.numpy as jnp
 from ..metrics import psnr, ssim
 from ..pipeline import RenderConfig, render
 from ..pipeline.params import prepare_params
-from . import losses_2dgs
+from . import appearance, losses_2dgs
 from .camera_opt import correct, corrections_optimizer, step_corrections
+from .data import float_images
 from .optim import adam_update, optimizer, sh_masked
 from .strategies.adc import screen_gradient
 from .strategies.base import per_prim
@@ -43,6 +44,7 @@ class StepKey:
     intrinsics_opt: bool = False
     regularisers: str | None = None  # the 2DGS terms' distortion form; None: off
     random_background: bool = False  # a random background colour per step (and view)
+    appearance: str = "off"  # per-view colour compensation (xprc.train.appearance)
 
 
 # The random backgrounds' stream: step i draws from fold_in(fold_in(key, BACKGROUND_STREAM), i);
@@ -73,16 +75,21 @@ def photometric(pred, gt, ssim_weight):
 
 
 def _per_view(method, form: str | None):
-    """(out, (gt, camera[, background]), weights) -> {loss, psnr[, distortion, normal]} for one
-    view; the loss includes the weighted 2DGS terms with distortion form `form` unless it is
-    None (weights: ssim, distortion, normal). With a background [C] the render `out` must be on
-    black: its image is composited on it here, as the renderer would have (C + (1 - alpha) bg)."""
+    """(out, target, weights) -> {loss, psnr[, distortion, normal]} for one view; target:
+    {"gt", "cam"[, "background"][, "colour"]}. The loss includes the weighted 2DGS terms with
+    distortion form `form` unless it is None (weights: ssim, distortion, normal). With a
+    "background" [C] the render `out` must be on black: its image is composited on it here, as
+    the renderer would have (C + (1 - alpha) bg). With a "colour" [3, 4] the image is then
+    compensated by the view's appearance transform (xprc.train.appearance)."""
 
     def per_view(out, target, w):
-        gt, cam = target[:2]
+        gt, cam = target["gt"], target["cam"]
         image = out.image
-        if len(target) == 3:  # rendered on black: composite on this view's background
-            image = image + (1.0 - out.alpha) * target[2][None, None, :].astype(image.dtype)
+        if "background" in target:  # rendered on black: composite on this view's background
+            bg = target["background"][None, None, :].astype(image.dtype)
+            image = image + (1.0 - out.alpha) * bg
+        if "colour" in target:
+            image = appearance.apply(image, target["colour"])
         res = {"loss": photometric(image, gt, w["ssim"]), "psnr": psnr(image, gt)}
         if form is not None:
             terms = losses_2dgs.terms(method, out, cam, form)
@@ -95,10 +102,11 @@ def _per_view(method, form: str | None):
 
 
 def _render_loss(key: StepKey):
-    """(params, cameras, gts, background, weights) -> ({loss, psnr[, distortion, normal]}, stats
-    {dropped, entries_needed}) over one view, or over `devices` views (one per device)
-    averaged. Several devices take one background per view ([devices, C]) when
-    `key.random_background`, else one for all ([C])."""
+    """(params, cameras, gts, background, weights, colour) -> ({loss, psnr[, distortion,
+    normal]}, stats {dropped, entries_needed}) over one view, or over `devices` views (one per
+    device) averaged. Several devices take one background per view ([devices, C]) when
+    `key.random_background`, else one for all ([C]). colour: the view's (views') appearance
+    transform [3, 4] ([devices, 3, 4]), or None."""
     method, rconfig = key.method, key.render
     if key.regularisers == "l1":
         rconfig = dataclasses.replace(rconfig, distortion=True)
@@ -108,19 +116,25 @@ def _render_loss(key: StepKey):
 
         sharded = sharded_views(method, per_view, device_mesh(key.devices), "RGB", rconfig)
 
-        def loss(params, cams, gts, background, w):
-            targets, bg = (gts, cams), background
+        def loss(params, cams, gts, background, w, colour):
+            targets, bg = {"gt": gts, "cam": cams}, background
             if key.random_background:  # per-view colours: render on black, composite per view
-                targets, bg = (gts, cams, background), jnp.zeros(background.shape[-1:], gts.dtype)
+                targets["background"] = background
+                bg = jnp.zeros(background.shape[-1:], gts.dtype)
+            if colour is not None:
+                targets["colour"] = colour
             sums, stats = sharded(prepare_params(method, params), cams, targets, bg, w)
             return {k: v / key.devices for k, v in sums.items()}, stats
 
         return loss
 
-    def loss(params, cam, gt, background, w):
+    def loss(params, cam, gt, background, w, colour):
         out = render(method, params, cam, background, config=rconfig)
         stats = {k: out.stats[k].astype(jnp.int32) for k in STATS}
-        return per_view(out, (gt, cam), w), stats
+        target = {"gt": gt, "cam": cam}
+        if colour is not None:
+            target["colour"] = colour
+        return per_view(out, target, w), stats
 
     return loss
 
@@ -170,16 +184,19 @@ def step_fn(key: StepKey):
         progress = jnp.minimum(step_i.astype(jnp.float32) / hyper["total_steps"], 1.0)
         pos_factor = hyper["scene_scale"] * jnp.power(hyper["position_lr_final"], progress)
 
-        def loss_fn(p, corr):
+        def loss_fn(p, corr, app):
             c = correct(cam, corr, view, hyper["pose_pivot"]) if corr else cam
             masked = sh_masked(method, p, step_i, hyper["sh_interval"])
             weights = _loss_weights(key, hyper, step_i)
-            values, stats = render_loss(masked, c, gt, background, weights)
+            colour = app["affine"][view] if app else None
+            values, stats = render_loss(masked, c, gt, background, weights, colour)
             loss = values["loss"] + strategy.regulariser(method.activate(p), hyper)
             return loss, (values, stats, c, masked)
 
-        grad = jax.value_and_grad(loss_fn, argnums=(0, 1), has_aux=True)
-        (loss, (values, stats, c, masked)), (grads, g_corr) = grad(params, state["cams"])
+        grad = jax.value_and_grad(loss_fn, argnums=(0, 1, 2), has_aux=True)
+        (loss, (values, stats, c, masked)), (grads, g_corr, g_app) = grad(
+            params, state["cams"], state["appearance"]
+        )
         used = state["used"]
         if strategy.freeze_unused:
             grads = {k: g * per_prim(used, g).astype(g.dtype) for k, g in grads.items()}
@@ -195,6 +212,14 @@ def step_fn(key: StepKey):
             )
             new_state["cams"], new_state["cams_opt"] = step_corrections(
                 copt, g_corr, state["cams_opt"], state["cams"]
+            )
+        if state["appearance"]:
+            aopt = appearance.appearance_optimizer(
+                state["appearance"],
+                hyper["appearance_lr"] * jnp.power(hyper["appearance_lr_final"], progress),
+            )
+            new_state["appearance"], new_state["appearance_opt"] = appearance.step_appearance(
+                aopt, g_app, state["appearance_opt"], state["appearance"]
             )
         ctx = {
             "step": step_i + 1,
@@ -219,7 +244,7 @@ def step_fn(key: StepKey):
             **{k: values[k] for k in ("distortion", "normal") if k in values},
             "live": strategy.live(method.activate(new_params), used, hyper),
             **{k: stats[k] for k in STATS},
-            "finite": _finite(new_params, new_state["cams"]),
+            "finite": _finite(new_params, new_state["cams"], new_state["appearance"]),
             **counts,
         }
         if key.random_background:
@@ -232,7 +257,7 @@ def step_fn(key: StepKey):
 def _target(key: StepKey, state, data, hyper, view):
     """(the view's ground truth, the background to render on): with random backgrounds, the
     target's transparent parts are composited on this step's random colour."""
-    gt = data["images"][view]
+    gt = float_images(data["images"][view])  # (uint8 on the device for 8-bit files)
     background = hyper["background"]
     if key.random_background:
         shape = tuple(gt.shape[:-3]) + tuple(background.shape)  # [C] or [devices, C]
@@ -252,11 +277,13 @@ def _loss_weights(key: StepKey, hyper, step_i):
     return weights
 
 
-def _finite(params, cams):
-    """One flag per parameter and camera correction: all finite (xprc.train.health)."""
+def _finite(params, cams, app):
+    """One flag per parameter, camera correction and appearance transform: all finite
+    (xprc.train.health)."""
     return {
         **{k: jnp.all(jnp.isfinite(v)) for k, v in params.items()},
         **{f"camera {k}": jnp.all(jnp.isfinite(v)) for k, v in cams.items()},
+        **{f"appearance {k}": jnp.all(jnp.isfinite(v)) for k, v in app.items()},
     }
 
 
@@ -271,7 +298,7 @@ def eval_fn(method, rconfig: RenderConfig):
         masked = sh_masked(method, params, step, sh_interval)
         out = render(method, masked, cam, background, config=rconfig)
         img = jnp.clip(out.image, 0.0, 1.0)
-        gt = images[i]
+        gt = float_images(images[i])
         return (
             img,
             psnr(img, gt),
