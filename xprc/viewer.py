@@ -28,8 +28,10 @@ import numpy as np
 
 from .errors import XprError
 from .method_info import MethodInfo
+from .plots import BUILT_IN_KINDS
 
-KINDS = {"RGB": "rgb", "Depth": "depth", "Alpha": "alpha"}
+# the "Show" menu's labels of the built-in kinds (`xprc.plots.BUILT_IN_KINDS`): RGB, Depth, Alpha
+KINDS = {kind.upper() if kind == "rgb" else kind.capitalize(): kind for kind in BUILT_IN_KINDS}
 
 
 def viewer_kinds(method) -> dict[str, str]:
