@@ -332,7 +332,7 @@ def test_lossless_capacity_over_the_budget_is_a_clear_error(gs):
     msg = str(err.value)
     needed = count_entries(gs, params, cam)
     assert f"this render needs {needed:,} (primitive, tile) entries on a 96x64 image" in msg
-    assert "over the memory budget of 0.0 GiB" in msg and "RenderConfig.tile_size" in msg
+    assert "over the memory budget of 1.0 MiB" in msg and "RenderConfig.tile_size" in msg
 
 
 def test_memory_budget_environment_is_parsed_strictly(monkeypatch, gs):

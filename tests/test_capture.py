@@ -319,8 +319,8 @@ def test_images_that_do_not_fit_are_refused_with_the_numbers():
     with pytest.raises(TrainError) as e:
         check_image_memory([views[:130], views[130:]], False, free=(need, "free on TPU v5e 0"))
     msg = str(e.value)
-    assert "the 150 training and test images of 1296x840 need 1.82 GiB" in msg
-    assert "50% of the 1.82 GiB free on TPU v5e 0" in msg
+    assert "the 150 training and test images of 1296x840 need 1.8 GiB" in msg
+    assert "50% of the 1.8 GiB free on TPU v5e 0" in msg
     assert "--images images_2" in msg and "--downscale 2" in msg
 
 
@@ -331,8 +331,8 @@ def test_train_refuses_images_over_the_device_memory_before_any_step(capture, mo
     out, _ = capture
     train_set, test_set = load_scene(out, images="images_4")
     monkeypatch.setattr("xprc.train.data.free_memory", lambda: (20_000, "free on a test device"))
-    with pytest.raises(TrainError, match=r"the 8 training and test images of 48x32 need 0\.00 GiB "
-                       r"on the device as float32, more than 50% of the 0\.00 GiB free on a test "
+    with pytest.raises(TrainError, match=r"the 8 training and test images of 48x32 need 144\.0 KiB "
+                       r"on the device as float32, more than 50% of the 19\.5 KiB free on a test "
                        r"device .*--images images_4 .*--downscale 4"):  # fmt: skip
         train(xprc.load("3dgs"), train_set, test_set, None, TrainConfig(steps=1, progress=False))
 
@@ -361,7 +361,7 @@ def test_free_memory_reads_the_accelerator_else_the_host():
             return self.stats
 
     tpu = Device({"bytes_limit": 16 * 2**30, "bytes_in_use": 2**30})
-    assert free_memory(tpu) == (15 * 2**30, "free on TPU v5 lite 0 (of 16.00 GiB)")
+    assert free_memory(tpu) == (15 * 2**30, "free on TPU v5 lite 0 (of 16.0 GiB)")
     host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     for stats in (None, {}, NotImplementedError("no stats")):
         have, what = free_memory(Device(stats))

@@ -12,6 +12,7 @@ from xprc.cli.render import _kind_name
 from xprc.conventions import MAX_NAME, NAME_PATTERN, is_name
 from xprc.data.spec_ply import read_comments, spec_comments, unnameable
 from xprc.errors import DataError
+from xprc.memory import size_text
 
 GRAMMAR = Path(__file__).resolve().parents[1] / "grammar" / "xpr.lark"
 SHA = "ab" * 32
@@ -63,3 +64,14 @@ def test_a_sha256_that_is_not_hex_cannot_name_a_spec():
     assert unnameable("Box", "AB" * 32) == f"the method's SPEC_SHA256 '{'AB' * 20}' is not a sha256"
     assert unnameable("Box", SHA[:-1]) is not None
 
+
+@pytest.mark.parametrize(
+    "n, text",
+    [(0, "0 bytes"), (1023, "1023 bytes"), (1024, "1.0 KiB"), (20_000, "19.5 KiB"),
+     ((1 << 20) - 1, "1,024.0 KiB"), (1 << 20, "1.0 MiB"), (1_959_552_000, "1.8 GiB"),
+     (3 << 40, "3,072.0 GiB"), (1536.7, "1.5 KiB")],
+)  # fmt: skip
+def test_sizes_are_written_one_way(n, text):
+    """xprc.memory.size_text: every message that states a size (data loaders, the trainer's
+    capacity and image checks, the render's memory budget) writes it through this one."""
+    assert size_text(n) == text

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import XprError
+from ..memory import physical_memory, size_text
 from ..method_info import MethodInfo
 from .binning import INT32_MAX, TileGrid, exact_total, tile_rects
 from .config import RenderConfig
@@ -81,10 +82,7 @@ def default_memory_budget() -> int:
     env = os.environ.get(BUDGET_ENV)
     if env is not None:
         return parse_bytes(env, BUDGET_ENV)
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 8 * _GIB
+    total = physical_memory() or 8 * _GIB
     return int(min(16 * _GIB, max(total // 2, _GIB)))
 
 
@@ -111,8 +109,8 @@ def check_memory(capacity: int, needed: int, method, grid: TileGrid, config: Ren
     raise MemoryBudgetError(
         f"this render needs {needed:,} (primitive, tile) entries on a {grid.width}x"
         f"{grid.height} image with {grid.tile}x{grid.tile} tiles; a capacity of {capacity:,} "
-        f"would take about {need / _GIB:.1f} GiB, over the memory budget of "
-        f"{budget / _GIB:.1f} GiB. Render at a lower resolution (downscale), use larger tiles "
+        f"would take about {size_text(need)}, over the memory budget of "
+        f"{size_text(budget)}. Render at a lower resolution (downscale), use larger tiles "
         f"(RenderConfig.tile_size), fewer or smaller primitives, or raise the budget "
         f"(RenderConfig.memory_budget or {BUDGET_ENV})"
     )

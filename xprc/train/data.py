@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..camera import Camera
+from ..memory import size_text
 from .config import TrainError
 from .init import numbers_text
 
@@ -59,7 +60,8 @@ def free_memory(device=None) -> tuple[int | None, str]:
         stats = None
     if stats and stats.get("bytes_limit"):
         free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-        return free, f"free on {device.device_kind} {device.id} (of {_gib(stats['bytes_limit'])})"
+        limit = size_text(stats["bytes_limit"])
+        return free, f"free on {device.device_kind} {device.id} (of {limit})"
     free, what = host_available_memory()
     if free is None:
         return None, "unknown"
@@ -88,10 +90,6 @@ def host_available_memory() -> tuple[int | None, str]:
         return None, "unknown"
 
 
-def _gib(n) -> str:
-    return f"{int(n) / 2**30:.2f} GiB"
-
-
 def check_image_memory(sets, alphas: bool, free=None) -> None:
     """A TrainError, before any image is put on the device, when the views of `sets` (the
     training and test views) take more than IMAGE_SHARE of the free device memory as float32
@@ -112,11 +110,11 @@ def check_image_memory(sets, alphas: bool, free=None) -> None:
     v = sets[0][0] if sets and sets[0] else None
     size = f" of {v.width}x{v.height}" if v is not None else ""
     raise TrainError(
-        f"the {count} training and test images{size} need {_gib(need)} on the device as "
-        f"float32, more than {IMAGE_SHARE:.0%} of the {_gib(have)} {where} (the rest is for "
+        f"the {count} training and test images{size} need {size_text(need)} on the device as "
+        f"float32, more than {IMAGE_SHARE:.0%} of the {size_text(have)} {where} (the rest is for "
         f"rendering and the optimiser); train on smaller images: --images images_{shrink} where "
         f"the dataset has that folder (the Mip-NeRF 360 layout), else --downscale {factor} "
-        f"(about {_gib(need / factor**2)})"
+        f"(about {size_text(need / factor**2)})"
     )
 
 
