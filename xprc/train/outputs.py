@@ -140,7 +140,7 @@ def _write_ply(path: Path, rec: RunRecord) -> list[str]:
     from ..data.ply import gaussian_layout, save_ply
     from ..data.spec_ply import save_params_ply, spec_comments, unnameable
     from ..errors import DataError
-    from ..trained import gaussian_spec
+    from ..trained import GAUSSIAN_SPECS, gaussian_spec
 
     info = MethodInfo.of(rec.method)
     unnamed = unnameable(info.name, info.spec_sha256)
@@ -169,7 +169,7 @@ def _write_ply(path: Path, rec: RunRecord) -> list[str]:
     if not gaussian_spec(info):
         notes.append(
             f"{path.name}: {info.name}'s parameters fit the 3DGS layout, but it is not a "
-            "Gaussian spec (3dgs, 3dgut): 3DGS viewers, and web viewers of "
+            f"Gaussian spec ({', '.join(GAUSSIAN_SPECS)}): 3DGS viewers, and web viewers of "
             f"{SPLAT}, will draw its primitives as Gaussians; xprc render and xprc view "
             "render them with its spec"
         )
