@@ -75,3 +75,28 @@ def test_sizes_are_written_one_way(n, text):
     """xprc.memory.size_text: every message that states a size (data loaders, the trainer's
     capacity and image checks, the render's memory budget) writes it through this one."""
     assert size_text(n) == text
+
+
+HOSTS = {"127.0.0.1": True, "node-3.cluster": True, "::1": True, "a" * 253: True,
+         "a" * 254: False, "": False, "host name": False, "h\u00f6st": False}  # fmt: skip
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_host_is_one_pattern_for_view_and_the_coordinator(host):
+    """`xprc view --host` and XPRC_COORDINATOR's HOST read the same names and addresses
+    (xprc.conventions); the coordinator's IPv6 address is in brackets, as HOST:PORT needs."""
+    from xprc.cli.args import host_name
+    from xprc.distributed import _coordinator
+    from xprc.errors import XprError
+
+    bracketed = f"[{host}]" if ":" in host else host
+    if HOSTS[host]:
+        assert host_name(host) == host and _coordinator(f"{bracketed}:1234")
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match="expected a host name"):
+            host_name(host)
+        with pytest.raises(XprError, match="it must be HOST:PORT"):
+            _coordinator(f"{bracketed}:1234")
+    if ":" in host:  # an IPv6 address without its brackets is not a coordinator's HOST
+        with pytest.raises(XprError, match="it must be HOST:PORT"):
+            _coordinator(f"{host}:1234")

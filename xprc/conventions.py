@@ -28,6 +28,12 @@ SH_C0 = 0.28209479177387814
 MAX_NAME = 100
 NAME_PATTERN = rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_NAME - 1}}}"
 
+# A host to listen on (`xprc view --host`) or to reach (XPRC_COORDINATOR's HOST): a name of at
+# most 253 characters (DNS's limit), or an IP address (IPv4, or IPv6 of at most 45 characters,
+# which HOST:PORT puts in brackets).
+HOST_NAME_PATTERN = r"[A-Za-z0-9._-]{1,253}"
+IP_ADDRESS_PATTERN = r"[0-9A-Fa-f:.]{2,45}"
+
 
 def is_name(text: str) -> bool:
     """Whether `text` is a spec's name of at most MAX_NAME characters (NAME_PATTERN)."""
