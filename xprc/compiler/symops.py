@@ -357,15 +357,6 @@ def recip(x):
     return Recip(x)
 
 
-def _unary(fn_sym, fn_math):
-    def f(x):
-        if _is_number(x):
-            return _num(_safe(fn_math, _fnum(x)))
-        return fn_sym(x)
-
-    return f
-
-
 def xmax(a, b):
     if _is_number(a) and _is_number(b):
         return _num(_safe(max, _fnum(a), _fnum(b)))
