@@ -26,8 +26,9 @@ import pytest
 from PIL import Image
 
 import xprc
+from xprc.data.colmap import qvec_to_rotmat
 from xprc.data.workloads import random_scene
-from xprc.viewer import FrameRenderer, Viewer, matrix_to_quat, quat_to_matrix
+from xprc.viewer import FrameRenderer, Viewer, matrix_to_quat
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 W, H = 320, 240
@@ -110,7 +111,7 @@ def test_quaternion_round_trip():
     rng = np.random.default_rng(0)
     for q in rng.normal(size=(20, 4)):
         q = q / np.linalg.norm(q) * np.sign(q[0])
-        R = quat_to_matrix(q)
+        R = qvec_to_rotmat(q)  # (the viewer reads viser's camera with it)
         np.testing.assert_allclose(R @ R.T, np.eye(3), atol=1e-12)
         np.testing.assert_allclose(matrix_to_quat(R), q, atol=1e-12)
 
@@ -162,7 +163,7 @@ def test_browser_frame_matches_direct_render():
         browser.close()
         viewer.stop()
     # The reference: world->camera from the pose, K from the vertical field of view.
-    R = quat_to_matrix(wxyz)
+    R = qvec_to_rotmat(wxyz)
     viewmat = np.eye(4)
     viewmat[:3, :3], viewmat[:3, 3] = R.T, -R.T @ position
     f = (H / 2) / math.tan(fov / 2)

@@ -17,8 +17,9 @@ from test_commands import tiny_scene  # noqa: F401 - the fixture
 
 import xprc
 from xprc.cli import main
+from xprc.data.colmap import qvec_to_rotmat
 from xprc.data.workloads import random_scene
-from xprc.viewer import FrameRenderer, access_lines, matrix_to_quat, quat_to_matrix
+from xprc.viewer import FrameRenderer, access_lines, matrix_to_quat
 
 RENDER = importlib.import_module("xprc.pipeline.render")
 
@@ -75,7 +76,7 @@ def test_frames_compile_once_per_size_and_match_a_direct_render():
     assert RENDER.TRACE_COUNT["render"] == traced  # moving: no compile
     assert frames.regrown == 0
     for image, (wxyz, position, fov) in zip(images, poses[1:], strict=True):
-        R = quat_to_matrix(wxyz)  # the same camera built here: pinhole, vertical fov
+        R = qvec_to_rotmat(wxyz)  # the same camera built here: pinhole, vertical fov
         viewmat = np.eye(4)
         viewmat[:3, :3], viewmat[:3, 3] = R.T, -R.T @ position
         f = 24 / math.tan(fov / 2)

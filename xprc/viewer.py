@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .data.colmap import qvec_to_rotmat
 from .errors import XprError
 from .method_info import MethodInfo
 from .plots import BUILT_IN_KINDS
@@ -53,18 +54,6 @@ def _import_viser():
     return viser
 
 
-def quat_to_matrix(wxyz) -> np.ndarray:
-    """(w, x, y, z) -> 3x3 rotation matrix (float64), any length."""
-    w, x, y, z = np.asarray(wxyz, np.float64) / np.linalg.norm(wxyz)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
 def matrix_to_quat(R) -> np.ndarray:
     """3x3 rotation matrix -> (w, x, y, z) with w >= 0."""
     R = np.asarray(R, np.float64)
@@ -88,7 +77,7 @@ def viewer_camera(wxyz, position, fov_y: float, width: int, height: int):
     """A viser camera (T_world_camera as wxyz + position, vertical fov in radians) -> Camera."""
     from .camera import Camera
 
-    R = quat_to_matrix(wxyz)
+    R = qvec_to_rotmat(wxyz)
     viewmat = np.eye(4)
     viewmat[:3, :3] = R.T
     viewmat[:3, 3] = -R.T @ np.asarray(position, np.float64)
