@@ -33,7 +33,8 @@ def orbit(view, frames: int, degrees: float, zoom: float):
     (the demo scene's centre), `degrees` per frame, and moving in and out by up to `zoom` of
     the distance (one cycle over the frames), as a user turns and zooms."""
     from xprc.data.colmap import qvec_to_rotmat
-    from xprc.viewer import matrix_to_quat, view_pose
+    from xprc.data.colmap_write import rotmat_to_qvec
+    from xprc.viewer import view_pose
 
     wxyz, position, fov = view_pose(view)
     for i in range(frames):
@@ -41,7 +42,7 @@ def orbit(view, frames: int, degrees: float, zoom: float):
         Rz = np.array([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]])
         R = Rz @ qvec_to_rotmat(wxyz)
         dolly = 1.0 + zoom * math.sin(2 * math.pi * i / frames)
-        yield matrix_to_quat(R), dolly * (Rz @ position), fov
+        yield rotmat_to_qvec(R), dolly * (Rz @ position), fov
 
 
 def measure(frames_of, poses, size, encode) -> dict:

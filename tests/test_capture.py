@@ -14,16 +14,11 @@ import pytest
 from PIL import Image
 
 from xprc.cli import main
-from xprc.data.capture import (
-    CaptureParams,
-    generate_capture,
-    rotmat_to_qvec,
-    scene_key,
-)
+from xprc.data.capture import CaptureParams, generate_capture, scene_key
 from xprc.data.capture_scene import WALL_HEIGHT, WALL_RADIUS, Ball, Crate, Post, scene
 from xprc.data.colmap import qvec_to_rotmat
 from xprc.data.colmap_files import read_colmap_model
-from xprc.data.colmap_write import ImageRecord, write_colmap_model
+from xprc.data.colmap_write import ImageRecord, rotmat_to_qvec, write_colmap_model
 from xprc.data.scene_folder import load_scene
 from xprc.errors import DataError, XprError
 

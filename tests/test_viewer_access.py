@@ -18,8 +18,9 @@ from test_commands import tiny_scene  # noqa: F401 - the fixture
 import xprc
 from xprc.cli import main
 from xprc.data.colmap import qvec_to_rotmat
+from xprc.data.colmap_write import rotmat_to_qvec
 from xprc.data.workloads import random_scene
-from xprc.viewer import FrameRenderer, access_lines, matrix_to_quat
+from xprc.viewer import FrameRenderer, access_lines
 
 RENDER = importlib.import_module("xprc.pipeline.render")
 
@@ -60,7 +61,7 @@ def _poses(frames: int):
         R = np.array([[math.cos(a), 0, math.sin(a)], [0, 1, 0], [-math.sin(a), 0, math.cos(a)]])
         distance = 4.0 * (1.0 + 0.3 * math.sin(i))
         position = np.array([0.0, 0.0, 4.0]) - R[:, 2] * distance  # looking at the centre
-        yield matrix_to_quat(R), position, math.radians(50)
+        yield rotmat_to_qvec(R), position, math.radians(50)
 
 
 def test_frames_compile_once_per_size_and_match_a_direct_render():

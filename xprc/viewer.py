@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .data.colmap import qvec_to_rotmat
+from .data.colmap_write import rotmat_to_qvec
 from .errors import XprError
 from .method_info import MethodInfo
 from .plots import BUILT_IN_KINDS
@@ -54,25 +55,6 @@ def _import_viser():
     return viser
 
 
-def matrix_to_quat(R) -> np.ndarray:
-    """3x3 rotation matrix -> (w, x, y, z) with w >= 0."""
-    R = np.asarray(R, np.float64)
-    q = np.empty(4)
-    t = np.trace(R)
-    if t > 0:
-        s = 2.0 * math.sqrt(t + 1.0)
-        q[:] = (0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s)
-    else:
-        i = int(np.argmax(np.diag(R)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * math.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
-        q[0] = (R[k, j] - R[j, k]) / s
-        q[1 + i] = 0.25 * s
-        q[1 + j] = (R[j, i] + R[i, j]) / s
-        q[1 + k] = (R[k, i] + R[i, k]) / s
-    return q if q[0] >= 0 else -q
-
-
 def viewer_camera(wxyz, position, fov_y: float, width: int, height: int):
     """A viser camera (T_world_camera as wxyz + position, vertical fov in radians) -> Camera."""
     from .camera import Camera
@@ -92,7 +74,7 @@ def view_pose(view) -> tuple[np.ndarray, np.ndarray, float]:
     """A dataset view -> (wxyz, position, vertical fov) in viser's terms."""
     R = np.asarray(view.viewmat, np.float64)[:3, :3]
     return (
-        matrix_to_quat(R.T),
+        rotmat_to_qvec(R.T),
         np.asarray(view.position),
         2 * math.atan(0.5 * view.height / float(view.K[1, 1])),
     )
