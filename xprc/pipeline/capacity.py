@@ -26,6 +26,7 @@ from ..errors import XprError
 from ..memory import physical_memory, size_text
 from ..method_info import MethodInfo
 from .binning import INT32_MAX, TileGrid, exact_total, tile_rects
+from .composite_scan import ALPHA_CAP
 from .config import RenderConfig
 from .params import prepare_params
 
@@ -140,13 +141,14 @@ def nonfinite_message(count: int) -> str:
 
 
 def alpha_message(count: int) -> str:
+    cap = ALPHA_CAP  # (where composite_scan.clamp_alpha puts them)
     return (
         f"the spec's response gave {count:,} (pixel, primitive) alpha value(s) that are NaN, "
         "outside [0, 1), or so close to 1 that the stop rule would draw nothing "
         "(1 - alpha < RenderConfig.t_min) (a signed response: outside (-1, 1)); they were "
-        "clamped into range (1 and above to 0.99: an opaque primitive draws at 0.99). "
-        "Keep alpha in range in the spec's response, e.g. 'alpha = min(0.99, ...)' above and "
-        "'max(0, ...)' below (a signed response: 'clamp(..., -0.99, 0.99)'); "
+        f"clamped into range (1 and above to {cap}: an opaque primitive draws at {cap}). "
+        f"Keep alpha in range in the spec's response, e.g. 'alpha = min({cap}, ...)' above and "
+        f"'max(0, ...)' below (a signed response: 'clamp(..., -{cap}, {cap})'); "
         "stats['alpha_out_of_range'] counts them"
     )
 
