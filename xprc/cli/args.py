@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..conventions import HOST_NAME_PATTERN, IP_ADDRESS_PATTERN
 from ..distributed import ENV_HELP
-from ..errors import XprError, printable
+from ..errors import XprError, cut_to, printable
 from ..train.folder import CHECKPOINT, METRICS, PLY, RENDERS, RUN_FILES
 
 SCENE_HELP = f"a run folder (its {CHECKPOINT}, else {PLY}), a checkpoint (.npz) or a 3DGS PLY"
@@ -53,8 +53,7 @@ def seed_int(text: str) -> int:
 
 def shown(text: str, limit: int = 60) -> str:
     """An argument quoted for a message: escaped (printable) and cut to `limit` characters."""
-    cut = text if len(text) <= limit else text[: limit - 3] + "..."
-    return f"'{printable(cut)}'"
+    return f"'{printable(cut_to(text, limit))}'"
 
 
 def path_arg(text: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..conventions import NUM_DIST
-from ..errors import DataError, printable, warn_data
+from ..errors import DataError, cut_to, printable, warn_data
 from .datasets import (
     Dataset,
     View,
@@ -52,8 +52,7 @@ def _read_json(path: Path) -> dict:
 
 def _shown(value) -> str:
     """repr(value), cut to 40 characters (a JSON integer may have 4300 digits)."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return cut_to(repr(value), 40)
 
 
 def _is_number(value) -> bool:
