@@ -32,15 +32,17 @@ def orbit(view, frames: int, degrees: float, zoom: float):
     """`frames` poses (wxyz, position, fov) turning about the world z axis through the origin
     (the demo scene's centre), `degrees` per frame, and moving in and out by up to `zoom` of
     the distance (one cycle over the frames), as a user turns and zooms."""
-    from xprc.viewer import matrix_to_quat, quat_to_matrix, view_pose
+    from xprc.data.colmap import qvec_to_rotmat
+    from xprc.data.colmap_write import rotmat_to_qvec
+    from xprc.viewer import view_pose
 
     wxyz, position, fov = view_pose(view)
     for i in range(frames):
         a = math.radians(degrees * (i + 1))
         Rz = np.array([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]])
-        R = Rz @ quat_to_matrix(wxyz)
+        R = Rz @ qvec_to_rotmat(wxyz)
         dolly = 1.0 + zoom * math.sin(2 * math.pi * i / frames)
-        yield matrix_to_quat(R), dolly * (Rz @ position), fov
+        yield rotmat_to_qvec(R), dolly * (Rz @ position), fov
 
 
 def measure(frames_of, poses, size, encode) -> dict:

@@ -16,6 +16,7 @@ import threading
 
 import pytest
 
+from xprc import private_folder
 from xprc.compiler import cache, driver
 
 SPEC = """# {tag}
@@ -154,7 +155,7 @@ def test_cache_dir_of_another_user_is_not_used(env, monkeypatch):
     spec, target, _ = env
     target.parent.mkdir(mode=0o700)
     owner = os.stat(target.parent).st_uid
-    monkeypatch.setattr(cache, "_euid", lambda: owner + 1)
+    monkeypatch.setattr(private_folder, "euid", lambda: owner + 1)
     with pytest.warns(RuntimeWarning) as record:
         path = driver.compile_file(spec)
     assert re.fullmatch(
@@ -300,7 +301,7 @@ def test_cache_dir_under_a_link_of_another_user_is_not_used(env, tmp_path, monke
     if os.geteuid() == 0:  # root's links are trusted: give the link to another user
         os.lchown(tmp_path / "link", 4242, 4242)
     else:  # the user's link, seen as another user's
-        monkeypatch.setattr(cache, "_euid", lambda: os.geteuid() + 1)
+        monkeypatch.setattr(private_folder, "euid", lambda: os.geteuid() + 1)
     owner = os.lstat(tmp_path / "link").st_uid
     with pytest.warns(RuntimeWarning) as record:
         driver.compile_file(spec)

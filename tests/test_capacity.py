@@ -332,7 +332,7 @@ def test_lossless_capacity_over_the_budget_is_a_clear_error(gs):
     msg = str(err.value)
     needed = count_entries(gs, params, cam)
     assert f"this render needs {needed:,} (primitive, tile) entries on a 96x64 image" in msg
-    assert "over the memory budget of 0.0 GiB" in msg and "RenderConfig.tile_size" in msg
+    assert "over the memory budget of 1.0 MiB" in msg and "RenderConfig.tile_size" in msg
 
 
 def test_memory_budget_environment_is_parsed_strictly(monkeypatch, gs):
@@ -450,3 +450,17 @@ def test_sh_coefficients_that_are_not_a_degree_are_refused(gs):
     for k in (5, 0):
         with pytest.raises(XprError, match=rf"\({k} SH coefficients: not \(degree \+ 1\)\^2"):
             render(gs, dict(params, sh=params["sh"][:, :k]), camera())
+
+
+def test_the_alpha_warning_names_where_clamp_alpha_puts_an_opaque_alpha():
+    """The warning's 0.99 is composite_scan.ALPHA_CAP, the value clamp_alpha gives 1 and above
+    (signed: -1 and below, -ALPHA_CAP)."""
+    from xprc.pipeline.capacity import alpha_message
+    from xprc.pipeline.composite_scan import clamp_alpha
+
+    fixed, bad = clamp_alpha(jnp.asarray([1.0, 2.0, -3.0]), signed=True)
+    assert bool(bad.all())
+    hi, _, lo = (float(v) for v in np.asarray(fixed, np.float64))
+    msg = alpha_message(5)
+    assert hi == -lo and f"(1 and above to {hi:.2f}: an opaque primitive draws at {hi:.2f})" in msg
+    assert f"'clamp(..., -{hi:.2f}, {hi:.2f})'" in msg

@@ -14,16 +14,11 @@ import pytest
 from PIL import Image
 
 from xprc.cli import main
-from xprc.data.capture import (
-    CaptureParams,
-    generate_capture,
-    rotmat_to_qvec,
-    scene_key,
-)
+from xprc.data.capture import CaptureParams, generate_capture, scene_key
 from xprc.data.capture_scene import WALL_HEIGHT, WALL_RADIUS, Ball, Crate, Post, scene
 from xprc.data.colmap import qvec_to_rotmat
 from xprc.data.colmap_files import read_colmap_model
-from xprc.data.colmap_write import ImageRecord, write_colmap_model
+from xprc.data.colmap_write import ImageRecord, rotmat_to_qvec, write_colmap_model
 from xprc.data.scene_folder import load_scene
 from xprc.errors import DataError, XprError
 
@@ -319,8 +314,8 @@ def test_images_that_do_not_fit_are_refused_with_the_numbers():
     with pytest.raises(TrainError) as e:
         check_image_memory([views[:130], views[130:]], False, free=(need, "free on TPU v5e 0"))
     msg = str(e.value)
-    assert "the 150 training and test images of 1296x840 need 1.82 GiB" in msg
-    assert "50% of the 1.82 GiB free on TPU v5e 0" in msg
+    assert "the 150 training and test images of 1296x840 need 1.8 GiB" in msg
+    assert "50% of the 1.8 GiB free on TPU v5e 0" in msg
     assert "--images images_2" in msg and "--downscale 2" in msg
 
 
@@ -332,8 +327,8 @@ def test_train_refuses_images_over_the_device_memory_before_any_step(capture, mo
     train_set, test_set = load_scene(out, images="images_4")
     monkeypatch.setattr("xprc.train.data.free_memory", lambda: (5_000, "free on a test device"))
     # the capture's 8-bit PNGs are counted as uint8, a byte a value (tests/test_train_images.py)
-    with pytest.raises(TrainError, match=r"the 8 training and test images of 48x32 need 0\.00 GiB "
-                       r"on the device as uint8, more than 50% of the 0\.00 GiB free on a test "
+    with pytest.raises(TrainError, match=r"the 8 training and test images of 48x32 need 36\.0 KiB "
+                       r"on the device as uint8, more than 50% of the 4\.9 KiB free on a test "
                        r"device .*--images images_4 .*--downscale 4"):  # fmt: skip
         train(xprc.load("3dgs"), train_set, test_set, None, TrainConfig(steps=1, progress=False))
 
@@ -362,7 +357,7 @@ def test_free_memory_reads_the_accelerator_else_the_host():
             return self.stats
 
     tpu = Device({"bytes_limit": 16 * 2**30, "bytes_in_use": 2**30})
-    assert free_memory(tpu) == (15 * 2**30, "free on TPU v5 lite 0 (of 16.00 GiB)")
+    assert free_memory(tpu) == (15 * 2**30, "free on TPU v5 lite 0 (of 16.0 GiB)")
     host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     for stats in (None, {}, NotImplementedError("no stats")):
         have, what = free_memory(Device(stats))

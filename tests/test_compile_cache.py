@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 import sys
 
@@ -71,7 +72,7 @@ def test_a_folder_others_may_write_is_refused(tmp_path):
     r = _run(str(shared), tmp_path)
     assert r.returncode != 0  # the test's warnings are errors: the warning was raised
     assert (
-        f"xprc: JAX compilation cache not used: '{shared}': others may write to it (mode 0777);"
+        f"xprc: JAX compilation cache not used: '{shared}': writable by group or others (mode 0777);"
         " set XPRC_JAX_CACHE_DIR to a private folder, or to 'off'"
     ) in r.stderr
     assert not any(shared.iterdir())
@@ -121,7 +122,8 @@ def test_the_command_line_prints_the_cache_warning_as_its_own(tmp_path):
     assert r.returncode == 0, r.stderr
     assert re.fullmatch(  # (/proc/self is a link to the process's folder)
         r"warning: xprc: JAX compilation cache not used: '/proc/self': it is a symbolic link "
-        r"\(to '[0-9]+'\), not a folder; set XPRC_JAX_CACHE_DIR to a private folder, or to 'off'",
+        r"\(to [0-9]+\); give the folder it leads to, if that is meant; set XPRC_JAX_CACHE_DIR "
+        r"to a private folder, or to 'off'",
         r.stderr.splitlines()[0],
     )
     assert "RuntimeWarning" not in r.stderr
@@ -143,6 +145,49 @@ def test_a_relative_folder_or_a_link_is_refused_and_named(tmp_path, monkeypatch)
     for target in ("real", "gone"):
         (tmp_path / target[0]).symlink_to(tmp_path / target)
         assert compile_cache.private_dir(tmp_path / target[0]) == (
-            f"it is a symbolic link (to '{tmp_path / target}'), not a folder"
+            f"it is a symbolic link (to {tmp_path / target}); give the folder it leads to, if "
+            "that is meant"
         )
     assert not (tmp_path / "gone").exists()
+
+
+def test_both_caches_judge_a_folder_alike(tmp_path, monkeypatch):
+    """The JAX cache and the compile cache keep code, and use one check of their folder
+    (xprc.private_folder): the same folders are refused with the same reason. The JAX cache
+    followed a link above its folder that another user owns (the compile cache did not)."""
+    from pathlib import Path
+
+    from xprc import compile_cache, private_folder
+    from xprc.compiler import cache
+
+    def both(path):
+        why = compile_cache.private_dir(path)
+        try:
+            cache._private_dir(path)
+        except cache._Unusable as e:
+            assert str(e) == why
+        else:
+            assert why is None
+        return why
+
+    monkeypatch.chdir(tmp_path)
+    assert both(tmp_path / "new" / "cache") is None
+    assert stat.S_IMODE(os.stat(tmp_path / "new" / "cache").st_mode) == 0o700
+    (tmp_path / "shared").mkdir(mode=0o700)
+    (tmp_path / "shared").chmod(0o777)
+    assert both(tmp_path / "shared") == "writable by group or others (mode 0777)"
+    (tmp_path / "file").write_text("")
+    assert both(tmp_path / "file").startswith("cannot create it (")
+    assert both(Path("relcache")).startswith("it is a relative path")
+    (tmp_path / "link").symlink_to(tmp_path / "new")
+    assert both(tmp_path / "link").startswith("it is a symbolic link")
+    assert both(tmp_path / "link" / "cache") is None  # the user's own link above it: followed
+    if os.geteuid() == 0:  # root's links are trusted: give the link to another user
+        os.lchown(tmp_path / "link", 4242, 4242)
+    else:  # the user's link, seen as another user's
+        monkeypatch.setattr(private_folder, "euid", lambda: os.geteuid() + 1)
+    owner = os.lstat(tmp_path / "link").st_uid
+    assert both(tmp_path / "link" / "cache") == (
+        f"{tmp_path / 'link'} is a symbolic link owned by another user (uid {owner}), who may "
+        "point it elsewhere"
+    )

@@ -270,6 +270,10 @@ def test_pre_shrunk_images_of_one_camera_must_share_a_size(tmp_path):
          "invalid JSON: Expecting value (line 2, column 12)"),
         ("[1, 2]", "invalid run report: the top level must be a JSON object"),
         (b"\xff\xfe{}", "invalid JSON: not UTF-8 text"),
+        # read as transforms_*.json are (data.files.json_object): the last background was kept
+        ('{"background": [0, 0, 0], "background": [1, 1, 1]}',
+         "invalid JSON: the key 'background' appears twice in one object"),
+        pytest.param("[" * 100_000, "invalid JSON: nested too deeply", id="deep"),
     ],
 )  # fmt: skip
 def test_damaged_metrics_json_is_an_error_not_a_missing_file(tmp_path, text, problem):

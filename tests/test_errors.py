@@ -1387,3 +1387,14 @@ def test_a_huge_message_is_cut_in_the_middle_and_says_how_much():
     assert len(first) < 4100
     assert first.startswith("s.xpr:2:11: error: unknown name 'aaaa")
     assert "[... 780,015 characters left out ...]" in first
+
+
+@pytest.mark.parametrize(
+    "text, limit, want",
+    [("abc", 3, "abc"), ("abcd", 3, "..."), ("x" * 60, 60, "x" * 60),
+     ("x" * 61, 60, "x" * 57 + "..."), ("1" * 4300, 40, "1" * 37 + "...")],
+)  # fmt: skip
+def test_a_value_in_a_message_is_cut_one_way(text, limit, want):
+    """errors.cut_to: the one cut for values quoted in messages (cli arguments, JSON values,
+    checkpoint metadata, method constants, verify's arguments)."""
+    assert errors.cut_to(text, limit) == want and len(errors.cut_to(text, limit)) <= limit

@@ -285,7 +285,7 @@ def test_blender_memory_is_estimated_from_the_headers(tmp_path, monkeypatch):
     """Three frames whose PNG headers claim 8192 x 8192 (no pixel data): the load needs
     2.25 GiB of float32 RGB; with 1 GiB of memory that is refused before anything is decoded
     (it used to decode frame after frame until a MemoryError)."""
-    monkeypatch.setattr(datasets, "_physical_memory", lambda: GIB)
+    monkeypatch.setattr(datasets, "physical_memory", lambda: GIB)
     blender_scene(tmp_path, n=3)
     for i in range(3):
         (tmp_path / f"train/r_{i}.png").write_bytes(png_bytes(8192, 8192, 8, 2))
@@ -302,21 +302,21 @@ def test_blender_memory_is_estimated_from_the_headers(tmp_path, monkeypatch):
 
 
 def test_colmap_memory_is_estimated_from_the_cameras(tmp_path, monkeypatch):
-    monkeypatch.setattr(datasets, "_physical_memory", lambda: GIB)
+    monkeypatch.setattr(datasets, "physical_memory", lambda: GIB)
     colmap_scene(tmp_path)
     big = [(cid, model, 8192, 8192, params) for cid, model, _, _, params in CAMERAS]
     write_colmap_bin(tmp_path / "sparse/0", cameras=big)
     expect(tmp_path, "the 4 images need about 3.0 GiB of memory as float32 at downscale 1, "
            "more than the 1.0 GiB this machine has; downscale 2 (--downscale 2) needs about "
            "768.0 MiB", load_colmap, tmp_path)  # fmt: skip
-    monkeypatch.setattr(datasets, "_physical_memory", lambda: 100_000)
+    monkeypatch.setattr(datasets, "physical_memory", lambda: 100_000)
     expect(tmp_path, "the 4 images need about 491.6 MiB of memory as float32 at downscale 2.5, "
            "more than the 97.7 KiB this machine has; even downscale 64 does not fit; load fewer "
            "images", load_colmap, tmp_path, downscale=2.5)  # fmt: skip
 
 
 def test_physical_memory_is_known_here():
-    assert datasets._physical_memory() > 2**26
+    assert datasets.physical_memory() > 2**26
 
 
 @pytest.mark.parametrize("size", [(0, 12), (16, -1), (2**40, 2**40)])
@@ -332,7 +332,7 @@ def test_colmap_camera_size(tmp_path, size):
 
 def test_load_scene_estimates_both_blender_splits_together(tmp_path, monkeypatch):
     """Train and test are held together: each fits alone here, both do not."""
-    monkeypatch.setattr(datasets, "_physical_memory", lambda: GIB)
+    monkeypatch.setattr(datasets, "physical_memory", lambda: GIB)
     for split in ("train", "test"):
         blender_scene(tmp_path, n=1, split=split)
         (tmp_path / f"{split}/r_0.png").write_bytes(png_bytes(8192, 8192, 8, 2))

@@ -264,12 +264,31 @@ def test_a_spec_that_only_fits_the_layout_is_said(tmp_path):
     assert notes == [
         _splat_note(rec, 3),
         "scene.ply: Box's parameters fit the 3DGS layout, but it is not a Gaussian spec (3dgs, "
-        "3dgut): 3DGS viewers, and web viewers of scene.splat, will draw its primitives as "
-        "Gaussians; xprc render and xprc view render them with its spec",
+        "3dgut, 3dgrt_k2): 3DGS viewers, and web viewers of scene.splat, will draw its "
+        "primitives as Gaussians; xprc render and xprc view render them with its spec",
     ]
     trained = load_trained(out / "scene.ply")
     assert trained.spec.sha256 == MethodInfo.of(box).spec_sha256
     assert MethodInfo.of(scene_method(trained, str(spec))).name == "Box"
+
+
+def test_a_gaussian_spec_is_known_by_its_text_not_its_file_name(tmp_path):
+    """A copy of a shipped Gaussian spec under another file name is the same spec (its
+    SPEC_SHA256 is of the text); 3dgrt_k2 is 3DGUT's Gaussian kernel (it said it was not a
+    Gaussian spec). The kernel of another spec is not recorded: Box above is said."""
+    from xprc.compiler.driver import read_spec, spec_digest
+    from xprc.resources import shipped_specs
+    from xprc.trained import gaussian_spec
+
+    def known(path):
+        info = MethodInfo(name="G", spec_sha256=spec_digest(read_spec(path), path))
+        return gaussian_spec(info)
+
+    shipped = shipped_specs()
+    copy = tmp_path / "my_splats.xpr"
+    copy.write_text(read_spec(shipped["3dgs"]))
+    assert known(copy) and known(shipped["3dgrt_k2"]) and known(shipped["3dgut"])
+    assert not known(shipped["3dgrt_k4"]) and not known(shipped["ever_ellipsoid"])
 
 
 def test_a_spec_outside_the_layout_writes_params_ply(surfels, tmp_path):

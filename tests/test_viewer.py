@@ -26,8 +26,9 @@ import pytest
 from PIL import Image
 
 import xprc
+from xprc.data.colmap import qvec_to_rotmat
 from xprc.data.workloads import random_scene
-from xprc.viewer import FrameRenderer, Viewer, matrix_to_quat, quat_to_matrix
+from xprc.viewer import FrameRenderer, Viewer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 W, H = 320, 240
@@ -106,15 +107,6 @@ def _psnr(a: np.ndarray, b: np.ndarray) -> float:
     return 10 * math.log10(255.0**2 / mse)
 
 
-def test_quaternion_round_trip():
-    rng = np.random.default_rng(0)
-    for q in rng.normal(size=(20, 4)):
-        q = q / np.linalg.norm(q) * np.sign(q[0])
-        R = quat_to_matrix(q)
-        np.testing.assert_allclose(R @ R.T, np.eye(3), atol=1e-12)
-        np.testing.assert_allclose(matrix_to_quat(R), q, atol=1e-12)
-
-
 def test_frame_size():
     viewer = FrameRenderer(None, max_pixels=640 * 480)  # the sizing rule alone: no server
     assert viewer.frame_size(640, 480, 4) == (160, 120)
@@ -162,7 +154,7 @@ def test_browser_frame_matches_direct_render():
         browser.close()
         viewer.stop()
     # The reference: world->camera from the pose, K from the vertical field of view.
-    R = quat_to_matrix(wxyz)
+    R = qvec_to_rotmat(wxyz)
     viewmat = np.eye(4)
     viewmat[:3, :3], viewmat[:3, 3] = R.T, -R.T @ position
     f = (H / 2) / math.tan(fov / 2)

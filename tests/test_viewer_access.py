@@ -17,8 +17,10 @@ from test_commands import tiny_scene  # noqa: F401 - the fixture
 
 import xprc
 from xprc.cli import main
+from xprc.data.colmap import qvec_to_rotmat
+from xprc.data.colmap_write import rotmat_to_qvec
 from xprc.data.workloads import random_scene
-from xprc.viewer import FrameRenderer, access_lines, matrix_to_quat, quat_to_matrix
+from xprc.viewer import FrameRenderer, access_lines
 
 RENDER = importlib.import_module("xprc.pipeline.render")
 
@@ -59,7 +61,7 @@ def _poses(frames: int):
         R = np.array([[math.cos(a), 0, math.sin(a)], [0, 1, 0], [-math.sin(a), 0, math.cos(a)]])
         distance = 4.0 * (1.0 + 0.3 * math.sin(i))
         position = np.array([0.0, 0.0, 4.0]) - R[:, 2] * distance  # looking at the centre
-        yield matrix_to_quat(R), position, math.radians(50)
+        yield rotmat_to_qvec(R), position, math.radians(50)
 
 
 def test_frames_compile_once_per_size_and_match_a_direct_render():
@@ -75,7 +77,7 @@ def test_frames_compile_once_per_size_and_match_a_direct_render():
     assert RENDER.TRACE_COUNT["render"] == traced  # moving: no compile
     assert frames.regrown == 0
     for image, (wxyz, position, fov) in zip(images, poses[1:], strict=True):
-        R = quat_to_matrix(wxyz)  # the same camera built here: pinhole, vertical fov
+        R = qvec_to_rotmat(wxyz)  # the same camera built here: pinhole, vertical fov
         viewmat = np.eye(4)
         viewmat[:3, :3], viewmat[:3, 3] = R.T, -R.T @ position
         f = 24 / math.tan(fov / 2)

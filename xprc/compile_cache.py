@@ -11,18 +11,20 @@ from disk instead. xprc turns the cache on when it is imported, unless:
 The folder is XPRC_JAX_CACHE_DIR, else $XDG_CACHE_HOME/xprc/jax (an absolute one), else
 ~/.cache/xprc/jax. A cache entry is a compiled program that JAX loads and runs, so the folder
 must be private: it is created with mode 0700, and one that belongs to another user or that
-others may write to, a symbolic link or a relative path is not used (a warning says so, and
-nothing is cached).
+others may write to, a symbolic link, a path under another user's link or a relative path is
+not used (a warning says so, and nothing is cached): `xprc.private_folder`, the check the compile
+cache makes of its own folder.
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
-import stat
 import warnings
 
 import jax
+
+from . import private_folder
 
 OFF = ("off", "0", "none", "")
 ENV = "XPRC_JAX_CACHE_DIR"
@@ -41,27 +43,12 @@ def default_dir() -> pathlib.Path:
 
 def private_dir(path: pathlib.Path) -> str | None:
     """Create `path` (mode 0700) if needed; None when it is a private folder of this user,
-    else why it is not."""
+    else why it is not (`xprc.private_folder.private_dir`, the compile cache's check too)."""
     try:
         str(path).encode("utf-8")  # JAX takes the folder as UTF-8 text
     except UnicodeEncodeError:
         return "its name is not valid UTF-8"
-    if not path.is_absolute():  # JAX would write wherever each command runs
-        return "it is a relative path (the cache would follow the folder each command runs from)"
-    if path.is_symlink():  # (a dangling one too; said so, not 'cannot create it: File exists')
-        return f"it is a symbolic link (to {ascii(os.readlink(path))}), not a folder"
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = path.lstat()
-    except OSError as err:
-        return f"cannot create it ({err.strerror or err})"
-    if not stat.S_ISDIR(info.st_mode):
-        return "it is not a folder"
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        return f"it belongs to user id {info.st_uid}, not this user ({os.getuid()})"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"others may write to it (mode {stat.S_IMODE(info.st_mode):04o})"
-    return None
+    return private_folder.private_dir(path)
 
 
 def enable_default() -> str | None:

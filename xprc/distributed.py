@@ -27,6 +27,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from .conventions import HOST_NAME_PATTERN, IP_ADDRESS_PATTERN
 from .errors import XprError
 from .pipeline import RenderConfig
 from .pipeline.params import prepare_params
@@ -224,7 +225,7 @@ def _coordinator(text: str) -> str:
     port in 1..65535); anything else is an XprError, not a wait for a coordinator that cannot
     exist."""
     host, sep, port = text.rpartition(":")
-    name_ok = re.fullmatch(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]", host) is not None
+    name_ok = re.fullmatch(rf"{HOST_NAME_PATTERN}|\[{IP_ADDRESS_PATTERN}\]", host) is not None
     if not (sep and name_ok and port.isdigit() and port.isascii() and 1 <= int(port) <= 65535):
         raise XprError(
             f"XPRC_COORDINATOR is {text[:80]!r}: it must be HOST:PORT (e.g. host0:1234), "

@@ -14,6 +14,12 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
+def cut_to(text: str, limit: int = 60) -> str:
+    """`text`, or its first `limit` - 3 characters and '...' when it is longer than `limit`: a
+    value quoted in a message (a JSON integer of 4300 digits, a path) stays short."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class XprError(Exception):
     """Base class. Spec errors carry a location and print `FILE:LINE:COL: error: MSG` + caret."""
 

@@ -18,7 +18,7 @@ import os
 import types
 from collections.abc import Mapping, Sequence, Set
 
-from .errors import XprError
+from .errors import XprError, cut_to
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +115,7 @@ def _check_is_method(method) -> None:
         return  # a module, or something forwarding to one (tests' and verify's wrappers)
     if isinstance(method, str | bytes | os.PathLike):
         text = os.fsdecode(method) if isinstance(method, bytes | os.PathLike) else method
-        shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
+        shown = cut_to(repr(text))
         raise XprError(
             f"expected a method module from xprc.load(...), got {type(method).__name__} "
             f"{shown} (load it first: xprc.load({shown}))"
@@ -205,7 +205,6 @@ def _checked(field: str, value, label: str, shown_as: str):
     """`value` for `field` in its normal form; an XprError naming `label` and `shown_as`."""
     test, what, normal = _KINDS[_FIELD_KINDS[field]]
     if not test(value):
-        shown = repr(value)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        shown = cut_to(repr(value))
         raise XprError(f"{label}: {shown_as} = {shown} is not {what}")
     return normal(value)

@@ -56,6 +56,8 @@ def depth_scale(out) -> tuple[np.ndarray, float | None, float | None]:
     return covered, float(lo), float(hi)
 
 
+# The kinds of picture every render has (`kind_image` draws them); `xprc render --kind` and the
+# viewer's "Show" menu offer these and the spec's per-pixel outputs (`output_kinds`).
 BUILT_IN_KINDS = ("rgb", "depth", "alpha")
 
 

@@ -473,7 +473,11 @@ def _shipped_named(name: str) -> str | None:
     return None
 
 
-GAUSSIAN_SPECS = ("3dgs", "3dgut")  # shipped specs whose primitives are 3D Gaussians
+# Shipped specs whose primitives are 3D Gaussians (3dgrt_k2: the 3DGUT primitive with the
+# Gaussian kernel). Which parameters fill a 3DGS PLY is decided from the spec itself
+# (`xprc.data.ply.gaussian_layout`); this list only decides whether a spec in that layout is
+# said to be drawn differently by 3DGS viewers: a spec does not declare what its kernel is.
+GAUSSIAN_SPECS = ("3dgs", "3dgut", "3dgrt_k2")
 
 
 def gaussian_spec(info: MethodInfo) -> bool:

@@ -25,7 +25,7 @@ import numpy as np
 
 from xprc.activations import inverse
 from xprc.conventions import CAMERA_MODELS
-from xprc.errors import XprError
+from xprc.errors import XprError, cut_to
 from xprc.method_info import MethodInfo
 
 MODELS = CAMERA_MODELS
@@ -412,7 +412,7 @@ def _is_int(value) -> bool:
 
 def _sequence(arg: str, value, what: str, kind) -> tuple:
     """`value` as a tuple: a non-empty sequence of `kind`, each once; else an XprError."""
-    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    shown = cut_to(repr(value), 40)
     if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
         raise XprError(
             f"verify: {arg} must be a sequence of {what}, got {type(value).__name__} {shown}"

@@ -26,10 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .data.colmap import qvec_to_rotmat
+from .data.colmap_write import rotmat_to_qvec
 from .errors import XprError
 from .method_info import MethodInfo
+from .plots import BUILT_IN_KINDS
 
-KINDS = {"RGB": "rgb", "Depth": "depth", "Alpha": "alpha"}
+# the "Show" menu's labels of the built-in kinds (`xprc.plots.BUILT_IN_KINDS`): RGB, Depth, Alpha
+KINDS = {kind.upper() if kind == "rgb" else kind.capitalize(): kind for kind in BUILT_IN_KINDS}
 
 
 def viewer_kinds(method) -> dict[str, str]:
@@ -51,42 +55,11 @@ def _import_viser():
     return viser
 
 
-def quat_to_matrix(wxyz) -> np.ndarray:
-    """(w, x, y, z) -> 3x3 rotation matrix (float64), any length."""
-    w, x, y, z = np.asarray(wxyz, np.float64) / np.linalg.norm(wxyz)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
-def matrix_to_quat(R) -> np.ndarray:
-    """3x3 rotation matrix -> (w, x, y, z) with w >= 0."""
-    R = np.asarray(R, np.float64)
-    q = np.empty(4)
-    t = np.trace(R)
-    if t > 0:
-        s = 2.0 * math.sqrt(t + 1.0)
-        q[:] = (0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s)
-    else:
-        i = int(np.argmax(np.diag(R)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * math.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
-        q[0] = (R[k, j] - R[j, k]) / s
-        q[1 + i] = 0.25 * s
-        q[1 + j] = (R[j, i] + R[i, j]) / s
-        q[1 + k] = (R[k, i] + R[i, k]) / s
-    return q if q[0] >= 0 else -q
-
-
 def viewer_camera(wxyz, position, fov_y: float, width: int, height: int):
     """A viser camera (T_world_camera as wxyz + position, vertical fov in radians) -> Camera."""
     from .camera import Camera
 
-    R = quat_to_matrix(wxyz)
+    R = qvec_to_rotmat(wxyz)
     viewmat = np.eye(4)
     viewmat[:3, :3] = R.T
     viewmat[:3, 3] = -R.T @ np.asarray(position, np.float64)
@@ -101,7 +74,7 @@ def view_pose(view) -> tuple[np.ndarray, np.ndarray, float]:
     """A dataset view -> (wxyz, position, vertical fov) in viser's terms."""
     R = np.asarray(view.viewmat, np.float64)[:3, :3]
     return (
-        matrix_to_quat(R.T),
+        rotmat_to_qvec(R.T),
         np.asarray(view.position),
         2 * math.atan(0.5 * view.height / float(view.K[1, 1])),
     )

@@ -11,8 +11,9 @@ import os
 import re
 from pathlib import Path
 
+from ..conventions import HOST_NAME_PATTERN, IP_ADDRESS_PATTERN
 from ..distributed import ENV_HELP
-from ..errors import XprError, printable
+from ..errors import XprError, cut_to, printable
 from ..train.folder import CHECKPOINT, METRICS, PLY, RENDERS, RUN_FILES
 
 SCENE_HELP = f"a run folder (its {CHECKPOINT}, else {PLY}), a checkpoint (.npz) or a 3DGS PLY"
@@ -52,8 +53,7 @@ def seed_int(text: str) -> int:
 
 def shown(text: str, limit: int = 60) -> str:
     """An argument quoted for a message: escaped (printable) and cut to `limit` characters."""
-    cut = text if len(text) <= limit else text[: limit - 3] + "..."
-    return f"'{printable(cut)}'"
+    return f"'{printable(cut_to(text, limit))}'"
 
 
 def path_arg(text: str) -> str:
@@ -65,7 +65,7 @@ def path_arg(text: str) -> str:
 
 def host_name(text: str) -> str:
     """argparse type: a host name or IP address to listen on."""
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,253}|[0-9A-Fa-f:.]{2,45}", text):
+    if not re.fullmatch(f"{HOST_NAME_PATTERN}|{IP_ADDRESS_PATTERN}", text):
         raise argparse.ArgumentTypeError(
             "expected a host name or IP address (e.g. 127.0.0.1, or 0.0.0.0 for every "
             f"interface), got {shown(text)}"

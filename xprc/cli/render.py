@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import warnings
 from pathlib import Path
 
+from ..conventions import is_name
 from ..errors import DataError, XprError, printable
 from ..method_info import MethodInfo
+from ..plots import BUILT_IN_KINDS
 from .args import (
     SCENE_HELP,
     dataset_options,
@@ -21,7 +22,7 @@ from .args import (
     spec_option,
 )
 
-RENDER_KINDS = ("rgb", "depth", "alpha")
+_BUILT_IN = ", ".join(BUILT_IN_KINDS)  # rgb, depth, alpha
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--kind",
         default="rgb",
         type=_kind_name,
-        help="what to write: rgb, depth, alpha, or a per-pixel output the spec declares (its "
+        help=f"what to write: {_BUILT_IN}, or a per-pixel output the spec declares (its "
         "PIXEL_OUTPUTS, e.g. normal for 2dgs)",
     )
     p.add_argument(
@@ -69,9 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _kind_name(text: str) -> str:
     """--kind: a built-in kind or a name a spec's output can have (checked against the spec
     once it is known: `_kinds`)."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", text):
+    if not is_name(text):
         raise argparse.ArgumentTypeError(
-            f"invalid kind: {printable(text[:80])!r} (rgb, depth, alpha, or the name of a "
+            f"invalid kind: {printable(text[:80])!r} ({_BUILT_IN}, or the name of a "
             "per-pixel output the spec declares)"
         )
     return text
@@ -84,11 +85,11 @@ def _kinds(method, kind: str, spec_name: str) -> list[int] | None:
     from ..plots import output_kinds
 
     outputs = output_kinds(MethodInfo.of(method).pixel_outputs)
-    if kind in RENDER_KINDS:
+    if kind in BUILT_IN_KINDS:
         return None
     if kind in outputs:
         return outputs[kind]
-    every = [*RENDER_KINDS, *outputs]
+    every = [*BUILT_IN_KINDS, *outputs]
     declared = f"its per-pixel outputs: {', '.join(outputs)}" if outputs else "no per-pixel outputs"
     raise XprError(
         f"--kind {kind}: {spec_name} declares {declared}{suggest(kind, every)}; the kinds are "

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from xprc.compiler import COMPILER_VERSION, extends, parse
 from xprc.compiler.output_file import write_atomic
 from xprc.errors import printable
+from xprc.private_folder import private_dir, unsafe
 
 SEAL = "# xprc cache seal: hmac-sha256 "
 KEY_NAME = "seal.key"
@@ -55,24 +56,6 @@ def configured_dir() -> pathlib.Path:
     if setting:
         return pathlib.Path(setting).expanduser()
     return pathlib.Path.home() / ".cache" / "xprc"
-
-
-def _euid() -> int | None:
-    geteuid = getattr(os, "geteuid", None)
-    return geteuid() if geteuid is not None else None
-
-
-def _unsafe(st: os.stat_result, private: bool = False) -> str | None:
-    """Why a file or directory with status `st` may not be trusted, or None: another owner,
-    or writable by group or others (for a `private` file: any access by them)."""
-    uid = _euid()
-    if uid is not None and st.st_uid != uid:
-        return f"owned by another user (uid {st.st_uid})"
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & (0o077 if private else 0o022):
-        access = "readable or writable" if private else "writable"
-        return f"{access} by group or others (mode {mode:04o})"
-    return None
 
 
 @dataclass(frozen=True)
@@ -103,7 +86,7 @@ def _open_regular(path: pathlib.Path, private: bool = False) -> int | None:
         if not stat.S_ISREG(st.st_mode):
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
             raise _Unusable(kind if kind.startswith("not") else f"is {kind}")
-        why = _unsafe(st, private)
+        why = unsafe(st, private)
         if why is not None:
             raise _Unusable(why)
     except BaseException:
@@ -141,54 +124,10 @@ def _key(directory: pathlib.Path) -> bytes:
     raise _Unusable(f"{path}: cannot make the seal key")  # pragma: no cover
 
 
-def _path_problem(directory: pathlib.Path) -> str | None:
-    """Why the path `directory` may not be used however the directory it leads to looks: it is
-    relative (the cache would follow the folder each command runs from), it is itself a
-    symbolic link (as the JAX cache, `xprc.compile_cache`, refuses one: a link to / put
-    seal.key and modules into /), or a folder above it is a symbolic link that another user
-    (not root) owns, who may point it elsewhere at any time. A link of the user's own above it
-    (~/.cache -> /data/cache) is followed."""
-    if not directory.is_absolute():
-        return "it is a relative path (the cache would follow the folder each command runs from)"
-    try:
-        st = os.lstat(directory)
-    except OSError:
-        st = None  # missing (made below), or a path the system refuses (reported below)
-    if st is not None and stat.S_ISLNK(st.st_mode):
-        try:
-            target = f" (to {printable(os.readlink(directory))})"
-        except OSError:  # pragma: no cover - it was a link a moment ago
-            target = ""
-        return f"it is a symbolic link{target}; give the folder it leads to, if that is meant"
-    uid = _euid()
-    for parent in reversed(directory.parents):  # from the root down, '..' kept as written
-        try:
-            st = os.lstat(parent)
-        except OSError:
-            break
-        if stat.S_ISLNK(st.st_mode) and uid is not None and st.st_uid not in (uid, 0):
-            return (
-                f"{printable(str(parent))} is a symbolic link owned by another user "
-                f"(uid {st.st_uid}), who may point it elsewhere"
-            )
-    return None
-
-
 def _private_dir(directory: pathlib.Path) -> Place:
     """`directory`, created 0700 if missing, with its key; _Unusable (why) when it is not a
-    directory owned by the user and closed to group and others' writes, or when the path to it
-    may not be followed (`_path_problem`)."""
-    why = _path_problem(directory)
-    if why is not None:
-        raise _Unusable(why)
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.stat(directory)
-    except OSError as e:
-        raise _Unusable(f"cannot create it ({e.strerror or e})") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise _Unusable("not a directory")
-    why = _unsafe(st)
+    private folder of this user (`xprc.private_folder.private_dir`)."""
+    why = private_dir(directory)
     if why is not None:
         raise _Unusable(why)
     try:

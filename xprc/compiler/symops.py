@@ -9,6 +9,8 @@ import math
 
 import sympy
 
+from xprc.compiler.names import _fold_float
+
 # ---------------------------------------------------------------------------------------------
 # Our SymPy functions (printed by codegen).
 
@@ -275,14 +277,10 @@ def _fnum(e) -> float:
     return float(e)
 
 
-def _safe(f, *xs):
-    try:
-        r = f(*xs)
-    except (ValueError, ZeroDivisionError):
-        return math.nan
-    except OverflowError:
-        return math.inf
-    return float(r)
+def _safe(f, *xs) -> float:
+    """f(*xs) as a float, NaN or inf where Python's math raises: the checker's fold
+    (`names._fold_float`), so the checker and the lowerer fold a number alike."""
+    return float(_fold_float(f, *xs))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,15 +353,6 @@ def recip(x):
     if _is_number(x):
         return scalar_op("div", sympy.S.One, x)
     return Recip(x)
-
-
-def _unary(fn_sym, fn_math):
-    def f(x):
-        if _is_number(x):
-            return _num(_safe(fn_math, _fnum(x)))
-        return fn_sym(x)
-
-    return f
 
 
 def xmax(a, b):

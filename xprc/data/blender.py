@@ -6,7 +6,6 @@ before any image is decoded; a malformed file raises `DataError(path, problem)` 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..conventions import NUM_DIST
-from ..errors import DataError, printable, warn_data
+from ..errors import DataError, cut_to, printable, warn_data
 from .datasets import (
     Dataset,
     View,
@@ -33,7 +32,7 @@ from .datasets import (
     warn_links_out,
     warn_narrowed,
 )
-from .files import require_file
+from .files import json_object, require_file
 from .ply import load_points_ply
 
 __all__ = ["load_blender", "load_blender_splits"]
@@ -46,39 +45,14 @@ def _opengl_c2w_to_viewmat(c2w: np.ndarray) -> np.ndarray:
     return np.linalg.inv(c2w)
 
 
-def _unique_keys(pairs: list) -> dict:
-    """A JSON object whose keys differ (json keeps the last of two without a word)."""
-    out = dict(pairs)
-    if len(out) < len(pairs):
-        seen: set = set()
-        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise ValueError(f"the key {twice!r} appears twice in one object")
-    return out
-
-
 def _read_json(path: Path) -> dict:
     require_file(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
-    except RecursionError:
-        raise DataError(path, "invalid JSON: nested too deeply") from None
-    except json.JSONDecodeError as e:
-        raise DataError(
-            path, f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
-        ) from None
-    except UnicodeDecodeError:
-        raise DataError(path, "invalid JSON: not UTF-8 text") from None
-    except ValueError as e:  # a key twice; an integer of more than 4300 digits
-        raise DataError(path, f"invalid JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise DataError(path, "invalid transforms file: the top level must be an object")
-    return data
+    return json_object(path, path.read_bytes(), "transforms file")
 
 
 def _shown(value) -> str:
     """repr(value), cut to 40 characters (a JSON integer may have 4300 digits)."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return cut_to(repr(value), 40)
 
 
 def _is_number(value) -> bool:

@@ -50,7 +50,7 @@ from PIL import Image
 
 from ..errors import DataError, XprError
 from .capture_scene import CAMERA_RING, SKY, scene
-from .colmap_write import ImageRecord, write_colmap_model
+from .colmap_write import ImageRecord, rotmat_to_qvec, write_colmap_model
 from .datasets import MAX_IMAGE_PIXELS
 from .demo_scene import _look_at_opencv
 
@@ -162,30 +162,6 @@ def camera_poses(params: CaptureParams) -> list[np.ndarray]:
         target = np.array([0.0, 0.0, 0.5]) + rng.uniform(-0.3, 0.3, 3) * [1, 1, 0.5]
         out.append(_look_at_opencv(pos, target))
     return out
-
-
-def rotmat_to_qvec(R: np.ndarray) -> np.ndarray:
-    """A rotation [3, 3] -> its unit quaternion (w, x, y, z) with w >= 0 (Shepperd's method:
-    the largest of the four candidates is taken, so no division by a small number)."""
-    m = np.asarray(R, np.float64)
-    tr = np.trace(m)
-    cands = [tr, m[0, 0], m[1, 1], m[2, 2]]
-    k = int(np.argmax(cands))
-    if k == 0:
-        s = 2.0 * math.sqrt(max(1.0 + tr, 0.0))
-        q = [0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s]
-    else:
-        i = k - 1
-        j, n = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * math.sqrt(max(1.0 + m[i, i] - m[j, j] - m[n, n], 0.0))
-        q = [0.0, 0.0, 0.0, 0.0]
-        q[0] = (m[n, j] - m[j, n]) / s
-        q[1 + i] = 0.25 * s
-        q[1 + j] = (m[j, i] + m[i, j]) / s
-        q[1 + n] = (m[n, i] + m[i, n]) / s
-    q = np.array(q)
-    q /= np.linalg.norm(q)
-    return q if q[0] >= 0 else -q
 
 
 def _span(a: float, z: float, r: float) -> tuple[float, float]:

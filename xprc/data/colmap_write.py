@@ -16,6 +16,7 @@ Every file goes through `write_atomic`: a failed write leaves no half-written mo
 from __future__ import annotations
 
 import dataclasses
+import math
 import struct
 from pathlib import Path
 
@@ -29,6 +30,30 @@ __all__ = ["NO_POINT", "ImageRecord", "write_colmap_model"]
 NO_POINT = 2**64 - 1  # COLMAP's kInvalidPoint3DId: a keypoint that is no 3D point's
 _MODEL_IDS = {name: (mid, n) for mid, (name, n) in COLMAP_MODELS.items()}
 _UINT32 = 2**32 - 1
+
+
+def rotmat_to_qvec(R: np.ndarray) -> np.ndarray:
+    """A rotation [3, 3] -> its unit quaternion (w, x, y, z) with w >= 0 (Shepperd's method:
+    the largest of the four candidates is taken, so no division by a small number)."""
+    m = np.asarray(R, np.float64)
+    tr = np.trace(m)
+    cands = [tr, m[0, 0], m[1, 1], m[2, 2]]
+    k = int(np.argmax(cands))
+    if k == 0:
+        s = 2.0 * math.sqrt(max(1.0 + tr, 0.0))
+        q = [0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s]
+    else:
+        i = k - 1
+        j, n = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * math.sqrt(max(1.0 + m[i, i] - m[j, j] - m[n, n], 0.0))
+        q = [0.0, 0.0, 0.0, 0.0]
+        q[0] = (m[n, j] - m[j, n]) / s
+        q[1 + i] = 0.25 * s
+        q[1 + j] = (m[j, i] + m[i, j]) / s
+        q[1 + n] = (m[n, i] + m[i, n]) / s
+    q = np.array(q)
+    q /= np.linalg.norm(q)
+    return q if q[0] >= 0 else -q
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ from PIL import Image
 
 from ..conventions import NUM_DIST
 from ..errors import DataError, printable, warn_data
+from ..memory import physical_memory, size_text
 from .files import require_file
 
 __all__ = ["Dataset", "View", "split_every"]
@@ -282,14 +283,6 @@ def _open_image(path: Path, referenced_by: str) -> Image.Image:
     return img
 
 
-def _physical_memory() -> int | None:
-    """Bytes of physical memory, or None where os.sysconf cannot tell."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def check_memory(path: Path, sizes: list[tuple[int, int, int]], downscale: float) -> None:
     """Refuse a load whose images cannot fit in memory, before decoding any: `sizes` are the
     (width, height, channels) of the images at full size; a view keeps float32 RGB plus
@@ -298,22 +291,17 @@ def check_memory(path: Path, sizes: list[tuple[int, int, int]], downscale: float
     def need(d: float) -> int:
         return sum(math.prod(scaled_size(w, h, d)) * 4 * c for w, h, c in sizes)
 
-    have = _physical_memory()
+    have = physical_memory()
     if have is None or need(downscale) <= have:
         return
 
-    def gib(n: int) -> str:
-        unit = next(((u, k) for u, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)) if n >= 2**k),
-                    ("bytes", 0))  # fmt: skip
-        return f"{n / 2 ** unit[1]:.1f} {unit[0]}" if unit[1] else f"{n} bytes"
-
     fits = next((d for d in range(math.floor(downscale) + 1, 65) if need(d) <= have), None)
-    hint = (f"downscale {fits} (--downscale {fits}) needs about {gib(need(fits))}"
+    hint = (f"downscale {fits} (--downscale {fits}) needs about {size_text(need(fits))}"
             if fits else "even downscale 64 does not fit; load fewer images")  # fmt: skip
     raise DataError(
         path,
-        f"the {len(sizes)} images need about {gib(need(downscale))} of memory as float32 at "
-        f"downscale {downscale:g}, more than the {gib(have)} this machine has; {hint}",
+        f"the {len(sizes)} images need about {size_text(need(downscale))} of memory as float32 "
+        f"at downscale {downscale:g}, more than the {size_text(have)} this machine has; {hint}",
     )
 
 

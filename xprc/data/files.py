@@ -1,8 +1,10 @@
-"""Files: a regular file or a DataError (`require_file`), and the one atomic writer
-(`write_atomic`) every file xprc writes goes through (PLYs, checkpoints, a run's outputs)."""
+"""Files: a regular file or a DataError (`require_file`), a JSON object or a DataError
+(`json_object`), and the one atomic writer (`write_atomic`) every file xprc writes goes through
+(PLYs, checkpoints, a run's outputs)."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Callable
@@ -24,6 +26,40 @@ def require_file(path: Path) -> None:
         raise DataError(path, "is a directory, not a file")
     if not stat.S_ISREG(mode):
         raise DataError(path, "not a regular file")
+
+
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object whose keys differ (json keeps the last of two without a word)."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {twice!r} appears twice in one object")
+    return out
+
+
+def json_object(path: Path, data: bytes, what: str) -> dict:
+    """The JSON object in `data`, the bytes of `path` (UTF-8, a leading BOM allowed). A
+    DataError naming `path` when they are not UTF-8 or not JSON, nest too deeply, hold a key
+    twice in one object or an integer of more than 4300 digits, or are not an object
+    ('invalid `what`: the top level must be a JSON object')."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError(path, "invalid JSON: not UTF-8 text") from None
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise DataError(path, "invalid JSON: nested too deeply") from None
+    except json.JSONDecodeError as e:
+        raise DataError(
+            path, f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+        ) from None
+    except ValueError as e:  # a key twice; an integer of more than 4300 digits
+        raise DataError(path, f"invalid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise DataError(path, f"invalid {what}: the top level must be a JSON object")
+    return value
 
 
 def temporary_path(path: Path) -> Path:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import struct
 import zipfile
 import zlib
@@ -24,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DataError
+from ..memory import physical_memory, size_text
 from .files import require_file, write_atomic
 
 __all__ = ["load_checkpoint", "read_npz", "save_checkpoint"]
@@ -109,22 +109,6 @@ def _npz_headers(path: Path, raw: bytes, noun: str) -> dict[str, Header]:
                 )
             headers[info.filename.removesuffix(".npy")] = Header(tuple(shape), dtype, declared)
     return headers
-
-
-def physical_memory() -> int | None:
-    """The machine's physical memory in bytes (None: unknown)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def size_text(n: int) -> str:
-    """`n` bytes in GiB, MiB, KiB or bytes."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{n} bytes"
 
 
 def _check_fits(path: Path, headers: dict[str, Header], archive_size: int, noun: str) -> None:

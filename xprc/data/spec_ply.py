@@ -27,14 +27,15 @@ from pathlib import Path
 import numpy as np
 import plyfile
 
+from ..conventions import NAME_PATTERN, is_name
 from ..errors import DataError, printable, warn_data
 from .files import write_atomic
 from .ply import _numeric, _read_ply, _vertex, gaussians_of
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,99}"
-_SPEC = re.compile(rf"xprc spec ({_NAME}) sha256 ([0-9a-f]{{64}}|-)")
+_SHA256 = r"[0-9a-f]{64}"
+_SPEC = re.compile(rf"xprc spec ({NAME_PATTERN}) sha256 ({_SHA256}|-)")
 _SIZE = r"[1-9][0-9]{0,3}"
-_PARAM = re.compile(rf"xprc param ({_NAME}) (scalar|{_SIZE}(?:x{_SIZE}){{0,2}})")
+_PARAM = re.compile(rf"xprc param ({NAME_PATTERN}) (scalar|{_SIZE}(?:x{_SIZE}){{0,2}})")
 _OURS = re.compile(r"xprc(?![A-Za-z0-9_])")  # 'xprc ...' and 'xprc' + a symbol; not 'xprcfoo'
 LAYOUT = "xprc layout params"
 MAX_COMPONENTS = 4096  # per parameter: a mat64 (the language's largest) has 4096
@@ -49,9 +50,20 @@ class PlySpec:
     sha256: str
 
 
+def unnameable(name: str, sha256: str) -> str | None:
+    """Why a PLY header cannot name the spec `name` with `sha256` (a module's NAME and
+    SPEC_SHA256), or None where it can: a compiled module's are a spec's name and a sha256 hex
+    (or ''); a hand-written module may hold anything there."""
+    if not is_name(name):
+        return f"the method's NAME '{printable(name[:40])}' is not an identifier"
+    if re.fullmatch(f"({_SHA256})?", sha256) is None:
+        return f"the method's SPEC_SHA256 '{printable(sha256[:40])}' is not a sha256"
+    return None
+
+
 def spec_comments(name: str, sha256: str) -> list[str]:
     """The header comment that names a spec (`name` must be a spec's primitive name)."""
-    if not re.fullmatch(_NAME, name) or not re.fullmatch(r"([0-9a-f]{64})?", sha256):
+    if unnameable(name, sha256) is not None:
         raise ValueError(f"not a spec's name and sha256: {name!r} {sha256!r}")
     return [f"xprc spec {name} sha256 {sha256 or '-'}"]
 

@@ -23,8 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import XprError
+from ..memory import physical_memory, size_text
 from ..method_info import MethodInfo
 from .binning import INT32_MAX, TileGrid, exact_total, tile_rects
+from .composite_scan import ALPHA_CAP
 from .config import RenderConfig
 from .params import prepare_params
 
@@ -81,10 +83,7 @@ def default_memory_budget() -> int:
     env = os.environ.get(BUDGET_ENV)
     if env is not None:
         return parse_bytes(env, BUDGET_ENV)
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 8 * _GIB
+    total = physical_memory() or 8 * _GIB
     return int(min(16 * _GIB, max(total // 2, _GIB)))
 
 
@@ -111,8 +110,8 @@ def check_memory(capacity: int, needed: int, method, grid: TileGrid, config: Ren
     raise MemoryBudgetError(
         f"this render needs {needed:,} (primitive, tile) entries on a {grid.width}x"
         f"{grid.height} image with {grid.tile}x{grid.tile} tiles; a capacity of {capacity:,} "
-        f"would take about {need / _GIB:.1f} GiB, over the memory budget of "
-        f"{budget / _GIB:.1f} GiB. Render at a lower resolution (downscale), use larger tiles "
+        f"would take about {size_text(need)}, over the memory budget of "
+        f"{size_text(budget)}. Render at a lower resolution (downscale), use larger tiles "
         f"(RenderConfig.tile_size), fewer or smaller primitives, or raise the budget "
         f"(RenderConfig.memory_budget or {BUDGET_ENV})"
     )
@@ -142,13 +141,14 @@ def nonfinite_message(count: int) -> str:
 
 
 def alpha_message(count: int) -> str:
+    cap = ALPHA_CAP  # (where composite_scan.clamp_alpha puts them)
     return (
         f"the spec's response gave {count:,} (pixel, primitive) alpha value(s) that are NaN, "
         "outside [0, 1), or so close to 1 that the stop rule would draw nothing "
         "(1 - alpha < RenderConfig.t_min) (a signed response: outside (-1, 1)); they were "
-        "clamped into range (1 and above to 0.99: an opaque primitive draws at 0.99). "
-        "Keep alpha in range in the spec's response, e.g. 'alpha = min(0.99, ...)' above and "
-        "'max(0, ...)' below (a signed response: 'clamp(..., -0.99, 0.99)'); "
+        f"clamped into range (1 and above to {cap}: an opaque primitive draws at {cap}). "
+        f"Keep alpha in range in the spec's response, e.g. 'alpha = min({cap}, ...)' above and "
+        f"'max(0, ...)' below (a signed response: 'clamp(..., -{cap}, {cap})'); "
         "stats['alpha_out_of_range'] counts them"
     )
 

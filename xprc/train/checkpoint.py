@@ -24,6 +24,7 @@ import numpy as np
 
 from ..data.files import temporary_path
 from ..data.npz import load_checkpoint, save_checkpoint
+from ..errors import cut_to
 from ..method_info import MethodInfo
 from .config import TrainError
 
@@ -182,11 +183,6 @@ META = {
 }
 
 
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def check_meta(meta, path: Path) -> dict:
     """`meta` when every field the trainer reads has the right type, else a TrainError."""
     if not isinstance(meta, dict):
@@ -200,7 +196,7 @@ def check_meta(meta, path: Path) -> dict:
         if field in meta and not ok(meta[field]):
             raise TrainError(
                 f"corrupt checkpoint: metadata field '{field}' must be {what}, got "
-                f"{_short(meta[field])}",
+                f"{cut_to(repr(meta[field]))}",
                 path,
             )
     return meta

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..camera import Camera
+from ..memory import size_text
 from .config import TrainError
 from .init import numbers_text
 
@@ -115,7 +116,8 @@ def free_memory(device=None) -> tuple[int | None, str]:
         stats = None
     if stats and stats.get("bytes_limit"):
         free = int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-        return free, f"free on {device.device_kind} {device.id} (of {_gib(stats['bytes_limit'])})"
+        limit = size_text(stats["bytes_limit"])
+        return free, f"free on {device.device_kind} {device.id} (of {limit})"
     free, what = host_available_memory()
     if free is None:
         return None, "unknown"
@@ -142,10 +144,6 @@ def host_available_memory() -> tuple[int | None, str]:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "host physical memory"
     except (AttributeError, ValueError, OSError):
         return None, "unknown"
-
-
-def _gib(n) -> str:
-    return f"{int(n) / 2**30:.2f} GiB"
 
 
 def check_image_memory(sets, alphas: bool, free=None, itemsizes=None) -> None:
@@ -175,11 +173,11 @@ def check_image_memory(sets, alphas: bool, free=None, itemsizes=None) -> None:
     used = sorted(used, reverse=True)  # uint8 first
     said = " and ".join(used) + (" (alpha float32)" if alphas else "")
     raise TrainError(
-        f"the {count} training and test images{size} need {_gib(need)} on the device as "
-        f"{said}, more than {IMAGE_SHARE:.0%} of the {_gib(have)} {where} (the rest is for "
+        f"the {count} training and test images{size} need {size_text(need)} on the device as "
+        f"{said}, more than {IMAGE_SHARE:.0%} of the {size_text(have)} {where} (the rest is for "
         f"rendering and the optimiser); train on smaller images: --images images_{shrink} where "
         f"the dataset has that folder (the Mip-NeRF 360 layout), else --downscale {factor} "
-        f"(about {_gib(need / factor**2)})"
+        f"(about {size_text(need / factor**2)})"
     )
 
 

@@ -17,7 +17,6 @@ fail cleanly.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import stat
 import sys
@@ -26,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..data.files import json_object
 from ..errors import DataError, XprError
 from .config import TrainError
 
@@ -62,24 +62,12 @@ def read_report(run: Path) -> dict:
     missing one: the background and spec it records would be lost without a word)."""
     path = run / METRICS
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return {}
     except OSError as e:
         raise DataError(path, f"cannot read the run's report ({e.strerror or e})") from None
-    except UnicodeDecodeError:
-        raise DataError(path, "invalid JSON: not UTF-8 text") from None
-    try:
-        report = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(
-            path, f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
-        ) from None
-    except (ValueError, RecursionError) as e:  # an integer of more than 4300 digits; nesting
-        raise DataError(path, f"invalid JSON: {e}") from None
-    if not isinstance(report, dict):
-        raise DataError(path, "invalid run report: the top level must be a JSON object")
-    return report
+    return json_object(path, data, "run report")
 
 
 def prepare(out) -> Path:

@@ -39,7 +39,7 @@ from scipy.spatial import cKDTree
 
 from ..compiler.names import RANDOM_INITS
 from ..conventions import SH_C0
-from ..data.npz import physical_memory, size_text
+from ..memory import physical_memory, size_text
 from ..method_info import MethodInfo
 from ..pipeline.capacity import BUDGET_ENV, parse_bytes
 from .config import TrainConfig, TrainError, as_config, default_of

@@ -140,12 +140,12 @@ def _write_ply(path: Path, rec: RunRecord) -> list[str]:
     """scene.ply and scene.splat for a spec in the 3DGS layout, else params.ply; each names the
     spec in its header. Returns the lines to tell the user."""
     from ..data.ply import gaussian_layout, save_ply
-    from ..data.spec_ply import save_params_ply, spec_comments
+    from ..data.spec_ply import save_params_ply, spec_comments, unnameable
     from ..errors import DataError
-    from ..trained import gaussian_spec
+    from ..trained import GAUSSIAN_SPECS, gaussian_spec
 
     info = MethodInfo.of(rec.method)
-    unnamed = _unnameable(info)
+    unnamed = unnameable(info.name, info.spec_sha256)
     comments = spec_comments(info.name, info.spec_sha256) if unnamed is None else []
     layout = gaussian_layout(info.params)
     if layout is None:
@@ -171,7 +171,7 @@ def _write_ply(path: Path, rec: RunRecord) -> list[str]:
     if not gaussian_spec(info):
         notes.append(
             f"{path.name}: {info.name}'s parameters fit the 3DGS layout, but it is not a "
-            "Gaussian spec (3dgs, 3dgut): 3DGS viewers, and web viewers of "
+            f"Gaussian spec ({', '.join(GAUSSIAN_SPECS)}): 3DGS viewers, and web viewers of "
             f"{SPLAT}, will draw its primitives as Gaussians; xprc render and xprc view "
             "render them with its spec"
         )
@@ -186,20 +186,6 @@ def splat_note(sh, clipped: int) -> str:
         f"{SPLAT}: the DC colour only{dropped}; colour, opacity and rotation in 8 bits; "
         f"{clipped:,} colour value(s) outside [0, 1] clipped ({PLY} keeps them all)"
     )
-
-
-def _unnameable(info: MethodInfo) -> str | None:
-    """Why the PLY header cannot name the spec, or None where it can (a primitive name is an
-    identifier and its SPEC_SHA256 hex; a hand-written module may hold anything there)."""
-    import re
-
-    from ..errors import printable
-
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,99}", info.name) is None:
-        return f"the method's NAME '{printable(info.name[:40])}' is not an identifier"
-    if re.fullmatch(r"([0-9a-f]{64})?", info.spec_sha256) is None:
-        return f"the method's SPEC_SHA256 '{printable(info.spec_sha256[:40])}' is not a sha256"
-    return None
 
 
 def _unnamed_note(name: str, why: str | None) -> list[str]:

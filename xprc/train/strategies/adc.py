@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from ...method_info import MethodInfo
 from ...runtime import EXACT
 from ..config import TrainConfig
-from .base import Strategy, in_window, per_prim, reset_moments
+from .base import Strategy, f32, i32, in_window, per_prim, reset_moments
 
 
 def screen_gradient(g_pos: jax.Array, positions: jax.Array, camera) -> jax.Array:
@@ -63,8 +63,6 @@ class ADC(Strategy):
         }
 
     def hyper(self, config: TrainConfig) -> dict:
-        f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-        i32 = lambda x: jnp.asarray(x, jnp.int32)  # noqa: E731
         return {
             **super().hyper(config),
             "grad_threshold": f32(config.grad_threshold),

@@ -47,6 +47,17 @@ def in_window(done, hyper, every: str = "refine_every") -> jax.Array:
     )
 
 
+def f32(x) -> jax.Array:
+    """A hyperparameter as a float32 scalar array (`Strategy.hyper`): the step takes them as
+    arrays, with fixed dtypes, not as Python numbers."""
+    return jnp.asarray(x, jnp.float32)
+
+
+def i32(x) -> jax.Array:
+    """A count or step number as an int32 scalar array (`Strategy.hyper`), for the same reason."""
+    return jnp.asarray(x, jnp.int32)
+
+
 class Strategy:
     """Base: roles, hyper-parameters shared by both strategies and the hook defaults."""
 
@@ -73,8 +84,6 @@ class Strategy:
         return {}
 
     def hyper(self, config: TrainConfig) -> dict:
-        f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-        i32 = lambda x: jnp.asarray(x, jnp.int32)  # noqa: E731
         return {
             "refine_every": i32(config.refine_every),
             "refine_from": i32(config.refine_from),

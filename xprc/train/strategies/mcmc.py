@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..config import TrainConfig
-from .base import Strategy, in_window, per_prim, reset_moments
+from .base import Strategy, f32, in_window, per_prim, reset_moments
 
 MCMC_MAX_COPIES = 16
 
@@ -55,7 +55,6 @@ class MCMC(Strategy):
     }
 
     def hyper(self, config: TrainConfig) -> dict:
-        f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
         return {
             **super().hyper(config),
             "grow_fraction": f32(config.grow_fraction),
