@@ -24,7 +24,8 @@ import numpy as np
 from ..conventions import NUM_DIST
 from ..errors import XprError
 from ..runtime import EXACT
-from . import fisheye, shutter as rolling
+from . import fisheye
+from . import shutter as rolling
 from .models import LENSES, MODELS
 from .shutter import SHUTTERS
 
@@ -340,7 +341,11 @@ class Camera:
         the point projects to, `shutter.ITERATIONS` projections)."""
         x, y, z, _dt = self._cast(x, y, z)
         p = jnp.stack([x, y, z], axis=-1)
-        q = self.world_to_camera(p) if self.shutter == "global" else rolling.world_to_camera(self, p)
+        q = (
+            self.world_to_camera(p)
+            if self.shutter == "global"
+            else rolling.world_to_camera(self, p)
+        )
         return q[..., 0], q[..., 1], q[..., 2]
 
     def shutter_box(self, x, y, z, r):

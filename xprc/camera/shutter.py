@@ -218,5 +218,3 @@ def empty_box(c):
     """(+inf, +inf, -inf, -inf) shaped like c[..., 0]: a global shutter adds nothing to a box."""
     inf = jnp.full(c.shape[:-1], np.inf, c.dtype)
     return inf, inf, -inf, -inf
-
-

@@ -3,10 +3,11 @@
 Inputs (raw parameters, camera attributes, pixel, ray, per-primitive values read by the response)
 become plain SymPy symbols whose names are the local variable names of the generated code. The
 camera model is opaque: `camera.project`, `.project_valid`, `.jacobian`,
-`.world_to_camera_shutter` and `.shutter_box` become `CameraCall` applications. Operations that SymPy would rewrite in unhelpful ways (min, max, select, logic)
-and elementary functions are our own unevaluated functions (symops.py; SymPy's `exp` alone can
-spend seconds in `logcombine` on a large argument); numbers are folded in Python so SymPy never
-sees a complex intermediate. Each built-in call lowers by its entry in builtin_functions.TABLE.
+`.world_to_camera_shutter` and `.shutter_box` become `CameraCall` applications. Operations that
+SymPy would rewrite in unhelpful ways (min, max, select, logic) and elementary functions are
+our own unevaluated functions (symops.py; SymPy's `exp` alone can spend seconds in `logcombine`
+on a large argument); numbers are folded in Python so SymPy never sees a complex intermediate.
+Each built-in call lowers by its entry in builtin_functions.TABLE.
 """
 
 from __future__ import annotations

@@ -95,7 +95,9 @@ def correct(camera, corrections: dict, view, pivots=None):
         dist = dist + dk.reshape((1,) * (dist.ndim - 1) + dk.shape)
     leaves, treedef = jax.tree_util.tree_flatten(camera)
     del leaves
-    return jax.tree_util.tree_unflatten(treedef, [viewmat, K, dist] + ([] if end is None else [end]))
+    return jax.tree_util.tree_unflatten(
+        treedef, [viewmat, K, dist] + ([] if end is None else [end])
+    )
 
 
 def pivot_depths(viewmats: np.ndarray, points: np.ndarray | None, target: np.ndarray) -> np.ndarray:

@@ -144,9 +144,7 @@ class CallChecks:
         want = 2 if f.name == "shutter_box" else 1
         if len(args) != want:
             what = "2 arguments (a vec3 and a scalar)" if want == 2 else "1 argument"
-            raise self.err(
-                XprTypeError, f"camera.{f.name} takes {what}, got {len(args)}", e.loc
-            )
+            raise self.err(XprTypeError, f"camera.{f.name} takes {what}, got {len(args)}", e.loc)
         p = args[0]
         if ast.plain(p.type) != VecT(3):
             raise self.err(
