@@ -358,3 +358,76 @@ def test_resume_check_tells_end_poses_apart(gut):
 
     moving, still = digest(camera("top_to_bottom")), digest(camera("top_to_bottom", end=START))
     assert len({digest(camera("global", end=None)), moving, still}) == 3
+
+
+BLOB = """primitive Blob
+param means : vec3
+param opacities : scalar = sigmoid(raw)
+projection {
+  p = camera.world_to_camera_shutter(means)
+  b = camera.shutter_box(means, 0.5)
+  emit centre = camera.project_world(means), depth = p.z, valid = camera.project_world_valid(means),
+       box = [min(b.x, 0), min(b.y, 0), max(b.z, 1), max(b.w, 1)]
+}
+response {
+  d = pixel - centre
+  alpha = min(0.99, opacities * exp(-dot(d, d)))
+}
+color = [1, 1, 1]
+"""
+
+
+def test_spec_methods_compile_and_misuse_is_reported():
+    from xprc.compiler.driver import compile_source
+    from xprc.errors import XprTypeError
+
+    src = compile_source(BLOB, "blob.xpr")
+    for call in ("world_to_camera_shutter(", "shutter_box(", "project(", "project_valid("):
+        assert f"= camera.{call}" in src
+    bad = {
+        "camera.shutter_box(means, 0.5)": (
+            "camera.shutter_box(means)",
+            "blob.xpr:6:14: error: camera.shutter_box takes 2 arguments (a vec3 and a scalar), "
+            "got 1\n      b = camera.shutter_box(means)\n                 ^",
+        ),
+        "0.5)": (
+            "means)",
+            "blob.xpr:6:33: error: camera.shutter_box needs a scalar radius, got vec3\n"
+            "      b = camera.shutter_box(means, means)\n                                    ^",
+        ),
+    }
+    for old, (new, message) in bad.items():
+        with pytest.raises(XprTypeError) as info:
+            compile_source(BLOB.replace(old, new, 1), "blob.xpr")
+        assert str(info.value) == message
+
+
+def test_render_gradient_matches_finite_differences(gut):
+    """Gradients reach a primitive's mean and the end pose (through every pixel's ray) in a
+    float64 rolling-shutter render: each against a central difference."""
+    params = {k: jnp.asarray(v, jnp.float64) for k, v in scene().items()}
+    cam = camera("top_to_bottom", dtype=np.float64)
+    weights = jnp.asarray(np.random.default_rng(2).normal(size=(H, W, 3)))
+
+    def loss(means, end):
+        c = jax.tree_util.tree_unflatten(
+            jax.tree_util.tree_structure(cam), [cam.viewmat, cam.K, cam.dist, end]
+        )
+        out = render(gut, {**params, "means": means}, c, jnp.asarray(BG, jnp.float64), "RGB")
+        return jnp.sum(out.image * weights)
+
+    f = jax.jit(loss)
+    g_means, g_end = jax.jit(jax.grad(loss, argnums=(0, 1)))(params["means"], cam.viewmat_end)
+    h = 1e-5
+    k = int(np.argmax(np.abs(np.asarray(g_means[:, 0]))))
+    e = jnp.zeros_like(params["means"]).at[k, 0].set(h)
+    fd = (f(params["means"] + e, cam.viewmat_end) - f(params["means"] - e, cam.viewmat_end)) / (
+        2 * h
+    )
+    np.testing.assert_allclose(float(g_means[k, 0]), float(fd), rtol=1e-4)
+    e = jnp.zeros((4, 4)).at[0, 3].set(h)
+    fd = (f(params["means"], cam.viewmat_end + e) - f(params["means"], cam.viewmat_end - e)) / (
+        2 * h
+    )
+    np.testing.assert_allclose(float(g_end[0, 3]), float(fd), rtol=1e-4)
+    assert abs(float(g_end[0, 3])) > 1e-3

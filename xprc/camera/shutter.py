@@ -95,14 +95,27 @@ def relative_rotation(R0, R1):
 def pose_at(viewmat0, viewmat1, t):
     """World->camera (R [..., 3, 3], translation [..., 3]) of one camera's poses [4, 4] at times
     t [...]: translation lerped, rotation slerped along the short arc."""
-    dt = t.dtype
-    v0, v1 = viewmat0.astype(dt), viewmat1.astype(dt)
-    R0 = v0[:3, :3]
-    axis, angle = relative_rotation(R0, v1[:3, :3])
+    return _Motion(viewmat0, viewmat1, t.dtype).at(t)
+
+
+class _Motion:
+    """The exposure's start pose and its motion (the slerp's axis and angle, computed once)."""
+
+    def __init__(self, viewmat0, viewmat1, dt):
+        v0, v1 = viewmat0.astype(dt), viewmat1.astype(dt)
+        self.R0, self.t0, self.t1 = v0[:3, :3], v0[:3, 3], v1[:3, 3]
+        self.axis, self.angle = relative_rotation(self.R0, v1[:3, :3])
+
+    def at(self, t):
+        """(R [..., 3, 3], translation [..., 3]) at times t [...]."""
+        return _pose(self.R0, self.t0, self.t1, self.axis, self.angle, t)
+
+
+def _pose(R0, t0, t1, axis, angle, t):
     half = (0.5 * angle) * t[..., None]  # [..., 1]
     dq = jnp.concatenate([jnp.cos(half), jnp.sin(half) * _lead(axis, t.ndim)], axis=-1)
     R = jnp.einsum("ij,...jk->...ik", R0, _rotmat(dq), precision=EXACT)
-    t0, t1 = _lead(v0[:3, 3], t.ndim), _lead(v1[:3, 3], t.ndim)
+    t0, t1 = _lead(t0, t.ndim), _lead(t1, t.ndim)
     trans = (1 - t[..., None]) * t0 + t[..., None] * t1
     return R, trans
 
@@ -139,10 +152,10 @@ def world_to_camera(camera, p):
     u1, v1_, ok1 = image(_apply(v1[:3, :3], v1[:3, 3], ps))
     t = jnp.where(ok0, time_of(u0, v0_), time_of(u1, v1_))
     iterate = ok0 | ok1  # neither valid: the point is taken at the end pose (and is invalid)
-    stop = (lax.stop_gradient(v0), lax.stop_gradient(v1))
+    still = _Motion(lax.stop_gradient(v0), lax.stop_gradient(v1), dt)
 
     def step(_, t):
-        R, trans = pose_at(*stop, t)
+        R, trans = still.at(t)
         u, v, _ok = image(_apply(R, trans, ps))
         return time_of(u, v)
 
