@@ -214,6 +214,32 @@ def test_projection_gradient_matches_finite_differences():
     assert np.abs(jac).max() > 1.0
 
 
+def test_pixel_ray_gradient_reaches_both_poses():
+    """A rolling shutter's rays move with the end pose (d/d viewmat_end) and the start pose, and
+    the derivatives match central differences (float64)."""
+    cam = camera("left_to_right", dtype=np.float64)
+    px = jnp.asarray([3.5, 20.5, 40.5])
+    py = jnp.asarray([2.5, 17.5, 30.5])
+    leaves, tree = jax.tree_util.tree_flatten(cam)
+
+    def rays(start, end):
+        c = jax.tree_util.tree_unflatten(tree, [start, leaves[1], leaves[2], end])
+        return jnp.concatenate(c.pixel_rays(px, py), -1)
+
+    jac = jax.jacobian(rays, argnums=(0, 1))(cam.viewmat, cam.viewmat_end)
+    h = 1e-6
+    for which in (0, 1):
+        for i, j in ((0, 3), (2, 3), (0, 1)):  # translation entries and a rotation entry
+            e = jnp.zeros((4, 4)).at[i, j].set(h)
+            args_p = [cam.viewmat, cam.viewmat_end]
+            args_m = [cam.viewmat, cam.viewmat_end]
+            args_p[which] = args_p[which] + e
+            args_m[which] = args_m[which] - e
+            fd = (rays(*args_p) - rays(*args_m)) / (2 * h)
+            np.testing.assert_allclose(jac[which][..., i, j], fd, atol=1e-7)
+    assert np.abs(np.asarray(jac[1][..., 0, 3])).max() > 0.1
+
+
 def test_sweep_bound_holds():
     """The slerp's departure from the chord, at the same time t, is at most |c| theta^2 / 8."""
     t = np.linspace(0, 1, 4001)
@@ -402,6 +428,7 @@ def test_spec_methods_compile_and_misuse_is_reported():
         assert str(info.value) == message
 
 
+@pytest.mark.slow  # the ray and projection gradients are checked above without a render
 def test_render_gradient_matches_finite_differences(gut):
     """Gradients reach a primitive's mean and the end pose (through every pixel's ray) in a
     float64 rolling-shutter render: each against a central difference."""
