@@ -325,6 +325,20 @@ def test_stack_index_and_tree():
     assert back.shutter == "left_to_right" and back.viewmat_end is leaves[3]
 
 
+def test_camera_refinement_corrects_both_poses():
+    """Training's pose correction of a view is a camera-frame factor: a rolling-shutter view
+    gets it on its end pose too (else the end pose stayed where the data put it)."""
+    from xprc.train.camera_opt import correct, pose_matrices
+
+    cams = Camera.stack([camera("top_to_bottom", dtype=np.float64)] * 2)
+    pose = np.array([[0.0] * 6, [0.02, -0.01, 0.03, 0.1, -0.05, 0.2]])
+    out = correct(cams, {"pose": jnp.asarray(pose)}, jnp.asarray([0, 1]))
+    delta = pose_matrices(pose, np.zeros(2))
+    np.testing.assert_allclose(np.asarray(out.viewmat), delta @ START, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(out.viewmat_end), delta @ END, atol=1e-12)
+    assert out.shutter == "top_to_bottom"
+
+
 # ---------------------------------------------------------------------- renders
 
 
