@@ -250,10 +250,10 @@ class Camera:
                     f"camera 0 has {first._static_dict()}; all must be equal"
                 )
             if (cam.viewmat_end is None) != (first.viewmat_end is None):
+                has = {True: "has no viewmat_end", False: "has a viewmat_end"}
                 raise CameraError(
-                    f"Camera.stack: camera {i} {'has no' if cam.viewmat_end is None else 'has a'}"
-                    f" viewmat_end, camera 0 {'has no' if first.viewmat_end is None else 'has'} "
-                    "one"
+                    f"Camera.stack: camera {i} {has[cam.viewmat_end is None]}, camera 0 "
+                    f"{has[first.viewmat_end is None]}; all or none must have one"
                 )
             for name in _ARRAYS:
                 a, b = getattr(first, name), getattr(cam, name)
