@@ -530,3 +530,21 @@ def test_pallas_compositor_takes_one_origin_per_pixel(gut):
     assert float(outs[0].alpha.max()) > 0.5
     for a, b in ((outs[0].image, outs[1].image), (outs[0].alpha, outs[1].alpha)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=0)
+
+
+def test_specs_without_a_rolling_shutter_footprint_refuse_such_cameras():
+    """3DGS projects at the start pose only (no camera.shutter_box): a rolling-shutter camera
+    would render as a global one, so it is refused, not drawn."""
+    from xprc.errors import CameraModelError
+
+    gs = load(ROOT / "specs" / "3dgs.xpr")
+    assert gs.ROLLING_SHUTTER is False
+    with pytest.raises(CameraModelError) as info:
+        render(gs, scene(), camera("left_to_right"), jnp.asarray(BG, jnp.float32), "RGB")
+    assert str(info.value) == (
+        "3dgs.xpr: error: Gaussian3D does not render rolling-shutter cameras "
+        "(shutter='left_to_right'): its projection never calls camera.shutter_box, so its "
+        "footprint holds the start pose's pixels only; render it with a global-shutter camera, "
+        "or project with camera.project_world and bound the footprint with camera.shutter_box "
+        "(docs/language.md, 'Rolling shutter')"
+    )

@@ -57,6 +57,7 @@ SIGNED_ALPHA = False
 PIXEL_OUTPUTS = ()
 CAMERA_MODELS = ('pinhole', 'opencv', 'fisheye', 'ortho',)
 CAMERA_MODELS_SOURCE = 'declared in 3dgut.xpr on line 6'
+ROLLING_SHUTTER = True
 SPEC_FILE = '3dgrt_k0.xpr'
 
 
