@@ -26,6 +26,7 @@ import numpy as np
 from jax import lax
 
 from ..runtime import EXACT
+from . import intervals
 
 __all__ = ["SHUTTERS", "pixel_rays", "pose_at", "relative_time", "sweep_box", "world_to_camera"]
 
@@ -188,9 +189,13 @@ def sweep_box(camera, c, r):
     departure from the chord of the arc it turns `c` through, at most
     `|c| (1 - cos(theta / 2)) <= |c| theta^2 / 8` (tests/test_rolling_shutter.py checks the
     bound). Every ball is so inside the capsule of radius `r + |c| theta^2 / 8` around the segment
-    [c(0), c(1)]; pinhole and ortho map it into the hull of its two end balls' images, so the
-    box is the union of their boxes (a pinhole needs both balls in front of the camera, z > r).
-    Through OpenCV and fisheye lenses lines bend: the whole image."""
+    [c(0), c(1)]. Ortho maps the capsule into the hull of its two end balls' images: the box is
+    the union of their boxes. A central model sees it, when both end balls are in front of the
+    camera (z > radius), within the rectangle of undistorted normalised coordinates (x/z, y/z)
+    that bounds the two balls' pinhole images (the capsule's pinhole image is their hull); the
+    pinhole scales that rectangle to pixels, OpenCV and fisheye lenses map it through interval
+    bounds of their distortion (intervals.py; a fisheye also needs it inside theta_max).
+    Elsewhere: the whole image."""
     dt = c.dtype
     v0, v1 = camera.viewmat.astype(dt), camera.viewmat_end.astype(dt)
     _, angle = relative_rotation(v0[:3, :3], v1[:3, :3])
@@ -200,23 +205,28 @@ def sweep_box(camera, c, r):
     w, h = camera.width, camera.height
     whole = [jnp.zeros_like(norm), jnp.zeros_like(norm), jnp.full_like(norm, w),
              jnp.full_like(norm, h)]  # fmt: skip
-    if camera.model not in ("pinhole", "ortho"):
-        return tuple(whole)
     boxes, ok = [], jnp.ones_like(norm, bool)
     for vm in (v0, v1):
         q = _apply(vm[:3, :3], vm[:3, 3], c)
         x, y, z = q[..., 0], q[..., 1], q[..., 2]
         if camera.model == "ortho":
-            boxes.append((fx * (x - rad) + cx, fy * (y - rad) + cy,
-                          fx * (x + rad) + cx, fy * (y + rad) + cy))  # fmt: skip
+            boxes.append((x - rad, y - rad, x + rad, y + rad))
             continue
         ok = ok & (z > rad)
         d = jnp.where(ok, z * z - rad * rad, 1.0)
         lo_x, hi_x = _tangents(x, z, rad, d)
         lo_y, hi_y = _tangents(y, z, rad, d)
-        boxes.append((fx * lo_x + cx, fy * lo_y + cy, fx * hi_x + cx, fy * hi_y + cy))
+        boxes.append((lo_x, lo_y, hi_x, hi_y))
     (a0, b0, c0, d0), (a1, b1, c1, d1) = boxes
-    out = (jnp.minimum(a0, a1), jnp.minimum(b0, b1), jnp.maximum(c0, c1), jnp.maximum(d0, d1))
+    a, b = (jnp.minimum(a0, a1), jnp.maximum(c0, c1)), (jnp.minimum(b0, b1), jnp.maximum(d0, d1))
+    if camera.model == "opencv":
+        a, b, lens_ok = intervals.opencv(a, b, camera.dist.astype(dt))
+        ok = ok & lens_ok
+    elif camera.model == "fisheye":
+        theta_max = camera.fisheye_theta_max().astype(dt)
+        a, b, lens_ok = intervals.fisheye(a, b, camera.dist.astype(dt), theta_max)
+        ok = ok & lens_ok
+    out = (fx * a[0] + cx, fy * b[0] + cy, fx * a[1] + cx, fy * b[1] + cy)
     return tuple(jnp.where(ok, o, wh) for o, wh in zip(out, whole, strict=True))
 
 
