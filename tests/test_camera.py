@@ -435,8 +435,9 @@ def test_stack_rejects_mismatched_cameras():
         Camera.stack([a, make_camera("opencv")])
     assert str(info.value) == (
         "<camera>: error: Camera.stack: camera 1 has static fields {'width': 64, 'height': 48, "
-        "'model': 'opencv', 'near': 0.01, 'far': 10000000000.0}, camera 0 has {'width': 64, "
-        "'height': 48, 'model': 'pinhole', 'near': 0.01, 'far': 10000000000.0}; all must be equal"
+        "'model': 'opencv', 'near': 0.01, 'far': 10000000000.0, 'shutter': 'global'}, camera 0 "
+        "has {'width': 64, 'height': 48, 'model': 'pinhole', 'near': 0.01, 'far': 10000000000.0, "
+        "'shutter': 'global'}; all must be equal"
     )
     with pytest.raises(
         CameraError, match=r"camera 1 has viewmat float32\[4, 4\], camera 0 has float64\[4, 4\]"

@@ -39,6 +39,8 @@ class MethodInfo:
     pixel_outputs: the per-pixel outputs the response emits, one name per channel
     camera_models: the camera models the spec accepts (None: every model)
     camera_models_source: why those models ("declared on line 4", or the default's reason)
+    rolling_shutter: the projection bounds its footprint over a rolling shutter's exposure (it
+        calls camera.shutter_box); without it a rolling-shutter camera is refused
     spec_file: the spec's file name, for located messages (None: unknown)
     spec_path: where `xprc.load` read the spec (None: not loaded from a file)
     """
@@ -56,6 +58,7 @@ class MethodInfo:
     pixel_outputs: tuple[str, ...] = ()
     camera_models: tuple[str, ...] | None = None
     camera_models_source: str = ""
+    rolling_shutter: bool = False
     spec_file: str | None = None
     spec_path: str | None = None
 
@@ -196,6 +199,7 @@ _FIELD_KINDS = {
     "pixel_outputs": "names",
     "camera_models": "names?",
     "camera_models_source": "str",
+    "rolling_shutter": "bool",
     "spec_file": "str?",
     "spec_path": "str?",
 }

@@ -50,9 +50,20 @@ class ParamSpec(NamedTuple):
 
 def check_camera(method, camera) -> None:
     """Raise CameraModelError when `camera.model` is not one of the spec's CAMERA_MODELS (a
-    module without the list, such as a hand-written one, accepts every model). `method`: a
+    module without the list, such as a hand-written one, accepts every model), or when the
+    camera has a rolling shutter and the spec does not bound its footprint for one. `method`: a
     method module or its MethodInfo."""
     info = MethodInfo.of(method)
+    shutter = getattr(camera, "shutter", "global")
+    if shutter != "global" and not info.rolling_shutter:
+        raise CameraModelError(
+            f"{info.name} does not render rolling-shutter cameras (shutter={shutter!r}): its "
+            "projection never calls camera.shutter_box, so its footprint holds the start pose's "
+            "pixels only; render it with a global-shutter camera, or project with "
+            "camera.project_world and bound the footprint with camera.shutter_box "
+            "(docs/language.md, 'Rolling shutter')",
+            filename=info.spec_file,
+        )
     models = info.camera_models
     model = getattr(camera, "model", None)
     if models is None or model is None or model in models:

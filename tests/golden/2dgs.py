@@ -51,6 +51,7 @@ SIGNED_ALPHA = False
 PIXEL_OUTPUTS = ('depth', 'depth_sq', 'normal.x', 'normal.y', 'normal.z',)
 CAMERA_MODELS = ('pinhole', 'opencv', 'fisheye', 'ortho',)
 CAMERA_MODELS_SOURCE = 'declared on line 6'
+ROLLING_SHUTTER = False
 SPEC_FILE = '2dgs.xpr'
 
 

@@ -30,6 +30,7 @@ SIGNED_ALPHA = False
 PIXEL_OUTPUTS = ()
 CAMERA_MODELS = ('pinhole',)
 CAMERA_MODELS_SOURCE = 'declared on line 4'
+ROLLING_SHUTTER = False
 SPEC_FILE = '3dgs.xpr'
 
 

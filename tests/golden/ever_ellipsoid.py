@@ -44,6 +44,7 @@ SIGNED_ALPHA = False
 PIXEL_OUTPUTS = ()
 CAMERA_MODELS = ('pinhole', 'ortho',)
 CAMERA_MODELS_SOURCE = 'declared on line 5'
+ROLLING_SHUTTER = False
 SPEC_FILE = 'ever_ellipsoid.xpr'
 
 

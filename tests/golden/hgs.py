@@ -43,6 +43,7 @@ SIGNED_ALPHA = False
 PIXEL_OUTPUTS = ()
 CAMERA_MODELS = ('pinhole',)
 CAMERA_MODELS_SOURCE = 'declared in 3dgs.xpr on line 4'
+ROLLING_SHUTTER = False
 SPEC_FILE = 'hgs.xpr'
 
 

@@ -72,6 +72,7 @@ SIGNED_ALPHA = False
 PIXEL_OUTPUTS = ()
 CAMERA_MODELS = ('pinhole', 'ortho',)
 CAMERA_MODELS_SOURCE = 'declared on line 6'
+ROLLING_SHUTTER = False
 SPEC_FILE = 'linprim_tetrahedron.xpr'
 
 

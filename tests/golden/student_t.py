@@ -40,6 +40,7 @@ SIGNED_ALPHA = True
 PIXEL_OUTPUTS = ()
 CAMERA_MODELS = ('pinhole',)
 CAMERA_MODELS_SOURCE = 'declared in 3dgs.xpr on line 4'
+ROLLING_SHUTTER = False
 SPEC_FILE = 'student_t.xpr'
 
 

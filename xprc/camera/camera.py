@@ -4,7 +4,8 @@ Conventions (gsplat's): `viewmat` is world->camera, `p_cam = R p_world + t`, Ope
 axes (+x right, +y down, +z forward); `K` is in pixels; pixel (row i, col j) has its centre at
 `(j + 0.5, i + 0.5)`. Lens models, one module each, looked up by name in `models.LENSES`:
 `pinhole`, `opencv` (OpenCV's radial, tangential and thin-prism distortion), `fisheye` (OpenCV's
-equidistant model) and `ortho`.
+equidistant model) and `ortho`. A rolling-shutter camera (`shutter`, `viewmat_end`) exposes each
+row or column at its own pose between `viewmat` and `viewmat_end` (shutter.py).
 
 Every per-point method is elementwise over broadcastable arguments and computes in the dtype of
 its arguments (camera arrays are cast to it), so a float64 camera renders float32 points and back.
@@ -24,7 +25,9 @@ from ..conventions import NUM_DIST
 from ..errors import XprError
 from ..runtime import EXACT
 from . import fisheye
+from . import shutter as rolling
 from .models import LENSES, MODELS
+from .shutter import SHUTTERS
 
 __all__ = ["Camera", "CameraError", "check_model", "look_at"]
 
@@ -47,12 +50,12 @@ _ROTATION_TOL = 1e-3  # |R R^T - I| and |det R - 1|: float32 poses are good to ~
 
 def _concrete(x) -> np.ndarray | None:
     """x as float64 NumPy when its values are known; None for a tracer (inside jit / vmap)."""
-    if isinstance(x, jax.core.Tracer):
+    if x is None or isinstance(x, jax.core.Tracer):
         return None
     return np.asarray(x, dtype=np.float64)
 
 
-def _check_values(viewmat, K, dist) -> None:
+def _check_values(viewmat, K, dist, name: str = "viewmat") -> None:
     """Positive finite focal lengths, finite coefficients and a proper rotation (R R^T = I,
     det R = +1: a zero or scaled view matrix is not a camera). Only concrete values are
     checked: a Camera built inside jit or vmap from traced arrays is taken as it comes."""
@@ -71,19 +74,19 @@ def _check_values(viewmat, K, dist) -> None:
     if v is None:
         return
     if not np.isfinite(v).all():
-        raise CameraError("viewmat must be finite")
+        raise CameraError(f"{name} must be finite")
     R = v[..., :3, :3]
     ortho = np.abs(R @ np.swapaxes(R, -1, -2) - np.eye(3)).max(axis=(-2, -1), initial=0.0)
     det = np.linalg.det(R) if R.size else np.zeros(R.shape[:-2])
     error = np.maximum(ortho, np.abs(det - 1.0))
     if (error > _ROTATION_TOL).any():
         raise CameraError(
-            "viewmat[:3, :3] must be a rotation (R R^T = I, det R = 1); "
+            f"{name}[:3, :3] must be a rotation (R R^T = I, det R = 1); "
             f"off by {float(error.max()):.3g}"
         )
     bottom = np.abs(v[..., 3, :] - [0.0, 0.0, 0.0, 1.0]).max(initial=0.0)
     if bottom > _FORM_TOL:
-        raise CameraError(f"viewmat's last row must be [0, 0, 0, 1]; off by {float(bottom):.3g}")
+        raise CameraError(f"{name}'s last row must be [0, 0, 0, 1]; off by {float(bottom):.3g}")
 
 
 def _check_K_form(k: np.ndarray) -> None:
@@ -137,7 +140,12 @@ class Camera:
       viewmat: [4, 4] world->camera, OpenCV axes.
       K:       [3, 3] intrinsics in pixels.
       dist:    [12] lens coefficients (see module docstring); zeros by default, same dtype as K.
-    Static fields (hashable, part of the jit cache key): width, height, model, near, far.
+      viewmat_end: [4, 4] world->camera at the end of the exposure (rolling shutter), or None.
+    Static fields (hashable, part of the jit cache key): width, height, model, near, far,
+    shutter (`global`, or the rolling direction: `top_to_bottom`, `bottom_to_top`,
+    `left_to_right`, `right_to_left`). A rolling shutter needs `viewmat_end`; a global shutter
+    takes one only if it equals `viewmat` (checked when the values are concrete): the whole
+    image is then exposed at that one pose.
     """
 
     viewmat: jax.Array
@@ -148,10 +156,15 @@ class Camera:
     dist: jax.Array | None = None
     near: float = 0.01
     far: float = 1e10
+    viewmat_end: jax.Array | None = None
+    shutter: str = "global"
 
     def __post_init__(self) -> None:
         check_model(self.model)
+        if self.shutter not in SHUTTERS:
+            raise CameraError(f"unknown shutter {self.shutter!r}; expected one of {SHUTTERS}")
         viewmat = _as_array(self.viewmat)
+        viewmat_end = self._check_end(viewmat)
         K = _as_array(self.K)
         if self.dist is None:
             dist = jnp.zeros(K.shape[:-2] + (NUM_DIST,), K.dtype)
@@ -192,8 +205,34 @@ class Camera:
             ("height", height),
             ("near", near),
             ("far", far),
+            ("viewmat_end", viewmat_end),
         ):
             object.__setattr__(self, name, value)
+
+    def _check_end(self, viewmat):
+        """viewmat_end as an array (or None), checked against the shutter and viewmat."""
+        if self.viewmat_end is None:
+            if self.shutter != "global":
+                raise CameraError(
+                    f"shutter {self.shutter!r} needs viewmat_end, the world->camera pose at the "
+                    "end of the exposure"
+                )
+            return None
+        end = _as_array(self.viewmat_end)
+        if end.shape != viewmat.shape:
+            raise CameraError(
+                f"viewmat_end must have viewmat's shape {viewmat.shape}, got {end.shape}"
+            )
+        _check_values(end, None, None, "viewmat_end")
+        if self.shutter == "global":
+            a, b = _concrete(viewmat), _concrete(end)
+            if a is not None and b is not None and not np.array_equal(a, b):
+                raise CameraError(
+                    "viewmat_end differs from viewmat but the shutter is 'global' (one pose for "
+                    "the whole image): choose a rolling shutter, e.g. shutter='top_to_bottom', "
+                    "or drop viewmat_end"
+                )
+        return end
 
     # ------------------------------------------------------------------ pytree / batching
 
@@ -210,8 +249,16 @@ class Camera:
                     f"Camera.stack: camera {i} has static fields {cam._static_dict()}, "
                     f"camera 0 has {first._static_dict()}; all must be equal"
                 )
-            for name in ("viewmat", "K", "dist"):
+            if (cam.viewmat_end is None) != (first.viewmat_end is None):
+                has = {True: "has no viewmat_end", False: "has a viewmat_end"}
+                raise CameraError(
+                    f"Camera.stack: camera {i} {has[cam.viewmat_end is None]}, camera 0 "
+                    f"{has[first.viewmat_end is None]}; all or none must have one"
+                )
+            for name in _ARRAYS:
                 a, b = getattr(first, name), getattr(cam, name)
+                if a is None:
+                    continue
                 if a.shape != b.shape or a.dtype != b.dtype:
                     raise CameraError(
                         f"Camera.stack: camera {i} has {name} {b.dtype}{list(b.shape)}, "
@@ -224,10 +271,10 @@ class Camera:
         return tuple(self.viewmat.shape[:-2])
 
     def _static(self) -> tuple:
-        return (self.width, self.height, self.model, self.near, self.far)
+        return tuple(getattr(self, n) for n in _STATIC)
 
     def _static_dict(self) -> dict:
-        return dict(zip(("width", "height", "model", "near", "far"), self._static(), strict=True))
+        return dict(zip(_STATIC, self._static(), strict=True))
 
     def __getitem__(self, index) -> Camera:
         """Index the batch axes of a stacked camera: `cams[i]` is one camera."""
@@ -258,6 +305,12 @@ class Camera:
         return self._lens.CENTRAL
 
     @property
+    def one_origin(self) -> bool:
+        """Every pixel's ray starts at one point: a central model and a global shutter (a
+        rolling shutter moves the centre from row to row)."""
+        return self.central and self.shutter == "global"
+
+    @property
     def fx(self) -> jax.Array:
         return self.K[..., 0, 0]
 
@@ -280,6 +333,31 @@ class Camera:
         R, t = self.R.astype(dt), self.t.astype(dt)
         out = jnp.einsum("ij,...j->...i", R, p.astype(dt), precision=EXACT)
         return out + t.reshape((1,) * (out.ndim - 1) + (3,))
+
+    def world_to_camera_shutter(self, x, y, z):
+        """World point -> camera-space point (x, y, z) at the pose of the moment the camera
+        sees it (elementwise). A global shutter: `world_to_camera`, nothing more. A rolling
+        shutter: the fixed-point iteration of shutter.py (start pose, then the pose of the row
+        the point projects to, `shutter.ITERATIONS` projections)."""
+        x, y, z, _dt = self._cast(x, y, z)
+        p = jnp.stack([x, y, z], axis=-1)
+        q = (
+            self.world_to_camera(p)
+            if self.shutter == "global"
+            else rolling.world_to_camera(self, p)
+        )
+        return q[..., 0], q[..., 1], q[..., 2]
+
+    def shutter_box(self, x, y, z, r):
+        """A box (xmin, ymin, xmax, ymax) in pixels holding every pixel whose ray, at that
+        pixel's exposure time, meets the world ball of centre (x, y, z) and radius r
+        (elementwise): `shutter.sweep_box`. A global shutter adds nothing to the box at
+        `viewmat`'s pose: the empty box (+inf, +inf, -inf, -inf), no work."""
+        x, y, z, _dt = self._cast(x, y, z)
+        c = jnp.stack([x, y, z], axis=-1)
+        if self.shutter == "global":
+            return rolling.empty_box(c)
+        return rolling.sweep_box(self, c, jnp.broadcast_to(jnp.asarray(r, c.dtype), x.shape))
 
     # ------------------------------------------------------------------ projection
 
@@ -354,12 +432,15 @@ class Camera:
         inverted with a fixed number of (safeguarded) Newton steps; the result carries exact
         first-order gradients through one final differentiable Newton step.
         `ortho` rays start on the image plane (camera z = 0) and point along camera +z.
+        A rolling shutter takes each pixel's ray through the pose at its row's (column's) time.
         """
         px, py = jnp.broadcast_arrays(jnp.asarray(px), jnp.asarray(py))
         dt = self._dtype(px, py)
         px, py = px.astype(dt), py.astype(dt)
         fx, fy, cx, cy = (a.astype(dt) for a in (self.fx, self.fy, self.cx, self.cy))
         o_cam, d_cam = self._lens.rays((px - cx) / fx, (py - cy) / fy, self.dist)
+        if self.shutter != "global":
+            return rolling.pixel_rays(self, px, py, o_cam, d_cam)
         R, t = self.R.astype(dt), self.t.astype(dt)
         lead = (1,) * (o_cam.ndim - 1)
         origin = jnp.einsum("ji,...j->...i", R, o_cam - t.reshape(lead + (3,)), precision=EXACT)
@@ -395,19 +476,21 @@ class Camera:
         return x.astype(dt), y.astype(dt), z.astype(dt), dt
 
 
+_ARRAYS = ("viewmat", "K", "dist", "viewmat_end")  # viewmat_end None: no leaf
+_STATIC = ("width", "height", "model", "near", "far", "shutter")
+
+
 def _flatten_with_keys(cam: Camera):
-    children = tuple(
-        (jax.tree_util.GetAttrKey(n), getattr(cam, n)) for n in ("viewmat", "K", "dist")
-    )
+    children = tuple((jax.tree_util.GetAttrKey(n), getattr(cam, n)) for n in _ARRAYS)
     return children, cam._static()
 
 
 def _unflatten(aux, children) -> Camera:
     # Bypass __post_init__: JAX rebuilds pytrees with tracers, None or sentinel leaves.
     cam = object.__new__(Camera)
-    for name, value in zip(("viewmat", "K", "dist"), children, strict=True):
+    for name, value in zip(_ARRAYS, children, strict=True):
         object.__setattr__(cam, name, value)
-    for name, value in zip(("width", "height", "model", "near", "far"), aux, strict=True):
+    for name, value in zip(_STATIC, aux, strict=True):
         object.__setattr__(cam, name, value)
     return cam
 

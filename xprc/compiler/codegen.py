@@ -158,10 +158,16 @@ def _interface(simplified: Simplified, *, spec_name: str, spec_sha256: str, vers
         "PIXEL_OUTPUTS": _names("PIXEL_OUTPUTS", pixel),
         "CAMERA_MODELS": _names("CAMERA_MODELS", [ident(m) for m in ch.cameras]),
         "CAMERA_MODELS_SOURCE": repr(why),  # declared, or why the default
+        "ROLLING_SHUTTER": repr(_calls(simplified.project, "shutter_box")),
         "SPEC_FILE": repr(spec_name),
     }
     assert tuple(values) == GENERATED, "codegen and MethodInfo disagree"
     return [f"{k} = {v}" for k, v in values.items()]
+
+
+def _calls(prog: Program, method: str) -> bool:
+    """Whether `prog` calls camera.<method>."""
+    return any(isinstance(st, Call) and st.method == method for st in prog.body)
 
 
 def _names(constant: str, names) -> str:

@@ -2,11 +2,12 @@
 
 Inputs (raw parameters, camera attributes, pixel, ray, per-primitive values read by the response)
 become plain SymPy symbols whose names are the local variable names of the generated code. The
-camera model is opaque: `camera.project`, `.project_valid` and `.jacobian` become `CameraCall`
-applications. Operations that SymPy would rewrite in unhelpful ways (min, max, select, logic)
-and elementary functions are our own unevaluated functions (symops.py; SymPy's `exp` alone can
-spend seconds in `logcombine` on a large argument); numbers are folded in Python so SymPy never
-sees a complex intermediate. Each built-in call lowers by its entry in builtin_functions.TABLE.
+camera model is opaque: `camera.project`, `.project_valid`, `.jacobian`,
+`.world_to_camera_shutter` and `.shutter_box` become `CameraCall` applications. Operations that
+SymPy would rewrite in unhelpful ways (min, max, select, logic) and elementary functions are
+our own unevaluated functions (symops.py; SymPy's `exp` alone can spend seconds in `logcombine`
+on a large argument); numbers are folded in Python so SymPy never sees a complex intermediate.
+Each built-in call lowers by its entry in builtin_functions.TABLE.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class Lowerer:
         if op == "not":
             return lnot(args[0])
         if op == "camera":
-            return self.camera(node.extra, args[0])
+            return self.camera(node.extra, *args)
         if op == "call":
             return self.call(node, args)
         raise AssertionError(op)  # pragma: no cover
@@ -159,11 +160,11 @@ class Lowerer:
             return tuple(self.elementwise(op, *xs) for xs in zip(*parts, strict=False))
         return scalar_op(op, *args)
 
-    def camera(self, method: str, p):
-        x, y, z = p
+    def camera(self, method: str, p, *more):
         code = sympy.Integer(CAMERA_METHODS.index(method))
-        outs = [CameraCall(code, sympy.Integer(k), x, y, z) for k in range(CAMERA_OUTPUTS[method])]
-        if method == "project":
+        n = CAMERA_OUTPUTS[method]
+        outs = [CameraCall(code, sympy.Integer(k), *p, *more) for k in range(n)]
+        if method in ("project", "world_to_camera_shutter", "shutter_box"):
             return tuple(outs)
         if method == "project_valid":
             return outs[0]

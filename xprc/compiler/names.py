@@ -38,7 +38,11 @@ CAMERA_ATTRS = {
     "fx": SCALAR, "fy": SCALAR, "cx": SCALAR, "cy": SCALAR,
     "width": SCALAR, "height": SCALAR, "near": SCALAR, "far": SCALAR,
 }  # fmt: skip
-CAMERA_METHODS = {"project", "project_valid", "jacobian", "world_to_camera"}
+CAMERA_METHODS = {
+    "project", "project_valid", "jacobian", "world_to_camera",
+    # rolling shutter (docs/cameras.md): the pose of the moment the camera sees a world point
+    "world_to_camera_shutter", "project_world", "project_world_valid", "shutter_box",
+}  # fmt: skip
 # What a spec reads when it writes the projection for a pinhole (its intrinsics) or linearises
 # it (the Jacobian): without a `cameras` declaration such a spec accepts `pinhole` only.
 PINHOLE_READS = ("fx", "fy", "cx", "cy", "jacobian")

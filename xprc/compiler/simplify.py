@@ -237,6 +237,7 @@ class _Hoister:
 # for each: 0 for these, 1 for the rest (log(1) = lgamma(1) = 0).
 _DANGEROUS = (Exp, Expm1, Log, Log1p, Tan, Asin, Acos, Atan2, CameraCall, Recip, Sqrt, RSqrt,
               PowF, Mod, ErfInv, Lgamma, Sinh, Cosh)  # fmt: skip
+_SHUTTER_POINT = CAMERA_METHODS.index("world_to_camera_shutter")
 _SAFE_AT_ZERO = (Exp, Expm1, Log1p, Asin, Acos, ErfInv, Sinh, Cosh)
 
 
@@ -244,6 +245,8 @@ def _dangerous(e) -> bool:
     if isinstance(e, sympy.Pow):
         ex = e.exp
         return not (ex.is_Integer and ex >= 0)
+    if isinstance(e, CameraCall) and int(e.args[0]) == _SHUTTER_POINT:
+        return False  # R(t) p + t(t) at a time without gradient: affine in p, finite
     return isinstance(e, _DANGEROUS)
 
 
@@ -340,6 +343,8 @@ class _Calls:
                     "project": ["u", "v"],
                     "project_valid": ["ok"],
                     "jacobian": [f"j{i}" for i in range(6)],
+                    "world_to_camera_shutter": ["qx", "qy", "qz"],
+                    "shutter_box": [f"sb{i}" for i in range(4)],
                 }[method]
                 outs = [sympy.Symbol(f"{self.prefix}{nm}{n}") for nm in names]
                 assert len(outs) == CAMERA_OUTPUTS[method]
@@ -367,8 +372,8 @@ def _program(outputs: dict[str, list], inputs: dict, temp_prefix: str, locals_=(
         new_outs[k] = reduced[pos : pos + len(v)]
         pos += len(v)
     for c in call_list:
-        c.args = reduced[pos : pos + 3]
-        pos += 3
+        c.args = reduced[pos : pos + len(c.args)]
+        pos += len(c.args)
     assert pos == len(reduced) and n <= pos
     # Order statements so each comes after what it reads (cse temps may read call outputs).
     items = [(s, e) for s, e in repl] + call_list

@@ -220,13 +220,16 @@ class StopGrad(Op):
 
 
 class CameraCall(Op):
-    """CameraCall(method, output, x, y, z): output `output` of camera.<method>(x, y, z)."""
+    """CameraCall(method, output, x, y, z[, r]): output `output` of camera.<method>(x, y, z[, r])
+    (`shutter_box` takes the radius r)."""
 
-    nargs = 5
+    nargs = (5, 6)
 
 
-CAMERA_METHODS = ("project", "project_valid", "jacobian")
-CAMERA_OUTPUTS = {"project": 2, "project_valid": 1, "jacobian": 6}
+CAMERA_METHODS = ("project", "project_valid", "jacobian", "world_to_camera_shutter", "shutter_box")
+CAMERA_OUTPUTS = {
+    "project": 2, "project_valid": 1, "jacobian": 6, "world_to_camera_shutter": 3, "shutter_box": 4,
+}  # fmt: skip
 BOOLEAN_FUNCS = (LAnd, LOr, LNot, Cmp)
 
 # Where each camera attribute lives on the Python camera object.

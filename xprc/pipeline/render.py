@@ -125,7 +125,7 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
     if info.uses_ray:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
         rays = camera.pixel_rays(pix[..., 0], pix[..., 1])
-        if camera.central:  # one origin per tile [T, 1, 3]: the response's origin-only terms
+        if camera.one_origin:  # one origin per tile [T, 1, 3]: the response's origin-only terms
             rays = (rays[0][:, :1], rays[1])  # are then computed per entry, not per pixel
     names, signed = info.pixel_outputs, info.signed_alpha
     # the distortion's z: the response's per-pixel depth when it emits one, else the sort depth

@@ -75,6 +75,7 @@ def correct(camera, corrections: dict, view, pivots=None):
     """The camera of training view(s) `view` with the learned corrections applied; pivots [V]:
     the depth each view's rotation turns about (None: 0, the camera centre)."""
     viewmat, K, dist = camera.viewmat, camera.K, camera.dist
+    end = camera.viewmat_end  # a rolling shutter's end pose gets the same correction
     if "pose" in corrections:
         pose = corrections["pose"][view]
         piv = jnp.zeros(pose.shape[:-1], pose.dtype) if pivots is None else pivots[view]
@@ -84,6 +85,8 @@ def correct(camera, corrections: dict, view, pivots=None):
 
         many = viewmat.ndim == 3
         viewmat = jax.vmap(one)(viewmat, pose, piv) if many else one(viewmat, pose, piv)
+        if end is not None:
+            end = jax.vmap(one)(end, pose, piv) if many else one(end, pose, piv)
     if "intrinsics" in corrections:
         a, b, c, d = (corrections["intrinsics"][i].astype(K.dtype) for i in range(4))
         K = K.at[..., 0, 0].multiply(jnp.exp(a)).at[..., 1, 1].multiply(jnp.exp(b))
@@ -92,7 +95,9 @@ def correct(camera, corrections: dict, view, pivots=None):
         dist = dist + dk.reshape((1,) * (dist.ndim - 1) + dk.shape)
     leaves, treedef = jax.tree_util.tree_flatten(camera)
     del leaves
-    return jax.tree_util.tree_unflatten(treedef, [viewmat, K, dist])
+    return jax.tree_util.tree_unflatten(
+        treedef, [viewmat, K, dist] + ([] if end is None else [end])
+    )
 
 
 def pivot_depths(viewmats: np.ndarray, points: np.ndarray | None, target: np.ndarray) -> np.ndarray:

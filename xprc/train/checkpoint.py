@@ -115,6 +115,10 @@ def run_inputs(method, train_set, cameras, names: list[str], background, views=N
     stacked Camera; names: their names; views: the training views (their images)."""
     root = getattr(train_set, "root", None)
     arrays = [np.asarray(a, np.float32) for a in (cameras.viewmat, cameras.K, cameras.dist)]
+    shutter = []  # a rolling shutter's end poses too (a global camera's digest is unchanged)
+    if cameras.viewmat_end is not None:
+        arrays.append(np.asarray(cameras.viewmat_end, np.float32))
+        shutter = [cameras.shutter]
     info = MethodInfo.of(method)
     out = {
         "spec.sha256": info.spec_sha256,
@@ -122,7 +126,7 @@ def run_inputs(method, train_set, cameras, names: list[str], background, views=N
         "data.folder": None if root is None else str(Path(root).resolve()),
         "data.views": len(names),
         "data.image_size": f"{cameras.width}x{cameras.height}",
-        "data.cameras": _digest(*arrays, json.dumps([cameras.model, *names]).encode()),
+        "data.cameras": _digest(*arrays, json.dumps([cameras.model, *names, *shutter]).encode()),
         "data.background": [float(c) for c in np.asarray(background)],
     }
     if views is not None:

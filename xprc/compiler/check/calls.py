@@ -141,10 +141,10 @@ class CallChecks:
                 f.loc,
             )
         args = [self.expr(a, scope) for a in e.args]
-        if len(args) != 1:
-            raise self.err(
-                XprTypeError, f"camera.{f.name} takes 1 argument, got {len(args)}", e.loc
-            )
+        want = 2 if f.name == "shutter_box" else 1
+        if len(args) != want:
+            what = "2 arguments (a vec3 and a scalar)" if want == 2 else "1 argument"
+            raise self.err(XprTypeError, f"camera.{f.name} takes {what}, got {len(args)}", e.loc)
         p = args[0]
         if ast.plain(p.type) != VecT(3):
             raise self.err(
@@ -156,7 +156,22 @@ class CallChecks:
             r = self.node("input", MatT(3, 3), extra=("camera", "rotation"))
             t = self.node("input", VecT(3), extra=("camera", "translation"))
             return self.node("add", VecT(3), self.node("matmul", VecT(3), r, p), t)
-        typ = {"project": VecT(2), "project_valid": BOOL, "jacobian": MatT(2, 3)}[f.name]
+        if f.name in ("project_world", "project_world_valid"):
+            # project(world_to_camera_shutter(p)): one iteration shared by both (CSE)
+            q = self.node("camera", VecT(3), p, extra="world_to_camera_shutter")
+            typ = VecT(2) if f.name == "project_world" else BOOL
+            return self.node("camera", typ, q, extra=f.name.replace("_world", ""))
+        if f.name == "shutter_box":
+            if not isinstance(args[1].type, ScalarT):
+                raise self.err(
+                    XprTypeError, f"camera.shutter_box needs a scalar radius, got {args[1].type}",
+                    e.args[1].loc,
+                )  # fmt: skip
+            return self.node("camera", VecT(4), p, args[1], extra=f.name)
+        typ = {
+            "project": VecT(2), "project_valid": BOOL, "jacobian": MatT(2, 3),
+            "world_to_camera_shutter": VecT(3),
+        }[f.name]  # fmt: skip
         return self.node("camera", typ, p, extra=f.name)
 
     def construct(self, t: VecT, args: list[Node], e: ast.Call) -> Node:
