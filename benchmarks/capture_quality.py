@@ -59,6 +59,8 @@ def options(argv=None) -> argparse.Namespace:
     ap.add_argument("--points", type=int, default=None, help="sparse points of the capture")
     ap.add_argument("--steps", type=int, default=None, help="training steps of every spec")
     ap.add_argument("--evals", type=int, default=6, help="test evaluations during the run")
+    ap.add_argument("--reset-every", type=int, default=None,
+                    help="ADC opacity reset period (default: steps / 3; 0: none)")  # fmt: skip
     ap.add_argument("--specs", default=",".join(SPECS))
     ap.add_argument("--jobs", type=int, default=1, help="processes tracing the capture")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "capture_quality.json"))
@@ -71,12 +73,15 @@ def options(argv=None) -> argparse.Namespace:
         args.size = parse_size(preset["size"])
     if args.steps < 1 or args.evals < 1:
         ap.error("--steps and --evals must be at least 1")
+    if args.reset_every is not None and args.reset_every < 0:
+        ap.error("--reset-every must be >= 0")
     args.specs = [s for s in args.specs.split(",") if s]
     return args
 
 
-def budget(steps: int, evals: int):
-    """The one TrainConfig every spec trains with: the 3dgs-30k preset scaled to `steps`."""
+def budget(steps: int, evals: int, reset_every: int | None = None):
+    """The one TrainConfig every spec trains with: the 3dgs-30k preset scaled to `steps`
+    (`reset_every`: ADC's opacity reset period; None: steps / 3, 0: none)."""
     from xprc.train.config import preset
 
     return preset(
@@ -85,7 +90,7 @@ def budget(steps: int, evals: int):
         refine_every=min(100, max(steps // 20, 1)),
         refine_from=max(steps // 10, 1),
         refine_until=max(steps // 2, 1),
-        reset_every=max(steps // 3, 1),
+        reset_every=max(steps // 3, 1) if reset_every is None else reset_every,
         sh_degree_interval=max(steps // 4, 1),
         eval_every=max(steps // evals, 1),
         log_every=max(steps // 150, 1),
@@ -139,7 +144,7 @@ def run(args) -> dict:
         info = generate_capture(folder, params, jobs=args.jobs, log=_say)
         capture_s = time.perf_counter() - t0
         train_set, test_set = load_scene(folder, test_every=TEST_EVERY, images="images_4")
-        config = budget(args.steps, args.evals)
+        config = budget(args.steps, args.evals, args.reset_every)
         results = {
             "machine": machine(),
             "capture": {"views": args.views, "size": list(args.size), "points": args.points,
