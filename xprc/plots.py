@@ -167,3 +167,43 @@ def training_curves(dest, train_log: Sequence[dict], evals: Sequence[dict]):
             ax.legend(loc="best")
     fig.savefig(_destination(dest), format="png")
     return fig
+
+
+def compared_curves(dest, runs: dict, title: str, resets: Sequence[int] = ()):
+    """Several runs on shared axes: test PSNR at each evaluation (left) and training loss (log
+    scale, smoothed as `training_curves` does; right) by step, one colour a run. `runs`:
+    {label: {"history": train log rows (step, loss), "evals": rows (step, psnr)}}; `resets`:
+    steps drawn as dotted grey lines labelled "opacity reset" (ADC's). Returns the matplotlib
+    Figure written (PNG) to `dest`, a path or an open binary file."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # headless; no pyplot state
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    psnr_ax, loss_ax = fig.subplots(1, 2, sharex=True)
+    for i, (label, run) in enumerate(runs.items()):
+        colour = f"C{i}"
+        evals = run.get("evals") or []
+        if evals:
+            psnr_ax.plot([e["step"] for e in evals], [e["psnr"] for e in evals], "o-",
+                         color=colour, label=label)  # fmt: skip
+        history = run.get("history") or []
+        if history:
+            window = max(1, len(history) // 50)
+            loss = _smooth([r["loss"] for r in history], window)
+            loss_ax.plot([r["step"] for r in history], np.where(loss > 0, loss, np.nan),
+                         color=colour, label=label)  # fmt: skip
+    if loss_ax.has_data():
+        loss_ax.set_yscale("log")
+    for ax in (psnr_ax, loss_ax):
+        for i, step in enumerate(resets):
+            ax.axvline(step, color="0.5", linestyle=":", label="opacity reset" if i == 0 else None)
+    psnr_ax.set(title="test PSNR (held-out views)", xlabel="step", ylabel="PSNR (dB)")
+    loss_ax.set(title="training loss (smoothed)", xlabel="step", ylabel="loss")
+    for ax in (psnr_ax, loss_ax):
+        ax.grid(True, color="0.9")
+        if ax.has_data():
+            ax.legend(loc="best")
+    fig.suptitle(title)
+    fig.savefig(_destination(dest), format="png")
+    return fig
