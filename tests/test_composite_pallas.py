@@ -272,7 +272,15 @@ def _eqns(jaxpr, found):
     return found
 
 
-@pytest.mark.parametrize("spec,model", [("3dgut", "fisheye"), ("linprim_octahedron", "pinhole")])
+@pytest.mark.parametrize(
+    "spec,model",
+    [
+        # 3DGUT through a fisheye: test_pallas_equals_xla runs it (camera gradients too) by
+        # default; this camera-free variant of the same kernels, under -m slow
+        pytest.param("3dgut", "fisheye", marks=pytest.mark.slow),
+        ("linprim_octahedron", "pinhole"),
+    ],
+)
 def test_parameter_gradients_alone_equal_the_xla_paths(spec, model):
     """The camera not differentiated (training without pose optimisation, the TPU benchmarks):
     the parameter gradients still equal the XLA path's."""
