@@ -17,7 +17,7 @@ from xprc import train as tr
 from xprc.camera import look_at
 from xprc.data.datasets import Dataset
 from xprc.pipeline import render
-from xprc.train import loop
+from xprc.train import run as train_run
 from xprc.train.appearance import apply, init_appearance
 
 N, SIZE, VIEWS = 150, 24, 6
@@ -103,7 +103,7 @@ def _start_at_truth(mp, truth) -> None:
     """Runs start from the true geometry with grey colours (init_params replaced), so that a
     short run measures the colour fit, not the geometry's."""
     start = {**truth, "sh": np.zeros_like(truth["sh"])}
-    mp.setattr(loop, "init_params", lambda *a, **k: (dict(start), np.ones(N, bool)))
+    mp.setattr(train_run, "init_params", lambda *a, **k: (dict(start), np.ones(N, bool)))
 
 
 @pytest.fixture

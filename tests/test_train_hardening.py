@@ -883,7 +883,7 @@ def test_kernels_that_do_not_compile_fall_back_to_xla_in_training(scene, tmp_pat
     "pallas" asked for explicitly, are raised as they are."""
     import jax
 
-    loop = sys.modules["xprc.train.loop"]
+    loop = sys.modules["xprc.train.run"]  # the Run builds and calls the steps
     attempts = []
 
     def failing(real, kind, message):

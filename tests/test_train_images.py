@@ -11,7 +11,7 @@ import pytest
 from test_train import CAPACITY, METHOD, _tiny_scene
 
 from xprc import train as tr
-from xprc.train import loop
+from xprc.train import run as train_run
 from xprc.train.config import TrainError
 from xprc.train.data import as_8bit, check_image_memory, float_images, stack_views
 
@@ -113,14 +113,14 @@ def test_uint8_images_train_bit_for_bit_as_float32(scene8, tmp_path, monkeypatch
     from float32 ones: the same losses, evaluations (test images read the same way) and
     parameters, bit for bit."""
     stacked = []
-    real = loop.stack_views
+    real = train_run.stack_views
 
     def recording(views, what, *args, **kw):
         out = real(views, what, *args, **kw)
         stacked.append((what, out["images"].dtype))
         return out
 
-    monkeypatch.setattr(loop, "stack_views", recording)
+    monkeypatch.setattr(train_run, "stack_views", recording)
     eight = tr.train(METHOD, *scene8, tmp_path / "u8", _config())
     assert stacked == [("training", np.uint8), ("test", np.uint8)]
     monkeypatch.setattr("xprc.train.data.as_8bit", lambda image: None)

@@ -161,7 +161,12 @@ def training_curves(dest, train_log: Sequence[dict], evals: Sequence[dict]):
         )
     loss_ax.set(title="training loss", xlabel="step", ylabel="loss")
     psnr_ax.set(title="PSNR", xlabel="step", ylabel="PSNR (dB)")
-    for ax in (loss_ax, psnr_ax):
+    return _finish(fig, (loss_ax, psnr_ax), dest)
+
+
+def _finish(fig, axes, dest):
+    """Grid and legend on each of `axes`, the figure written as PNG to `dest`; returns it."""
+    for ax in axes:
         ax.grid(True, color="0.9")
         if ax.has_data():
             ax.legend(loc="best")
@@ -200,10 +205,5 @@ def compared_curves(dest, runs: dict, title: str, resets: Sequence[int] = ()):
             ax.axvline(step, color="0.5", linestyle=":", label="opacity reset" if i == 0 else None)
     psnr_ax.set(title="test PSNR (held-out views)", xlabel="step", ylabel="PSNR (dB)")
     loss_ax.set(title="training loss (smoothed)", xlabel="step", ylabel="loss")
-    for ax in (psnr_ax, loss_ax):
-        ax.grid(True, color="0.9")
-        if ax.has_data():
-            ax.legend(loc="best")
     fig.suptitle(title)
-    fig.savefig(_destination(dest), format="png")
-    return fig
+    return _finish(fig, (psnr_ax, loss_ax), dest)

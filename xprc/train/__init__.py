@@ -19,6 +19,7 @@ Modules, one job each:
   folder      the run folder: its layout (read by xprc.trained too), checked, locked,
               train.log, writes that fail cleanly
   outputs     the run folder's reports
+  run         Run: one run's state between steps (steps queued, redone, evaluated, saved)
   loop        train()
   demo        demo()
 """
