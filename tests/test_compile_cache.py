@@ -72,8 +72,8 @@ def test_a_folder_others_may_write_is_refused(tmp_path):
     r = _run(str(shared), tmp_path)
     assert r.returncode != 0  # the test's warnings are errors: the warning was raised
     assert (
-        f"xprc: JAX compilation cache not used: '{shared}': writable by group or others (mode 0777);"
-        " set XPRC_JAX_CACHE_DIR to a private folder, or to 'off'"
+        f"xprc: JAX compilation cache not used: '{shared}': writable by group or others "
+        "(mode 0777); set XPRC_JAX_CACHE_DIR to a private folder, or to 'off'"
     ) in r.stderr
     assert not any(shared.iterdir())
 
