@@ -99,8 +99,10 @@ def check_views_camera(method, views, what: str, scene: bool = False) -> None:
     first = getattr(bad[0], "name", "?")
     why = f" ({info.camera_models_source})" if info.camera_models_source else ""
     only = "only " if len(models) == 1 else ""
+    from .data.undistort import LENS_MODELS  # (here: xprc.data imports the camera, and it this)
+
     fixes = []
-    if model in ("opencv", "fisheye") and "pinhole" in models:
+    if model in LENS_MODELS and "pinhole" in models:
         fixes.append("resample the images to pinhole cameras with --undistort (from Python: "
                      "load_scene or load_colmap with undistort=True)"
                      + (", as in the training" if scene else ""))  # fmt: skip
