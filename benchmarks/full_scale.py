@@ -43,6 +43,7 @@ from benchmarks.stages import measure  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
 from xprc.data.capture import CaptureParams, generate_capture  # noqa: E402
 from xprc.data.scene_folder import load_scene  # noqa: E402
+from xprc.pipeline import gather  # noqa: E402
 from xprc.train import TRACE_COUNT, init_params, nn_distance, train  # noqa: E402
 from xprc.train import checkpoint as ckpt_module  # noqa: E402
 from xprc.train import outputs as outputs_module  # noqa: E402
@@ -215,9 +216,16 @@ def main(argv=None):
     ap.add_argument("--adc-capacity", type=int, default=2_000_000)
     ap.add_argument("--refine-from", type=int, default=100)
     ap.add_argument("--refine-every", type=int, default=50)
+    ap.add_argument(
+        "--transpose",
+        choices=gather.TRANSPOSES,
+        default=gather.TRANSPOSE,
+        help="the row gather's transpose in the backward (xprc/pipeline/gather.py)",
+    )
     ap.add_argument("--quick", action="store_true", help="a small capture and counts (CPU smoke)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "full_scale.json"))
     args = ap.parse_args(argv)
+    gather.TRANSPOSE = args.transpose  # read when a step is traced: before any is
     if args.quick:
         args.views, args.size, args.prims, args.big = 16, "96x64", 4000, 8000
         args.steps, args.adc_steps, args.adc_capacity = 12, 12, 8000

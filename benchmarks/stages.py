@@ -35,7 +35,11 @@ from xprc.camera import Camera  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
 from xprc.data.workloads import adapt_params  # noqa: E402
 from xprc.method_info import MethodInfo  # noqa: E402
-from xprc.pipeline import RenderConfig, sized_config  # noqa: E402
+from xprc.pipeline import (  # noqa: E402
+    RenderConfig,
+    gather,  # noqa: E402
+    sized_config,
+)
 from xprc.pipeline import capacity as cap  # noqa: E402
 from xprc.pipeline.binning import TileGrid, bin_and_sort  # noqa: E402
 from xprc.pipeline.params import prepare_params  # noqa: E402
@@ -139,13 +143,18 @@ def main(argv=None):
         "--totals-only", action="store_true",
         help="time only the forward and fwd+bwd (two compilations a spec instead of five)",
     )  # fmt: skip
+    ap.add_argument(
+        "--transpose", choices=gather.TRANSPOSES, default=gather.TRANSPOSE,
+        help="the row gather's transpose in the backward (xprc/pipeline/gather.py)",
+    )  # fmt: skip
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "stages.json"))
     args = ap.parse_args(argv)
+    gather.TRANSPOSE = args.transpose  # read when a render is traced: before any is
     on_tpu = jax.default_backend() == "tpu"
     compositors = (args.compositors or ("xla,pallas" if on_tpu else "xla")).split(",")
     num, scale = (800, 0.2) if args.quick else (None, 1.0)
     params, cams, source = workload(num, scale, args.quick)
-    results = {"machine": machine(), "workload": source, "rows": []}
+    results = {"machine": machine(), "workload": source, "transpose": args.transpose, "rows": []}
     dense = (args.dense or args.methods).split(",")
     for name in args.methods.split(","):
         method = load(ROOT / SPECS[name])

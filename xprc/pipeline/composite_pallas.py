@@ -51,6 +51,7 @@ from ..method_info import MethodInfo
 from .binning import Bins, TileGrid, spread
 from .composite_scan import clamp_alpha, tile_pixels
 from .config import RenderConfig
+from .gather import take_rows
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
 INTERPRET = None  # None: interpret off a TPU; tests set False to lower the kernels for a TPU
@@ -206,7 +207,7 @@ def composite_pallas(
     # one row gather of the sorted entries, padded to whole chunks (slots past the kept
     # entries belong to no tile: the kernels mask them)
     kept = jnp.arange(bins.prim.shape[0], dtype=jnp.int32) < bins.tile_start[-1]
-    lanes = table[spread(bins.prim, kept, table.shape[0])]
+    lanes = take_rows(table, spread(bins.prim, kept, table.shape[0]))
     pad = -lanes.shape[0] % b
     if pad:
         lanes = jnp.concatenate([lanes, jnp.zeros((pad, lanes.shape[1]), dtype)])

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from ..runtime import EXACT
 from .binning import Bins, TileGrid, spread
 from .config import RenderConfig
+from .gather import take_rows
 
 
 def tile_pixels(tiles: jax.Array, grid: TileGrid, dtype) -> jax.Array:
@@ -81,7 +82,7 @@ def gather(x: jax.Array, lay: Layout) -> jax.Array:
     """Per-lane rows [I, B, ...] of a per-primitive array; padding lanes read zeros, never a
     real primitive's values (a NaN there would leak)."""
     ok = lay.ok.reshape(lay.ok.shape + (1,) * (x.ndim - 1))
-    return jnp.where(ok, x[spread(lay.prim, lay.ok, x.shape[0])], 0)
+    return jnp.where(ok, take_rows(x, spread(lay.prim, lay.ok, x.shape[0])), 0)
 
 
 def group_rays(rays, tiles, grid: TileGrid, dtype):
