@@ -209,3 +209,9 @@ def test_capture_train_eval_example(tmp_path, capsys):
         assert xprc([*args, "-o", str(tmp_path / "e3.json")]) == 0
     assert "not those the run trained on" in capsys.readouterr().err
     assert json.loads((tmp_path / "e3.json").read_text())["split_matches_training"] == "different"
+    # without --data: the dataset and the options the run recorded in its config.json
+    assert xprc(["eval", str(run), "-o", str(tmp_path / "e0.json")]) == 0
+    assert f"dataset (from {run / 'config.json'}): {data.resolve()}" in capsys.readouterr().out
+    recorded = json.loads((tmp_path / "e0.json").read_text())
+    assert recorded["per_view"] == report["per_view"] and recorded["images"] == "images_4"
+    assert recorded["test_every"] == 4 and recorded["split_matches_training"] == "same"

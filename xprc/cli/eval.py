@@ -1,5 +1,6 @@
-"""`xprc eval RUN --data DATASET`: PSNR and SSIM of a trained scene on the held-out views, per
-view and their mean, to a JSON file (default RUN/eval.json). See `xprc.evaluate`."""
+"""`xprc eval RUN [--data DATASET]`: PSNR and SSIM of a trained scene on the held-out views, per
+view and their mean, to a JSON file (default RUN/eval.json). Without --data, the dataset and the
+options the run was trained with (config.json's `data`). See `xprc.evaluate`."""
 
 from __future__ import annotations
 
@@ -24,7 +25,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scene", type=path_arg, help=SCENE_HELP)
     spec_option(p, scene=True)
     p.add_argument(
-        "--data", type=path_arg, required=True, help="dataset folder (Blender or COLMAP)"
+        "--data",
+        type=path_arg,
+        default=None,
+        help="dataset folder (Blender or COLMAP) (default: the one the run was trained on, with "
+        "its --downscale, --images, --test-every and --undistort, from the run's config.json)",
     )
     dataset_options(p)
     p.add_argument(
@@ -53,6 +58,46 @@ def _test_every(args) -> int | None:
     return TEST_EVERY if args.test_every is None else args.test_every
 
 
+DATA_OPTIONS = {  # config.json's `data` fields: (the option's default, a recorded value's check)
+    "downscale": (1, lambda v: type(v) is int and 1 <= v <= 64),
+    "images": (None, lambda v: v is None or (isinstance(v, str) and 0 < len(v) < 4096)),
+    "test_every": (None, lambda v: v is None or (type(v) is int and 2 <= v < 2**31)),
+    "undistort": (False, lambda v: type(v) is bool),
+}
+
+
+def recorded_dataset(args, folder: Path) -> None:
+    """Fill args.data and the dataset options the user left at their defaults from the run's
+    config.json (`data`, written by a run trained on a dataset `load_scene` read); a DataError
+    naming config.json when it is missing, records no dataset, or holds a malformed one."""
+    import json
+
+    from ..train.folder import CONFIG
+
+    path = folder / CONFIG
+    given = "give --data DATASET (the folder the scene was trained on)"
+    if not path.is_file():
+        raise DataError(path, f"not found, so the run's dataset is unknown: {given}")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise DataError(path, f"cannot read it ({type(e).__name__}): {given}") from None
+    data = record.get("data") if isinstance(record, dict) else None
+    if data is None:
+        raise DataError(path, f"records no dataset (a run of an older xprc, or trained from "
+                              f"Python on a dataset not read by load_scene): {given}")  # fmt: skip
+    if not isinstance(data, dict) or not isinstance(data.get("path"), str) or not data["path"]:
+        raise DataError(path, f"its `data` record is malformed: {given}")
+    for key, (_default, ok) in DATA_OPTIONS.items():
+        if not ok(data.get(key)):
+            raise DataError(path, f"its `data` record has a malformed {key!r}: {given}")
+    args.data = data["path"]
+    for key, (default, _ok) in DATA_OPTIONS.items():
+        if getattr(args, key) == default:  # left at its default: the run's
+            setattr(args, key, data[key])
+    print(printable(f"dataset (from {path}): {args.data}"))
+
+
 def run(args) -> int:
     import numpy as np
 
@@ -61,6 +106,10 @@ def run(args) -> int:
     from ..runtime import check_views_camera
     from ..trained import load_trained, scene_method, scene_params
 
+    scene = Path(args.scene)
+    folder = scene if scene.is_dir() else scene.parent
+    if args.data is None:
+        recorded_dataset(args, folder)
     train_set, test_set = load_dataset(args)
     trained = load_trained(args.scene, train_set.views)
     method = scene_method(trained, args.spec, args.defines)
@@ -70,8 +119,6 @@ def run(args) -> int:
         prepare_params(method, trained.params)
     except XprError as e:
         raise DataError(trained.source, f"{e.message}; a scene of another --spec?") from None
-    scene = Path(args.scene)
-    folder = scene if scene.is_dir() else scene.parent
     out = Path(args.output) if args.output is not None else folder / EVAL_FILE
     no_file_above("-o", str(out))
     if out.is_dir():

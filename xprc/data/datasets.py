@@ -81,12 +81,16 @@ class Dataset:
 
     points: [P, 3] float32 world positions (COLMAP points3D, a Blender scene's points3d.ply).
     colors: [P, 3] float32 in [0, 1].
+    source: how `load_scene` read it ({"path", "downscale", "images", "test_every",
+    "undistort"}): a run records it, so that `xprc eval RUN` reads the same views; None for a
+    dataset made otherwise.
     """
 
     views: tuple[View, ...]
     points: np.ndarray | None = None
     colors: np.ndarray | None = None
     root: Path | None = None
+    source: dict | None = None
 
     def __len__(self) -> int:
         return len(self.views)

@@ -68,8 +68,22 @@ def load_scene(
     protocol's 8; `images`: the image folder, see `colmap_images`). `test_every` and `images`
     are an XprError for a Blender scene, whose split and images its files name. `undistort`:
     resample lens cameras (COLMAP's, or a transforms.json `camera_model`) to pinhole ones
-    (`xprc.data.undistort`)."""
+    (`xprc.data.undistort`). Both carry `source`: the folder and these options."""
     root = Path(root)
+    train, test = _load_scene(root, background, downscale, test_every, images, undistort)
+    source = {
+        "path": str(root.resolve()),
+        "downscale": int(downscale),
+        "images": None if images is None else str(images),
+        "test_every": test_every,
+        "undistort": bool(undistort),
+    }
+    return (dataclasses.replace(train, source=source),
+            dataclasses.replace(test, source=source))  # fmt: skip
+
+
+def _load_scene(root: Path, background, downscale, test_every, images, undistort):
+    """`load_scene` without the source record."""
     marks = dataset_marks(root)
     if len(marks) > 1:  # (Blender was read without a word, the COLMAP model ignored)
         raise DataError(

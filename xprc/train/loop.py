@@ -180,6 +180,7 @@ def _finish(run: Run, elapsed: float, rate: StepRate, initial_psnr) -> TrainResu
             final, rate, elapsed, run.scale, run.interrupted, run.capacity.bucket,
             run.capacity.raises + run.eval_capacity.raises, run.reports.events, cams,
             run.meta(elapsed)["background"], appearance_matrices(run.state["appearance"]),
+            run.data_source,
         )  # fmt: skip
         for line in write_outputs(run.out, record):
             run.log(line, always=True)

@@ -61,6 +61,7 @@ class RunRecord:
     cameras: dict | None
     background: list
     appearance: np.ndarray | None = None  # [V, 3, 4] per training view (appearance "affine")
+    data: dict | None = None  # how the training set was read (Dataset.source), for `xprc eval`
 
 
 def view_names(views) -> list[str]:
@@ -92,6 +93,7 @@ def write_outputs(out: Path, rec: RunRecord) -> list[str]:
         "strategy": rec.config.strategy,
         "config": rec.config.to_json(),
         "regularisers": rec.config.regulariser_record(method),
+        "data": rec.data,
         # the split spread used (config.split_offset None defers to the spec's split_spread)
         "split_offset": (
             ADC(method).split_offset(rec.config) if rec.config.strategy == "adc" else None

@@ -151,6 +151,7 @@ class Run:
         config.regularised(method)  # regularisers "on" without the outputs stops here
         method_lrs(method, config)  # so does an `lr` naming no parameter
         train_views = views_of(train_set)
+        self.data_source = getattr(train_set, "source", None)  # recorded in config.json
         points = getattr(train_set, "points", None)
         self.points, self.names = points, view_names(train_views)  # (the divergence hint)
         self.test_views = views_of(test_set) if test_set is not None else train_views
