@@ -225,6 +225,34 @@ def test_resume_refuses_training_images_changed_in_place(scene, base, tmp_path):
     assert "does not record a digest of its training images (written before xprc did)" in log
 
 
+def test_cli_resume_refuses_an_image_file_flipped_in_place(disk_scene, tmp_path, capsys):
+    """The issue's case through the command line: one training PNG flipped on disk (same path,
+    same cameras) between a run and its --resume. Refused with one error line, the checkpoint
+    untouched; with the file put back the run resumes."""
+    from PIL import Image
+
+    data = tmp_path / "data"
+    shutil.copytree(disk_scene, data)
+    out = tmp_path / "run"
+    run = ["train", "--data", str(data), "--out", str(out), "--eval-every", "0",
+           "--checkpoint-every", "0", "--capacity", "64"]  # fmt: skip
+    assert main([*run, "--steps", "2"]) == 0
+    image = data / "train" / "r_1.png"
+    stored = image.read_bytes()
+    with Image.open(image) as img:
+        img.transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(image)
+    before = (out / "checkpoint.npz").read_bytes()
+    capsys.readouterr()
+    assert main([*run, "--steps", "3", "--resume"]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]  # (after the background's note)
+    assert err.startswith(f"{out / 'checkpoint.npz'}: error: checkpoint was written with "), err
+    assert "the training images' pixels differ from the run's, in the same folder" in err
+    assert (out / "checkpoint.npz").read_bytes() == before
+    image.write_bytes(stored)
+    assert main([*run, "--steps", "3", "--resume"]) == 0
+    assert int(load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"]) == 3
+
+
 CAPACITY_SAID = (
     "capacity {cap:,} (--capacity, TrainConfig.capacity): the training state of {cap:,} "
     "{name} primitives takes at least {need} (59 numbers each, kept 4 times: parameters, "
