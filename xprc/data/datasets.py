@@ -230,6 +230,16 @@ def warn_implausible_cameras(where: Path, views) -> None:
                   f"wrong (first: {odd[0]}); check the camera values", stacklevel=3)  # fmt: skip
 
 
+def _shown(path: Path, where: Path) -> str:
+    """An image's path as the dataset names it: under `where` (the image folder, or the folder
+    of a transforms file), so that cam0/0001.jpg and cam1/0001.jpg stay apart; else its name."""
+    folder = where if where.is_dir() else where.parent
+    try:
+        return printable(path.relative_to(folder).as_posix())
+    except ValueError:  # (read through a link out of the folder, or a name outside it)
+        return printable(path.name)
+
+
 def warn_narrowed(where: Path, narrowed: list, total: int) -> None:
     """A RuntimeWarning when `read_image` read some of a dataset's `total` images at 8 bits,
     and one when some carry an EXIF orientation it did not apply (`Oriented`)."""
@@ -237,12 +247,12 @@ def warn_narrowed(where: Path, narrowed: list, total: int) -> None:
     narrowed = [n for n in narrowed if not isinstance(n, Oriented)]
     if narrowed:
         warn_data(where, f"{len(narrowed)} of {total} images are 16-bit colour, read at 8 "
-                  f"bits a channel (first: {printable(narrowed[0].name)}); 16-bit grey images "
+                  f"bits a channel (first: {_shown(narrowed[0], where)}); 16-bit grey images "
                   "keep their 16 bits", stacklevel=3)  # fmt: skip
     if oriented:
         first = oriented[0]
         warn_data(where, f"{len(oriented)} of {total} images carry an EXIF orientation tag "
-                  f"(first: {printable(first.path.name)}, orientation {first.orientation}: "
+                  f"(first: {_shown(first.path, where)}, orientation {first.orientation}: "
                   f"viewers {EXIF_ORIENTATION[first.orientation]}); they are read as stored, "
                   "not turned, as COLMAP reads them (its cameras are for the stored pixels). If "
                   "the cameras were computed on turned images, turn the files themselves "
