@@ -411,6 +411,28 @@ def test_the_tagged_image_is_named_with_its_folder(tmp_path):
     ]
 
 
+def test_a_size_that_exif_turns_into_the_cameras_says_so(tmp_path):
+    """Hostile pass: cameras computed on turned copies (COLMAP run after `exiftran`, or a tool
+    that honours the tag), then trained on the phone's files: the size error did not say that
+    the file's EXIF orientation turns it into the camera's size. It does now; a file of a wrong
+    size without such a tag gets the plain error."""
+    colmap_scene(tmp_path)
+    portrait = np.zeros((16, 12, 3), np.uint8)  # the camera's 16x12, stored turned: 12x16
+    _with_orientation(tmp_path / "images/b.png", portrait, 6, "PNG")
+    with pytest.raises(DataError) as info:
+        load_colmap(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'images/b.png'}: error: image is 12x16, but camera 3 expects 16x12; its "
+        "EXIF orientation 6 (viewers turn it 90 degrees clockwise) gives 16x12: the cameras "
+        "were computed on turned images, and images are read as stored, as COLMAP reads them; "
+        "turn the files themselves (e.g. `exiftran -ai`)"
+    )
+    _with_orientation(tmp_path / "images/b.png", portrait, 3, "PNG")  # (a 180 degree turn)
+    with pytest.raises(DataError) as info:
+        load_colmap(tmp_path)
+    assert str(info.value).endswith("error: image is 12x16, but camera 3 expects 16x12")
+
+
 def test_exif_without_a_turn_is_quiet(tmp_path):
     colmap_scene(tmp_path)
     rng = np.random.default_rng(5)

@@ -189,6 +189,25 @@ def read_image(path: Path, referenced_by: str, narrowed: list) -> Image.Image:
     return img
 
 
+def exif_turn_hint(narrowed: list, path: Path, got, want, slack: int) -> str:
+    """For an image of size `got` (W, H) that is not its camera's `want`: when the EXIF
+    orientation `read_image` just recorded for it (the last of `narrowed`) swaps width and
+    height into `want` (within `slack` pixels), the cameras were computed on turned images; say
+    so. Else ''."""
+    last = narrowed[-1] if narrowed else None
+    if not (isinstance(last, Oriented) and last.path == path and last.orientation >= 5):
+        return ""
+    turned = tuple(got)[::-1]
+    if any(abs(t - w) > slack for t, w in zip(turned, want, strict=True)):
+        return ""
+    return (
+        f"; its EXIF orientation {last.orientation} (viewers "
+        f"{EXIF_ORIENTATION[last.orientation]}) gives {turned[0]}x{turned[1]}: the cameras "
+        "were computed on turned images, and images are read as stored, as COLMAP reads them; "
+        "turn the files themselves (e.g. `exiftran -ai`)"
+    )
+
+
 def _orientation(img: Image.Image) -> int | None:
     """The EXIF orientation that turns or mirrors the image (2..8), else None. Read after
     `load` (a PNG's eXIf chunk may follow its pixels). A damaged EXIF block reads as none: the
