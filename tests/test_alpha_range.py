@@ -20,6 +20,7 @@ import pytest
 
 from xprc.camera import look_at
 from xprc.compiler import driver
+from xprc.errors import XprError
 from xprc.pipeline import RenderConfig, render
 from xprc.pipeline.composite_scan import clamp_alpha
 
@@ -175,10 +176,10 @@ OPAQUE = SPEC.replace("response@", "response").replace(
 )
 
 
-def _opaque_twin(raw, cam, alpha: float):
+def _opaque_twin(raw, cam, alpha: float, t_min: float = 1e-4):
     """Per pixel, front to back, the hard-edged response with the documented clamp: an alpha
-    of 1 or within t_min = 1e-4 of it draws at 0.99 and every covered (pixel, primitive) pair
-    counts. Transmittance in float32, as the renders: two layers at 0.99 leave 1e-4 up to
+    of 1 or within t_min (3DGS's 1e-4) of it draws at 0.99 and every covered (pixel, primitive)
+    pair counts. Transmittance in float32, as the renders: two layers at 0.99 leave 1e-4 up to
     rounding, and the stop rule's test falls on float32's side of it."""
     R, t = np.asarray(cam.R, np.float64), np.asarray(cam.t, np.float64)
     fx, fy, cx, cy = (float(np.asarray(v)) for v in (cam.fx, cam.fy, cam.cx, cam.cy))
@@ -188,7 +189,7 @@ def _opaque_twin(raw, cam, alpha: float):
     s = fx * np.exp(raw["size"]) / pc[:, 2]
     rgb = 1 / (1 + np.exp(-raw["rgb"]))
     img, acc, count = np.zeros((H, W, 3)), np.zeros((H, W, 1)), 0
-    one, t_min = np.float32(1), np.float32(1e-4)
+    one, t_min = np.float32(1), np.float32(t_min)
     for i in range(H):
         for j in range(W):
             T, stopped = one, False
@@ -223,6 +224,42 @@ def test_an_opaque_response_draws_at_the_cap_and_is_counted(tmp_path, compositor
     assert count > 50  # every covered (pixel, primitive) pair in front of saturation
     assert int(out.stats["alpha_out_of_range"]) == count
     assert float(np.asarray(out.alpha).max()) > 0.98
+    np.testing.assert_allclose(out.image, img, atol=2e-5)
+    np.testing.assert_allclose(out.alpha, acc, atol=2e-5)
+    if alpha == "1":  # it covers the pixels a nearly opaque one (in range, no clamp) covers
+        path.write_text(OPAQUE.replace("ALPHA", "0.999"))
+        near = render(driver.load(path), raw, cam, config=config)
+        assert int(near.stats["alpha_out_of_range"]) == 0
+        covered = np.asarray(near.alpha)[..., 0] > 0
+        assert 50 < covered.sum() < H * W
+        np.testing.assert_array_equal(np.asarray(out.alpha)[..., 0] > 0, covered)
+
+
+def test_thresholds_that_would_drop_an_opaque_primitive_are_refused(tmp_path):
+    """Hostile pass on the clamp above: from t_min = 0.01 on, the stop rule drops a lane at the
+    cap 0.99 even on an empty pixel (1 - 0.99 < t_min), so an opaque primitive still drew
+    nothing, and the alphas a spec keeps in range with its own min(0.99, ...) were counted and
+    warned about as out of range; an alpha_min above 0.99 dropped every clamped lane. Both are
+    refused when the config is made; the largest values accepted still draw it."""
+    for options, expected in [
+        (dict(t_min=0.01), "t_min=0.01: expected a number in [0, 0.01) (from 1 - 0.99 on, the "
+         "stop rule drops a primitive at the alpha cap 0.99 even on an empty pixel: opaque "
+         "primitives would draw nothing)"),
+        (dict(t_min=0.5), "t_min=0.5: expected a number in [0, 0.01) (from"),
+        (dict(alpha_min=0.995), "alpha_min=0.995: expected a number in [0, 0.99] (above 0.99, "
+         "where an alpha of 1 is clamped, opaque primitives would draw nothing)"),
+    ]:  # fmt: skip
+        with pytest.raises(XprError) as info:
+            RenderConfig(**options)
+        assert str(info.value).startswith(f"error: RenderConfig.{expected}"), str(info.value)
+    path = tmp_path / "opaque.xpr"
+    path.write_text(OPAQUE.replace("ALPHA", "1"))
+    raw, cam = _scene(False), _camera()
+    config = dataclasses.replace(XLA, t_min=0.0099, alpha_min=0.99)
+    with pytest.warns(RuntimeWarning, match=WARNING):
+        out = render(driver.load(path), raw, cam, config=config)
+    img, acc, count = _opaque_twin(raw, cam, 1.0, t_min=0.0099)
+    assert int(out.stats["alpha_out_of_range"]) == count > 50
     np.testing.assert_allclose(out.image, img, atol=2e-5)
     np.testing.assert_allclose(out.alpha, acc, atol=2e-5)
 

@@ -211,7 +211,7 @@ def test_16_bit_colour_is_counted_once_per_dataset(tmp_path):
         load_blender(tmp_path)
     assert [str(w.message) for w in caught] == [
         f"{tmp_path / 'transforms_train.json'}: 2 of 3 images are 16-bit colour, read at 8 bits "
-        "a channel (first: r_0.png); 16-bit grey images keep their 16 bits"
+        "a channel (first: train/r_0.png); 16-bit grey images keep their 16 bits"
     ]
 
 
@@ -334,8 +334,8 @@ def test_colmap_focal_lengths_that_are_surely_wrong_are_named(tmp_path):
     with pytest.warns(RuntimeWarning) as caught:
         load_colmap(tmp_path)
     messages = [str(w.message) for w in caught]
-    assert len(messages) == 1 and "1 of 4 views have intrinsics that are surely wrong" in (
-        messages[0]
+    assert (
+        len(messages) == 1 and "1 of 4 views have intrinsics that are surely wrong" in (messages[0])
     )
     assert "fx=1e-30, fy=1e-30" in messages[0] and "focal length under 1%" in messages[0]
 
@@ -388,11 +388,49 @@ def test_exif_orientation_of_a_jpeg_in_a_blender_scene_is_said(tmp_path):
     with pytest.warns(RuntimeWarning) as caught:
         ds = load_blender(tmp_path)
     assert [str(w.message) for w in caught] == [
-        f"{tmp_path / 'transforms_train.json'}: " + EXIF_SAID.format(n=1, total=2, first="r_1.jpg")
+        f"{tmp_path / 'transforms_train.json'}: "
+        + EXIF_SAID.format(n=1, total=2, first="train/r_1.jpg")
     ]
     stored = pixels / 255.0  # (JPEG: up to a few levels off)
     assert np.abs(ds[1].image - stored).max() < 0.05
     assert np.abs(ds[1].image - np.rot90(stored, -1)).max() > 0.3  # not turned
+
+
+def test_the_tagged_image_is_named_with_its_folder(tmp_path):
+    """Hostile pass: the warning named the first tagged file by its base name alone, which two
+    cameras' folders share (cam0/0001.jpg, cam1/0001.jpg). It is named as the dataset names it,
+    under the image folder."""
+    colmap_scene(tmp_path)
+    rng = np.random.default_rng(5)
+    d = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+    _with_orientation(tmp_path / "images/sub dir/d.png", d, 6, "PNG")
+    with pytest.warns(RuntimeWarning) as caught:
+        load_colmap(tmp_path)
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path / 'images'}: " + EXIF_SAID.format(n=1, total=4, first="sub dir/d.png")
+    ]
+
+
+def test_a_size_that_exif_turns_into_the_cameras_says_so(tmp_path):
+    """Hostile pass: cameras computed on turned copies (COLMAP run after `exiftran`, or a tool
+    that honours the tag), then trained on the phone's files: the size error did not say that
+    the file's EXIF orientation turns it into the camera's size. It does now; a file of a wrong
+    size without such a tag gets the plain error."""
+    colmap_scene(tmp_path)
+    portrait = np.zeros((16, 12, 3), np.uint8)  # the camera's 16x12, stored turned: 12x16
+    _with_orientation(tmp_path / "images/b.png", portrait, 6, "PNG")
+    with pytest.raises(DataError) as info:
+        load_colmap(tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'images/b.png'}: error: image is 12x16, but camera 3 expects 16x12; its "
+        "EXIF orientation 6 (viewers turn it 90 degrees clockwise) gives 16x12: the cameras "
+        "were computed on turned images, and images are read as stored, as COLMAP reads them; "
+        "turn the files themselves (e.g. `exiftran -ai`)"
+    )
+    _with_orientation(tmp_path / "images/b.png", portrait, 3, "PNG")  # (a 180 degree turn)
+    with pytest.raises(DataError) as info:
+        load_colmap(tmp_path)
+    assert str(info.value).endswith("error: image is 12x16, but camera 3 expects 16x12")
 
 
 def test_exif_without_a_turn_is_quiet(tmp_path):

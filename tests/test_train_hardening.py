@@ -225,6 +225,34 @@ def test_resume_refuses_training_images_changed_in_place(scene, base, tmp_path):
     assert "does not record a digest of its training images (written before xprc did)" in log
 
 
+def test_cli_resume_refuses_an_image_file_flipped_in_place(disk_scene, tmp_path, capsys):
+    """The issue's case through the command line: one training PNG flipped on disk (same path,
+    same cameras) between a run and its --resume. Refused with one error line, the checkpoint
+    untouched; with the file put back the run resumes."""
+    from PIL import Image
+
+    data = tmp_path / "data"
+    shutil.copytree(disk_scene, data)
+    out = tmp_path / "run"
+    run = ["train", "--data", str(data), "--out", str(out), "--eval-every", "0",
+           "--checkpoint-every", "0", "--capacity", "64"]  # fmt: skip
+    assert main([*run, "--steps", "2"]) == 0
+    image = data / "train" / "r_1.png"
+    stored = image.read_bytes()
+    with Image.open(image) as img:
+        img.transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(image)
+    before = (out / "checkpoint.npz").read_bytes()
+    capsys.readouterr()
+    assert main([*run, "--steps", "3", "--resume"]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]  # (after the background's note)
+    assert err.startswith(f"{out / 'checkpoint.npz'}: error: checkpoint was written with "), err
+    assert "the training images' pixels differ from the run's, in the same folder" in err
+    assert (out / "checkpoint.npz").read_bytes() == before
+    image.write_bytes(stored)
+    assert main([*run, "--steps", "3", "--resume"]) == 0
+    assert int(load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"]) == 3
+
+
 CAPACITY_SAID = (
     "capacity {cap:,} (--capacity, TrainConfig.capacity): the training state of {cap:,} "
     "{name} primitives takes at least {need} (59 numbers each, kept 4 times: parameters, "
@@ -260,7 +288,8 @@ def test_a_capacity_over_the_memory_budget_is_refused_before_allocating(
         tr.train(METHOD, *scene, tmp_path / "api", config)
     need = f"{5000 * per / (1 << 20):,.1f} MiB"
     assert str(info.value) == "error: " + CAPACITY_SAID.format(
-        name="HandwrittenGaussian3D", cap=5000, need=need, over=over, fits=budget // per)
+        name="HandwrittenGaussian3D", cap=5000, need=need, over=over, fits=budget // per
+    )
     with pytest.raises(tr.TrainError):
         tr.init_params(METHOD, scene[0], config)
     tr.init_params(METHOD, scene[0], dataclasses.replace(config, capacity=budget // per))
@@ -564,6 +593,42 @@ def test_a_second_sigterm_in_a_process_of_its_own_leaves_no_tmp(disk_scene, tmp_
     assert "SIGTERM: stopped at step 2" in proc.stderr + proc.stdout
     assert not list(out.rglob("*.tmp"))
     assert int(load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"]) == 2
+
+
+@pytest.mark.slow  # a fresh process compiles the step (~1 min on 2 cores)
+def test_sigterm_twice_from_outside_ends_python_m_xprc_train_with_143(disk_scene, tmp_path):
+    """The whole path as a scheduler takes it: another process sends SIGTERM to a running
+    `python -m xprc train`, then a second one (a grace period's end; it lands in the step, the
+    checkpoint or the outputs, whichever is running). Before the fix the status was 0 (or -15,
+    the default action, with a .tmp left); now 143, the checkpoint resumable, no .tmp."""
+    import time
+
+    out = tmp_path / "run"
+    args = ["--steps", "100000", "--eval-every", "0", "--checkpoint-every", "0",
+            "--capacity", "64"]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xprc", "train", "--data", str(disk_scene), "--out", str(out),
+         *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 500  # (a bound on the wait, not an assertion of speed)
+        log = out / "train.log"
+        while not (log.is_file() and "step 10/100000" in log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        said, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err[-2000:]
+    assert "SIGTERM" in said + err
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    step = int(load_checkpoint(out / "checkpoint.npz")[0]["state"]["step"])
+    assert 10 <= step < 100000
 
 
 # --------------------------------------------------------------------------------- log
@@ -926,8 +991,9 @@ def test_kernels_that_do_not_compile_fall_back_to_xla_in_training(scene, tmp_pat
     calls = []
 
     def step_then_fails(key):
-        xla = real_step(dataclasses.replace(key, render=dataclasses.replace(key.render,
-                                                                            compositor="xla")))
+        xla = real_step(
+            dataclasses.replace(key, render=dataclasses.replace(key.render, compositor="xla"))
+        )
 
         def call(*args):
             calls.append(key.render.compositor)

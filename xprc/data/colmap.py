@@ -25,6 +25,7 @@ from .datasets import (
     as_float32,
     check_downscale,
     check_memory,
+    exif_turn_hint,
     path_inside,
     read_image,
     scale_K,
@@ -233,7 +234,8 @@ def load_colmap(
             want = size if pre_shrunk else (cam.width, cam.height)
             raise DataError(
                 path,
-                f"image is {got[0]}x{got[1]}, but camera {cam.id} expects {want[0]}x{want[1]}",
+                f"image is {got[0]}x{got[1]}, but camera {cam.id} expects {want[0]}x{want[1]}"
+                + exif_turn_hint(narrowed, path, got, want, 1 if pre_shrunk else 0),
             )
         if pre_shrunk:  # its own size, not resampled; K below scales to it exactly
             first, first_size = shrunk_sizes.setdefault(cam.id, (img.name, got))

@@ -193,6 +193,25 @@ def read_image(path: Path, referenced_by: str, narrowed: list) -> Image.Image:
     return img
 
 
+def exif_turn_hint(narrowed: list, path: Path, got, want, slack: int) -> str:
+    """For an image of size `got` (W, H) that is not its camera's `want`: when the EXIF
+    orientation `read_image` just recorded for it (the last of `narrowed`) swaps width and
+    height into `want` (within `slack` pixels), the cameras were computed on turned images; say
+    so. Else ''."""
+    last = narrowed[-1] if narrowed else None
+    if not (isinstance(last, Oriented) and last.path == path and last.orientation >= 5):
+        return ""
+    turned = tuple(got)[::-1]
+    if any(abs(t - w) > slack for t, w in zip(turned, want, strict=True)):
+        return ""
+    return (
+        f"; its EXIF orientation {last.orientation} (viewers "
+        f"{EXIF_ORIENTATION[last.orientation]}) gives {turned[0]}x{turned[1]}: the cameras "
+        "were computed on turned images, and images are read as stored, as COLMAP reads them; "
+        "turn the files themselves (e.g. `exiftran -ai`)"
+    )
+
+
 def _orientation(img: Image.Image) -> int | None:
     """The EXIF orientation that turns or mirrors the image (2..8), else None. Read after
     `load` (a PNG's eXIf chunk may follow its pixels). A damaged EXIF block reads as none: the
@@ -234,6 +253,16 @@ def warn_implausible_cameras(where: Path, views) -> None:
                   f"wrong (first: {odd[0]}); check the camera values", stacklevel=3)  # fmt: skip
 
 
+def _shown(path: Path, where: Path) -> str:
+    """An image's path as the dataset names it: under `where` (the image folder, or the folder
+    of a transforms file), so that cam0/0001.jpg and cam1/0001.jpg stay apart; else its name."""
+    folder = where if where.is_dir() else where.parent
+    try:
+        return printable(path.relative_to(folder).as_posix())
+    except ValueError:  # (read through a link out of the folder, or a name outside it)
+        return printable(path.name)
+
+
 def warn_narrowed(where: Path, narrowed: list, total: int) -> None:
     """A RuntimeWarning when `read_image` read some of a dataset's `total` images at 8 bits,
     and one when some carry an EXIF orientation it did not apply (`Oriented`)."""
@@ -241,12 +270,12 @@ def warn_narrowed(where: Path, narrowed: list, total: int) -> None:
     narrowed = [n for n in narrowed if not isinstance(n, Oriented)]
     if narrowed:
         warn_data(where, f"{len(narrowed)} of {total} images are 16-bit colour, read at 8 "
-                  f"bits a channel (first: {printable(narrowed[0].name)}); 16-bit grey images "
+                  f"bits a channel (first: {_shown(narrowed[0], where)}); 16-bit grey images "
                   "keep their 16 bits", stacklevel=3)  # fmt: skip
     if oriented:
         first = oriented[0]
         warn_data(where, f"{len(oriented)} of {total} images carry an EXIF orientation tag "
-                  f"(first: {printable(first.path.name)}, orientation {first.orientation}: "
+                  f"(first: {_shown(first.path, where)}, orientation {first.orientation}: "
                   f"viewers {EXIF_ORIENTATION[first.orientation]}); they are read as stored, "
                   "not turned, as COLMAP reads them (its cameras are for the stored pixels). If "
                   "the cameras were computed on turned images, turn the files themselves "

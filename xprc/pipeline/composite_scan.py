@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from ..runtime import EXACT
 from .binning import Bins, TileGrid, spread
-from .config import RenderConfig
+from .config import ALPHA_CAP, RenderConfig
 from .gather import take_rows
 
 
@@ -108,9 +108,6 @@ def evaluate(response, camera, a, ray_o, ray_d, tiles, grid: TileGrid, pixel_cha
         alpha, extra = alpha
         extra = jnp.broadcast_to(extra, (g, pix, b, pixel_channels)).astype(dtype)
     return jnp.broadcast_to(alpha, (g, pix, b)).astype(dtype), extra
-
-
-ALPHA_CAP = 0.99  # where an alpha out of range goes: 3DGS's cap, which the shipped specs use
 
 
 def clamp_alpha(alpha, signed: bool, t_min: float = 0.0):

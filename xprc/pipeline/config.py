@@ -12,6 +12,16 @@ MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
 BACKWARDS = ("custom", "autodiff")
 COMPOSITORS = ("auto", "xla", "pallas")
 
+# Where the compositors clamp an alpha of 1 and above (`composite_scan.clamp_alpha`): 3DGS's
+# cap, which the shipped specs use. alpha_min and t_min keep a primitive at the cap drawn.
+ALPHA_CAP = 0.99
+
+
+def _keeps_the_cap(t_min) -> bool:
+    """The stop rule (stop before transmittance falls below t_min) keeps a lane at ALPHA_CAP on
+    an empty pixel, in float32 as the compositors compute: 1 - ALPHA_CAP >= t_min."""
+    return bool(np.float32(1) - np.float32(ALPHA_CAP) >= np.float32(t_min))
+
 
 @dataclasses.dataclass(frozen=True)
 class RenderConfig:
@@ -30,8 +40,10 @@ class RenderConfig:
     chunk:       primitives a tile composites per step (the inner vector width).
     group:       chunks processed per sequential step; a step whose tiles are all saturated is
                  skipped.
-    alpha_min:   alpha below this is no contribution (1/255, as the 3DGS rasterizer and gsplat).
-    t_min:       stop before a primitive would bring transmittance below this (1e-4, as 3DGS).
+    alpha_min:   alpha below this is no contribution (1/255, as the 3DGS rasterizer and gsplat);
+                 at most ALPHA_CAP = 0.99, so that an opaque primitive (clamped there) draws.
+    t_min:       stop before a primitive would bring transmittance below this (1e-4, as 3DGS);
+                 below 1 - ALPHA_CAP = 0.01, so that an opaque primitive draws on an empty pixel.
     distortion:  also composite the 2DGS depth distortion sum_{i,j} w_i w_j |z_i - z_j| per pixel
                  (`RenderOutput.distortion`), in list order as 2 sum_k w_k (z_k W_{k-1} - Z_{k-1});
                  z is the response's per-pixel `depth` output when it emits one, else the sort
@@ -82,7 +94,9 @@ class RenderConfig:
     @staticmethod
     def _checks():
         """(field, test, what it expects): numbers that would divide by zero deep in the
-        pipeline, or render black without a word (alpha_min 2, t_min 1)."""
+        pipeline, or render black without a word (alpha_min 2, t_min 1; alpha_min above
+        ALPHA_CAP or t_min from 1 - ALPHA_CAP on: an opaque primitive, clamped to ALPHA_CAP,
+        drew nothing, and alphas the spec keeps in range were counted as out of it)."""
         count = _whole(lambda v: v >= 1)
         return (
             ("tile_size", count, "a whole number of pixels >= 1"),
@@ -91,8 +105,13 @@ class RenderConfig:
             ("max_entries", lambda v: v is None or count(v), "None or a whole number >= 1"),
             ("memory_budget", lambda v: v is None or count(v), "None or a number of bytes >= 1"),
             ("entries_per_primitive", _real(lambda v: v > 0), "a finite number > 0"),
-            ("alpha_min", _real(lambda v: 0 <= v < 1), "a number in [0, 1)"),
-            ("t_min", _real(lambda v: 0 <= v < 1), "a number in [0, 1)"),
+            ("alpha_min", _real(lambda v: 0 <= v <= ALPHA_CAP), f"a number in [0, {ALPHA_CAP}] "
+             f"(above {ALPHA_CAP}, where an alpha of 1 is clamped, opaque primitives would "
+             "draw nothing)"),
+            ("t_min", _real(lambda v: 0 <= v and _keeps_the_cap(v)), f"a number in [0, "
+             f"{1 - ALPHA_CAP:.2g}) (from 1 - {ALPHA_CAP} on, the stop rule drops a primitive at "
+             f"the alpha cap {ALPHA_CAP} even on an empty pixel: opaque primitives would draw "
+             "nothing)"),
             ("distortion", lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
         )  # fmt: skip
 
