@@ -1,7 +1,7 @@
 """Benchmarks: compile time, forward and forward+backward time, memory, tile statistics.
 
     python benchmarks/run.py            # full run on the garden workload (~10 minutes, 2 cores)
-    python benchmarks/run.py --quick    # a smoke run: see QUICK (about a minute on 2 cores)
+    python benchmarks/run.py --quick    # a smoke run: see QUICK (about a minute on 2 idle cores)
 
 Prints markdown tables and writes benchmarks/results/latest.json (--quick: quick.json, so a
 smoke run never replaces the full run's figures). Every ratio is against the hand-written JAX
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import platform
 import resource
 import statistics
@@ -55,15 +56,18 @@ SPECS = {
 
 
 # --quick: one spec, no dense baseline, no scaling sweep, a short training; its time is XLA
-# compiling four programs (75 CPU seconds measured, 2026-12-06; compiles use one core)
+# compiling (45 and 47 CPU seconds measured with a cold and a warm JAX cache, 2026-12-07: about
+# 22 for the render's count, forward and fwd+bwd, 23 for the training step and its evaluation;
+# compiles use one core, so the wall time is about the CPU time on 2 idle cores)
 QUICK_METHODS = ("3dgs",)
 QUICK_TRAIN_STEPS = 10
 QUICK = (
     "--quick is a smoke run that checks the benchmark runs, not a measurement to quote: "
     "specs/3dgs.xpr on 1,500 random primitives at 160x104 (forward and fwd+bwd, no dense "
-    f"baseline, no scaling sweep) and a {QUICK_TRAIN_STEPS}-step training at 32x32: about 75 "
-    "CPU seconds, nearly all XLA compiling four programs, so a minute or so on 2 idle cores "
-    "and longer on a busy machine (--methods adds the hand-written module or other specs); "
+    f"baseline, no scaling sweep) and a {QUICK_TRAIN_STEPS}-step training at 32x32: about 45 "
+    "CPU seconds on one core, nearly all XLA compiling, so about a minute on 2 idle cores and "
+    "longer on a busy machine (2 to 3.5 minutes at load 9 to 12 on 2 cores); it ends with its "
+    "wall and CPU seconds and the load (--methods adds the hand-written module or other specs); "
     "the figures docs/benchmarks.md reports come from `python benchmarks/run.py`"
 )
 
@@ -236,6 +240,14 @@ def write_json(path, results: dict, note: str = "") -> dict:
     return results
 
 
+def load_average() -> float | None:
+    """The system's 1-minute load average (None where the system has none to give)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):  # Windows has no getloadavg
+        return None
+
+
 def fmt_table(rows, columns):
     head = "| " + " | ".join(c for c, _ in columns) + " |"
     sep = "|" + "|".join("---" for _ in columns) + "|"
@@ -248,7 +260,8 @@ def fmt_table(rows, columns):
 def options(argv=None) -> argparse.Namespace:
     """The command line, with --quick's defaults (methods, output file) filled in."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a smoke run (about a minute)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run (45 CPU seconds: a minute on 2 idle cores)")  # fmt: skip
     ap.add_argument("--methods", default=None,
                     help="comma-separated: handwritten and shipped spec names (default: all; "
                     f"--quick: {','.join(QUICK_METHODS)})")  # fmt: skip
@@ -269,6 +282,7 @@ def options(argv=None) -> argparse.Namespace:
 
 def main(argv=None):
     t_start = time.perf_counter()
+    load_start = load_average()  # the wall time depends on what else the machine runs
     args = options(argv)
     if args.quick:
         print(QUICK, file=sys.stderr)
@@ -284,7 +298,7 @@ def main(argv=None):
         "machine": {
             "platform": platform.platform(),
             "processor": platform.processor(),
-            "cpus": jax.local_device_count() and __import__("os").cpu_count(),
+            "cpus": jax.local_device_count() and os.cpu_count(),
             "jax": jax.__version__,
             "backend": jax.default_backend(),
             "device": str(jax.devices()[0]),
@@ -422,7 +436,11 @@ def main(argv=None):
     results["wall_s"] = time.perf_counter() - t_start
     results["cpu_s"] = usage.ru_utime + usage.ru_stime
     rss, wall, cpu = results["process_peak_rss_mib"], results["wall_s"], results["cpu_s"]
-    note = f"{'--quick ' if args.quick else ''}run: {wall:.0f} s wall, {cpu:.0f} s CPU; "
+    results["load_average"] = [load_start, load_average()]
+    load = "load average {} at the start, {} at the end".format(
+        *("unknown" if x is None else f"{x:.1f}" for x in results["load_average"])
+    )
+    note = f"{'--quick ' if args.quick else ''}run: {wall:.0f} s wall, {cpu:.0f} s CPU ({load}); "
     return write_json(args.out, results, f"{note}process peak RSS {rss:.0f} MiB; ")
 
 

@@ -80,7 +80,17 @@ def pytest_collection_modifyitems(config, items):
             group += f":{params[key]}"  # no ']' after the '@': xdist reads the group after it
         item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
-            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+            if config.pluginmanager.hasplugin("timeout"):  # its marker, where it is loaded
+                item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Said at the end of a run (with -q too) where pytest-timeout is not loaded: no hang
+    guard then (the test extra installs it; pyproject.toml's `timeout` is its option)."""
+    if not config.pluginmanager.hasplugin("timeout"):
+        terminalreporter.write_line(
+            "pytest-timeout is not loaded: no hang guard in this run (pip install pytest-timeout)"
+        )
 
 
 jax.config.update("jax_enable_x64", True)

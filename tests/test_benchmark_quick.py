@@ -24,3 +24,13 @@ def test_quick_defaults_to_one_spec_and_its_own_file():
     assert full.out == str(ROOT / "benchmarks" / "results" / "latest.json")
     assert bench.options(["--quick", "--methods", "handwritten,3dgs"]).methods == "handwritten,3dgs"
     assert bench.QUICK.startswith("--quick is a smoke run") and "not a measurement" in bench.QUICK
+
+
+def test_the_docs_quote_the_quick_runs_cpu_time_as_the_runner_says_it():
+    """docs/benchmarks.md and the runner's own QUICK note give one figure for --quick."""
+    import re
+
+    bench = _runner()
+    said = re.search(r"about (\d+) CPU seconds", bench.QUICK).group(1)
+    docs = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert re.findall(r"`quick\.json` \(about (\d+) CPU seconds", docs) == [said]

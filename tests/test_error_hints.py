@@ -1,11 +1,14 @@
 """Spec mistakes other languages teach, and where they are reported (issue 42): each message
 says what was meant, asserted whole with its caret line."""
 
+import warnings
+
 import pytest
 
 from xprc.cli import main
 from xprc.compiler import driver
 from xprc.errors import ParseError, XprTypeError
+from xprc.resources import SPECS_DIR
 
 STUDENT_T = """# 3DGS with a Student-t kernel
 primitive StudentT extends "3dgs"
@@ -72,3 +75,23 @@ def test_check_names_the_file_a_bare_name_meant(tmp_path, monkeypatch, capsys):
         "mean mykernel.xpr (./mykernel.xpr, the file here)? (shipped: 2dgs, "
     ), err
     assert main(["check", "mykernel.xpr"]) == 0
+
+
+def test_a_shipped_name_beside_a_file_of_that_name_says_which_it_checked(
+    tmp_path, monkeypatch, capsys
+):
+    # a user's own generalized-exponential kernel saved as ges.xpr, where `ges` is also a
+    # shipped spec: the bare name checks the shipped one, and says so
+    (tmp_path / "ges.xpr").write_text("primitive P extends 3dgs\n")  # a mistake in it
+    monkeypatch.chdir(tmp_path)
+    shipped = SPECS_DIR / "ges.xpr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # as outside pytest, which makes warnings errors
+        assert main(["check", "ges"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines()[:1] == [
+        f"warning: 'ges' is the shipped spec {shipped}, not ./ges.xpr here: give ges.xpr "
+        "(with its .xpr) for the file here"
+    ], err
+    assert main(["check", "ges.xpr"]) == 1  # the file here, with its mistake
+    assert capsys.readouterr().err.startswith("ges.xpr:1:21: error: unexpected '3dgs'")

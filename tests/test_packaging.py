@@ -37,7 +37,8 @@ def test_spec_names_and_paths(tmp_path, monkeypatch):
     # A file that exists wins over a shipped name.
     (tmp_path / "3dgut.xpr").write_text("primitive Mine\n")
     assert spec_path("3dgut.xpr") == pathlib.Path("3dgut.xpr")
-    assert spec_path("3dgut") == SPECS_DIR / "3dgut.xpr"  # no file called '3dgut' here
+    with pytest.warns(UserWarning, match=r"^'3dgut' is the shipped spec .*, not ./3dgut.xpr here"):
+        assert spec_path("3dgut") == SPECS_DIR / "3dgut.xpr"  # a bare name: the shipped spec
     # Anything with a folder in it is a path, existing or not.
     assert spec_path("specs/3dgs.xpr") == pathlib.Path("specs/3dgs.xpr")
     assert spec_path("nope.xpr") == pathlib.Path("nope.xpr")  # 'cannot read spec' follows

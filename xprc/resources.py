@@ -5,16 +5,18 @@ as `xprc/grammar` and `xprc/specs` (setup.py maps them). An editable install or 
 them next to the package instead.
 
 A spec argument (`xprc.load(...)`, `--spec`) that is a bare shipped name (`3dgs`) names the
-shipped spec; `NAME.xpr` is the user's file when one exists there, else the shipped spec; a path
-with a slash, or another existing file, is a path. Anything else is an error that lists the
+shipped spec (with a warning when a file NAME.xpr is in the current folder); `NAME.xpr` is the
+user's file when one exists there, else the shipped spec; a path with a slash, or another
+existing file, is a path. Anything else is an error that lists the
 shipped names.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
-from .errors import XprError
+from .errors import XprError, printable
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -39,14 +41,25 @@ def spec_path(spec) -> Path:
     """A user's path or a shipped spec's name -> the spec file's path.
 
     A bare shipped name (`3dgs`, the CLI's default) always means the shipped spec, whatever is
-    in the current folder (a run folder called `3dgs` is not a spec); `NAME.xpr` is the user's
-    file when one exists there, else the shipped spec; anything with a slash is a path."""
+    in the current folder (a run folder called `3dgs` is not a spec), with a warning when a
+    file NAME.xpr is there (`xprc check ges` beside the user's own ges.xpr would otherwise
+    check the shipped spec without a word); `NAME.xpr` is the user's file when one exists
+    there, else the shipped spec; anything with a slash is a path."""
     path = Path(spec)
     text = str(spec)
     if "/" in text or "\\" in text:
         return path  # a path: reading a missing one reports 'cannot read spec' with the path
     shipped = shipped_specs()
     if text in shipped:
+        if Path(text + ".xpr").is_file():
+            warnings.warn(
+                printable(
+                    f"'{text}' is the shipped spec {shipped[text]}, not ./{text}.xpr here: "
+                    f"give {text}.xpr (with its .xpr) for the file here"
+                ),
+                UserWarning,
+                stacklevel=1,  # from here: a command that asks twice shows it once
+            )
         return shipped[text]
     if path.exists() and (path.is_file() or not text.endswith(".xpr")):
         return path
