@@ -276,6 +276,20 @@ FACTS += [
         ),
     ),
     Fact(
+        "camera refinement's rotation error, 3DGS on the demo scene, 64 / 128 / 256 px (deg)",
+        None,
+        (
+            (
+                "README.md",
+                r"common pitch[^.]*?: (\d\.\d+ deg at 64x64, [\d.]+ at 128x128, [\d.]+ at 256x256)",
+            ),
+            (
+                "docs/training.md",
+                r"3DGS: (\d\.\d+ deg at 64x64, [\d.]+ at 128x128, [\d.]+ at 256x256)",
+            ),
+        ),
+    ),
+    Fact(
         "the whole test suite on 2 CPU cores (minutes)",
         None,
         (
@@ -287,9 +301,9 @@ FACTS += [
 
 
 def quoted(text: str, regex: str) -> list[str]:
-    """The group of every match; a space in `regex` matches any run of white space (a line
-    break of the page's prose)."""
-    return [m.group(1) for m in re.finditer(regex.replace(" ", r"\s+"), text)]
+    """The group of every match, its white space runs made one space; a space in `regex`
+    matches any run of white space (a line break of the page's prose)."""
+    return [" ".join(m.group(1).split()) for m in re.finditer(regex.replace(" ", r"\s+"), text)]
 
 
 def section(page: str) -> str:
