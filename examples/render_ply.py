@@ -8,7 +8,9 @@ scale_0..2 (log) and rot_0..3 (a quaternion, w first). `xprc.data.load_ply` read
 raw arrays of the shipped `3dgs` spec (means, quats, scales, opacities, sh), so any trainer's
 output renders with `xprc.render`. Without `--ply`, this example writes a stand-in PLY with
 `xprc.data.save_ply` (the Gaussians a trainer starts from, one per point of the demo scene's
-cloud), so it needs nothing outside the package. The command line does the same:
+cloud), so it needs nothing outside the package. Each test view becomes OUT/NAME.png: the
+photo, the render on white, and its expected depth (near dark, far light; white where the
+render is mostly transparent). The command line renders the same way:
 `xprc render scene.ply --data DATASET --view all -o renders/`.
 """
 

@@ -60,7 +60,10 @@ FACTS = [
     Fact(
         "the demo's image size",
         _demo_size,
-        (("README.md", r"\((\d+x\d+) views"), ("docs/tpu.md", r"views of (\d+x\d+)")),
+        (
+            ("README.md", r"the demo's [\d,]+ primitives at (\d+x\d+)"),
+            ("docs/tpu.md", r"views of (\d+x\d+)\)"),
+        ),
     ),
     Fact(
         "first garden render in a fresh process, warm cache, TPU (s)",
@@ -192,11 +195,115 @@ FACTS = [
     ),
 ]
 
+# Training at full scale on one TPU v5e: benchmarks/full_scale.py (JSON
+# docs/benchmarks/tpu-v5e-2026-12-07-full-scale-*.json, written on the TPU machine): the pages
+# must agree with each other.
+FULL_SCALE = "docs/tpu.md#Training at full scale"
+FACTS += [
+    Fact(
+        "full-scale training, a million primitives, one TPU v5e (steps/s)",
+        None,
+        (
+            ("README.md", r"\| one TPU v5e \| (\d+\.\d+) steps/s \| [\d.]+ ms \|"),
+            ("README.md", r"1296x840 views trains at (\d+\.\d+) steps/s"),
+            ("README.md", r"\((\d+\.\d+) steps/s at a million primitives"),
+            (FULL_SCALE, r"\*\*(\d+\.\d+) steps/s\*\*"),
+            (FULL_SCALE, r"1 / (\d+\.\d+) ="),
+        ),
+    ),
+    Fact(
+        "full-scale training: 30,000 steps at that rate (hours)",
+        None,
+        (
+            ("README.md", r"schedule would take about (\d+) hours at that rate"),
+            ("README.md", r"schedule would take\s+about (\d+) hours \(gsplat"),
+            ("README.md", r"about (\d+) hours on one TPU v5e \(1\.40"),
+            (FULL_SCALE, r"at that rate \| about (\d+) hours"),
+        ),
+    ),
+    Fact(
+        "full-scale forward of one view, a million primitives, one TPU v5e (ms)",
+        None,
+        (
+            ("README.md", r"\| one TPU v5e \| [\d.]+ steps/s \| (\d+\.\d) ms \|"),
+            (FULL_SCALE, r"forward \| (\d+\.\d) ms \(binning"),
+        ),
+    ),
+    Fact(
+        "full-scale forward + backward of one view, a million primitives, one TPU v5e (ms)",
+        None,
+        (
+            ("README.md", r"\| one TPU v5e \| [\d.]+ steps/s \| [\d.]+ ms \| (\d+\.\d) ms \|"),
+            ("README.md", r"\((\d+\.\d) ms of its \d+\)"),
+            (FULL_SCALE, r"forward \+ backward \| (\d+\.\d) ms \|"),
+        ),
+    ),
+    Fact(
+        "full-scale step, one TPU v5e (ms)",
+        None,
+        (("README.md", r"ms of its (\d+)\)"), (FULL_SCALE, r"= (\d+) ms\) is the render")),
+    ),
+    Fact(
+        "full-scale checkpoint write (s)",
+        None,
+        (
+            ("README.md", r"checkpoint is 709 MB in (\d+\.\d+) s"),
+            (FULL_SCALE, r"709 MB in (\d+\.\d+) s"),
+        ),
+    ),
+    Fact(
+        "full-scale scene.ply write (s)",
+        None,
+        (
+            ("README.md", r"248 MB in (\d+\.\d+) s"),
+            (FULL_SCALE, r"248 MB in (\d+\.\d+) s"),
+        ),
+    ),
+    Fact(
+        "full-scale test PSNR after 200 steps (dB)",
+        None,
+        (
+            ("README.md", r"test PSNR (\d+\.\d) dB there"),
+            (FULL_SCALE, r"after those 200 steps \| (\d+\.\d) dB"),
+        ),
+    ),
+    Fact(
+        "three million primitives: XLA's temporaries, one TPU v5e (GB)",
+        None,
+        (
+            ("README.md", r"temporaries need (\d+\.\d+) GB"),
+            (FULL_SCALE, r"temporaries need (\d+\.\d+) GB"),
+        ),
+    ),
+    Fact(
+        "camera refinement's rotation error, 3DGS on the demo scene, 64 / 128 / 256 px (deg)",
+        None,
+        (
+            (
+                "README.md",
+                r"common pitch[^.]*?: (\d\.\d+ deg at 64x64, [\d.]+ at 128x128, [\d.]+ at 256x256)",
+            ),
+            (
+                "docs/training.md",
+                r"3DGS: (\d\.\d+ deg at 64x64, [\d.]+ at 128x128, [\d.]+ at 256x256)",
+            ),
+        ),
+    ),
+    Fact(
+        "the whole test suite on 2 CPU cores (minutes)",
+        None,
+        (
+            ("README.md", r"Run the tests \((\d+ to \d+) minutes on 2 cores"),
+            ("docs/testing.md", r"expect (\d+ to \d+) minutes on 2 CPU cores"),
+        ),
+    ),
+]
+
 
 def quoted(text: str, regex: str) -> list[str]:
-    """The group of every match; a space in `regex` matches any run of white space (a line
-    break of the page's prose)."""
-    return [m.group(1) for m in re.finditer(regex.replace(" ", r"\s+"), text)]
+    """The group of every match, its white space runs made one space; a space in `regex`
+    matches any run of white space (a line break of the page's prose)."""
+    return [" ".join(m.group(1).split()) for m in re.finditer(regex.replace(" ", r"\s+"), text)]
 
 
 def section(page: str) -> str:
