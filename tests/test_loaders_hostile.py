@@ -560,6 +560,26 @@ def test_colmap_image_and_model_linked_out_of_the_dataset_are_named(tmp_path):
     )
 
 
+def test_a_dataset_mark_that_is_there_but_unusable_is_named(tmp_path):
+    """Hostile pass (issue 43 item 9): transforms_train.json as a dangling link, a folder or a
+    link to /dev/null, or sparse as a file, was 'not a dataset: expected transforms_train.json
+    (Blender) or sparse/ (COLMAP)', as if the folder held neither."""
+    mark = tmp_path / "transforms_train.json"
+    mark.symlink_to(tmp_path / "gone.json")
+    expect(mark, f"a symbolic link to {tmp_path / 'gone.json'}, which does not exist",
+           load_scene, tmp_path)  # fmt: skip
+    mark.unlink()
+    mark.symlink_to(os.devnull)
+    expect(mark, "not a regular file", load_scene, tmp_path)
+    mark.unlink()
+    mark.mkdir()
+    expect(mark, "is a directory, not a file", load_scene, tmp_path)
+    mark.rmdir()
+    (tmp_path / "sparse").write_text("")
+    expect(tmp_path / "sparse", "not a folder (a COLMAP scene keeps its model in sparse/)",
+           load_scene, tmp_path)  # fmt: skip
+
+
 def test_links_inside_the_dataset_and_a_linked_dataset_folder_say_nothing(tmp_path):
     """A link that stays inside the folder, and the dataset folder itself given through a
     link, read nothing from outside it: no warning (warnings are errors here)."""
