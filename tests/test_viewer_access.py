@@ -51,6 +51,10 @@ def test_any_other_address_prints_a_notice_that_other_machines_can_connect():
         "keeps the viewer to this machine)",
     ]
     assert access_lines("192.0.2.7", 8080)[1].startswith("notice: listening on 192.0.2.7, ")
+    # every address, spelt otherwise: the address to open is this machine's name (it said
+    # 'open http://[::0]:8080 on them'; hostile pass on issue 43)
+    for every in ("::0", "0:0::0"):
+        assert f"open http://{here}:8080 on them" in access_lines(every, 8080)[1], every
     assert "open http://192.0.2.7:8080 on them" in access_lines("192.0.2.7", 8080)[1]
 
 
