@@ -169,12 +169,16 @@ def test_cache_dir_of_another_user_is_not_used(env, monkeypatch):
 
 
 def test_cache_dir_that_is_a_file_is_not_used(env):
+    """(It said 'cannot create it (File exists)', as if something else were in the way.)"""
     spec, target, _ = env
     target.parent.write_text("not a folder")
     with pytest.warns(RuntimeWarning) as record:
         assert driver.load(spec).NAME == "G"
     assert re.fullmatch(
-        re.escape(f"{target.parent}: cache directory not used: cannot create it (File exists); ")
+        re.escape(
+            f"{target.parent}: cache directory not used: it is not a folder (a file of that "
+            "name is there); "
+        )
         + _fallback_re(),
         _warning(record),
     )

@@ -464,3 +464,28 @@ def test_the_alpha_warning_names_where_clamp_alpha_puts_an_opaque_alpha():
     msg = alpha_message(5)
     assert hi == -lo and f"(1 and above to {hi:.2f}: an opaque primitive draws at {hi:.2f})" in msg
     assert f"'clamp(..., -{hi:.2f}, {hi:.2f})'" in msg
+
+
+def test_a_given_capacity_over_the_budget_is_refused_before_allocating(gs):
+    """Hostile pass (issue 43 item 5, the render's twin of --capacity): a capacity the caller
+    gives (RenderConfig.max_entries, `xprc render --max-entries`) was allocated as given, never
+    checked against the budget the counted one meets: --max-entries 2000000000 asked XLA for
+    768 GB (refused by XLA there; one XLA grants can take the machine's memory)."""
+    from xprc.pipeline.binning import TileGrid
+    from xprc.pipeline.capacity import estimate_bytes
+
+    params, cam = random_scene(4), camera()
+    grid = TileGrid(cam.width, cam.height, 16)
+    budget = estimate_bytes(1000, gs.NUM_ATTRS, 4, grid)
+    config = RenderConfig(max_entries=1001, memory_budget=budget)
+    with pytest.raises(XprError) as err:
+        render(gs, params, cam, config=config)
+    assert str(err.value) == (
+        f"error: RenderConfig.max_entries (xprc render --max-entries) of 1,001 entries on a "
+        f"96x64 image with 16x16 tiles would take about "
+        f"{estimate_bytes(1001, gs.NUM_ATTRS, 4, grid) / 1024:.1f} KiB, over the memory budget "
+        f"of {budget / 1024:.1f} KiB; give at most 1,000, leave it unset (the entries are then "
+        "counted and the capacity sized from them), or raise the budget "
+        "(RenderConfig.memory_budget or XPRC_MEMORY_BUDGET)"
+    )
+    render(gs, params, cam, config=RenderConfig(max_entries=1000, memory_budget=budget))

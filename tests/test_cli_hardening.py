@@ -960,3 +960,19 @@ def test_eval_of_a_3dgs_ply_with_a_spec_of_other_parameter_names(tiny_scene, tmp
         assert cli.main([*argv, "-o", str(out)]) == 0, spec
         scores.append(json.loads(out.read_text())["mean"]["psnr"])
     assert abs(scores[0] - scores[1]) < 1e-4
+
+
+def test_argparse_errors_are_one_printable_line_of_bounded_length(capsys):
+    """Hostile pass (issue 43 item 11, output floods): argparse quoted what was typed as it
+    was: an unknown command of 100 KB came back whole, and `unrecognized arguments` printed a
+    newline (a second line that could pass for another message) and terminal escapes raw."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["x" * 100_000])
+    assert e.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("xprc: error: argument COMMAND: invalid choice: 'xxx")
+    assert "[... 96," in last and len(last) < 4100
+    with pytest.raises(SystemExit):
+        cli.main(["render", "x", "--data", "d", "--q\nfake: ok\x1b[2J"])
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == "xprc: error: unrecognized arguments: --q\\nfake: ok\\x1b[2J"

@@ -110,6 +110,37 @@ def test_images_txt_whole_number_keypoints_as_colmap_writes_them_load(tmp_path, 
     assert loaded_names(tmp_path) == ALL_NAMES
 
 
+COLMAP_HEADER = [  # as COLMAP's writer (and read_write_model.py) begins images.txt
+    "# Image list with two lines of data per image:",
+    "#   IMAGE_ID, QW, QX, QY, QZ, TX, TY, TZ, CAMERA_ID, NAME",
+    "#   POINTS2D[] as (X, Y, POINT3D_ID)",
+    "# Number of images: {n}, mean observations per image: 1.5",
+]
+
+
+def test_images_txt_whole_number_keypoints_read_by_colmaps_header(tmp_path):
+    """Hostile pass (issue 43 item 10): whole-number keypoints whose third 3D point id is a
+    camera id of the model (one camera per image, COLMAP's default, makes that likely) still
+    read both ways and were refused. COLMAP's header says every image has two lines: such a
+    line is the POINTS2D line, and the image count the header gives must then hold (else the
+    refusal, as before); without the header, as before."""
+    colmap_scene(tmp_path, fmt="txt")
+    both = "1 2 7 3 4 8 5 6 1 7 8 9"  # an image line too: image 1 (new), camera 1, '7 8 9'
+    body = [image_line(*IMAGES[0]), both] + [image_line(*im) for im in IMAGES[1:]]
+    header = [line.format(n=4) for line in COLMAP_HEADER]
+    write_images_txt(tmp_path, header + body)
+    assert loaded_names(tmp_path) == ALL_NAMES
+    header[3] = COLMAP_HEADER[3].format(n=5)  # a header that does not hold: refused
+    write_images_txt(tmp_path, header + body)
+    expect(tmp_path / "sparse/0/images.txt", "line 6: cannot tell whether this is the POINTS2D "
+           "line of image 5 (line 5) or an image line (read as the POINTS2D line, as the "
+           "header's 'two lines of data per image' says, the file holds 4 images, not the 5 of "
+           "its 'Number of images')", load_colmap, tmp_path)  # fmt: skip
+    write_images_txt(tmp_path, header[:1] + body)  # no count to check: refused
+    expect(tmp_path / "sparse/0/images.txt", "line 3: cannot tell whether this is the POINTS2D "
+           "line of image 5 (line 2) or an image line", load_colmap, tmp_path)  # fmt: skip
+
+
 # --------------------------------------------------------------------------- duplicate ids
 
 
@@ -558,6 +589,26 @@ def test_colmap_image_and_model_linked_out_of_the_dataset_are_named(tmp_path):
         f"lead out of the dataset folder ({root}): sparse -> {tmp_path / 'model'} (3 files); "
         f"images/{name} -> {tmp_path / 'one.png'} (1 file); they are followed"
     )
+
+
+def test_a_dataset_mark_that_is_there_but_unusable_is_named(tmp_path):
+    """Hostile pass (issue 43 item 9): transforms_train.json as a dangling link, a folder or a
+    link to /dev/null, or sparse as a file, was 'not a dataset: expected transforms_train.json
+    (Blender) or sparse/ (COLMAP)', as if the folder held neither."""
+    mark = tmp_path / "transforms_train.json"
+    mark.symlink_to(tmp_path / "gone.json")
+    expect(mark, f"a symbolic link to {tmp_path / 'gone.json'}, which does not exist",
+           load_scene, tmp_path)  # fmt: skip
+    mark.unlink()
+    mark.symlink_to(os.devnull)
+    expect(mark, "not a regular file", load_scene, tmp_path)
+    mark.unlink()
+    mark.mkdir()
+    expect(mark, "is a directory, not a file", load_scene, tmp_path)
+    mark.rmdir()
+    (tmp_path / "sparse").write_text("")
+    expect(tmp_path / "sparse", "not a folder (a COLMAP scene keeps its model in sparse/)",
+           load_scene, tmp_path)  # fmt: skip
 
 
 def test_links_inside_the_dataset_and_a_linked_dataset_folder_say_nothing(tmp_path):

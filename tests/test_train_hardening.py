@@ -320,6 +320,34 @@ def test_a_budget_below_one_primitive_says_no_capacity_fits(monkeypatch):
     )
 
 
+def test_a_default_capacity_over_the_budget_says_where_it_came_from(disk_scene, tmp_path,
+                                                                  monkeypatch, capsys):  # fmt: skip
+    """Hostile pass (issue 43): without --capacity, a strategy's default capacity (the initial
+    points for MCMC, 4 x them for ADC: a COLMAP model's millions of points) over the budget was
+    refused as 'capacity N (--capacity, TrainConfig.capacity)', an option never given."""
+    monkeypatch.setenv("XPRC_MEMORY_BUDGET", "40KiB")
+    per = 4 * (4 * 59 + 2 * (6 + 3 + 7))  # bytes a 3DGS primitive, as above
+    tail = (" primitives takes at least {need} (59 numbers each, kept 4 times: parameters, "
+            "gradients and Adam's moments), over the memory budget of 40.0 KiB "
+            f"(XPRC_MEMORY_BUDGET); give a capacity of at most {(40 << 10) // per}")  # fmt: skip
+    said = {
+        "mcmc": "capacity 50 (the default: the 50 initial points; --capacity sets another): "
+        "the training state of 50 Gaussian3D",
+        "adc": "capacity 200 (ADC's default: adc_capacity_factor 4 x the 50 initial points; "
+        "--capacity sets another): the training state of 200 Gaussian3D",
+    }
+    for strategy, start in said.items():
+        out = tmp_path / strategy
+        rc = main(["train", "--data", str(disk_scene), "--out", str(out), "--steps", "2",
+                   "--strategy", strategy])  # fmt: skip
+        assert rc == 1
+        cap = 50 if strategy == "mcmc" else 200
+        need = f"{cap * per / 1024:.1f} KiB"
+        last = capsys.readouterr().err.splitlines()[-1]
+        assert last == "error: " + start + tail.format(need=need)
+        assert not (out / "checkpoint.npz").exists()
+
+
 def test_a_small_render_budget_does_not_limit_the_primitives(monkeypatch):
     """RenderConfig.memory_budget bounds a render's entry buffers (test_train.py sets it to a
     few KiB), not the primitives' state."""

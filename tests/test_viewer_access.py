@@ -17,6 +17,7 @@ from test_commands import tiny_scene  # noqa: F401 - the fixture
 
 import xprc
 from xprc.cli import main
+from xprc.data import save_ply
 from xprc.data.colmap import qvec_to_rotmat
 from xprc.data.colmap_write import rotmat_to_qvec
 from xprc.data.workloads import random_scene
@@ -50,7 +51,47 @@ def test_any_other_address_prints_a_notice_that_other_machines_can_connect():
         "keeps the viewer to this machine)",
     ]
     assert access_lines("192.0.2.7", 8080)[1].startswith("notice: listening on 192.0.2.7, ")
+    # every address, spelt otherwise: the address to open is this machine's name (it said
+    # 'open http://[::0]:8080 on them'; hostile pass on issue 43)
+    for every in ("::0", "0:0::0"):
+        assert f"open http://{here}:8080 on them" in access_lines(every, 8080)[1], every
     assert "open http://192.0.2.7:8080 on them" in access_lines("192.0.2.7", 8080)[1]
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
+def test_xprc_view_prints_the_notice_for_an_open_address(host, tmp_path, monkeypatch, capsys):
+    """Issue 43 (carried over): `xprc view --host 0.0.0.0` said nothing about other machines
+    now reaching it. The command itself prints access_lines (a stand-in viewer: no port is
+    opened to the network by a test)."""
+    import xprc.cli.view as view_cli
+    import xprc.viewer as viewer_module
+
+    class StandIn:
+        def __init__(self, method, scene, views, background, host, port):
+            self.host, self.port = host, port
+
+        def access_lines(self):
+            return viewer_module.access_lines(self.host, self.port)
+
+        def stop(self):
+            pass
+
+    def ctrl_c(seconds):
+        raise KeyboardInterrupt
+
+    ply = tmp_path / "scene.ply"
+    save_ply(ply, random_scene(5, seed=1))
+    monkeypatch.setattr(viewer_module, "Viewer", StandIn)
+    monkeypatch.setattr(view_cli, "_pause", ctrl_c)
+    assert main(["view", str(ply), "--host", host, "--port", "8123"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-len(access_lines(host, 8123)) :] == access_lines(host, 8123)
+    notices = [line for line in lines if line.startswith("notice: ")]
+    if host == "0.0.0.0":
+        assert notices == [access_lines(host, 8123)[1]]
+        assert "other machines that can reach this one's port 8123 can now connect" in notices[0]
+    else:
+        assert notices == []
 
 
 def _poses(frames: int):

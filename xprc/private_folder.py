@@ -76,6 +76,8 @@ def private_dir(directory: pathlib.Path) -> str | None:
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(directory)  # (not followed: a link swapped in since is not a directory)
+    except FileExistsError:  # (exist_ok covers folders only: a file, FIFO or device is there)
+        return "it is not a folder (a file of that name is there)"
     except OSError as e:
         return f"cannot create it ({e.strerror or e})"
     if not stat.S_ISDIR(st.st_mode):

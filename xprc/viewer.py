@@ -97,15 +97,27 @@ def _check_host(host: str, port: int) -> None:
 
 def is_loopback(host: str) -> bool:
     """Whether `host` (an address or a name) listens on this machine's loopback only."""
+    return _all_addresses(host, "is_loopback")
+
+
+def is_every_address(host: str) -> bool:
+    """Whether `host` listens on every address of this machine (0.0.0.0, ::, and their other
+    spellings: ::0, 0, 000.000.000.000)."""
+    return _all_addresses(host, "is_unspecified")
+
+
+def _all_addresses(host: str, kind: str) -> bool:
+    """Whether every address `host` (an address or a name) stands for has `kind`, an
+    `ipaddress` property; False when it stands for none."""
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        return getattr(ipaddress.ip_address(host.strip("[]")), kind)
     except ValueError:
         pass
     try:
         infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError):
         return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+    return bool(infos) and all(getattr(ipaddress.ip_address(i[4][0]), kind) for i in infos)
 
 
 def access_lines(host: str, port: int) -> list[str]:
@@ -119,8 +131,7 @@ def access_lines(host: str, port: int) -> list[str]:
             f"the port with `ssh -L {port}:localhost:{port} USER@THIS_MACHINE` and open "
             f"http://localhost:{port} there, or listen on every address with --host 0.0.0.0)"
         ]
-    wildcard = host in ("0.0.0.0", "::")
-    there = http_url(socket.gethostname(), port) if wildcard else url
+    there = http_url(socket.gethostname(), port) if is_every_address(host) else url
     return [
         f"viewer: {url} (Ctrl-C to stop)",
         f"notice: listening on {host}, so other machines that can reach this one's port {port} "

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Callable
 
 from .. import compile_cache
-from ..errors import SpecWarning, XprError, printable
+from ..errors import SpecWarning, XprError, printable, shortened
 from . import capture, check, compile, demo, render, train, verify, view
 from . import eval as eval_command
 
@@ -127,10 +127,19 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too), whose error line is printable and at most
+    `errors.MAX_MESSAGE` characters: it quotes what was typed (an unknown command of 100 KB
+    whole; `unrecognized arguments: ...` raw, a newline or a terminal escape included)."""
+
+    def error(self, message: str):
+        super().error(shortened(printable(message)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="xprc", description="point-based rendering compiler", formatter_class=HelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"xprc {__version__}")

@@ -306,6 +306,23 @@ def _can_be_image_line(line: str, cameras, images: dict) -> bool:
     return (cameras is None or int(tokens[8]) in cameras) and int(tokens[0]) not in images
 
 
+_PROMISE = re.compile(r"two lines of data per image", re.I)
+_IMAGE_COUNT = re.compile(r"number of images:\s*([0-9]+)", re.I | re.A)
+
+
+def _promised_images(lines: list[tuple[int, str]]) -> int | None:
+    """The image count of COLMAP's header (`# Image list with two lines of data per image:`,
+    `# Number of images: N, ...`; read_write_model.py writes it too) when the comments before
+    the first data line give both, else None."""
+    promise = count = None
+    for _, line in lines:
+        if _is_data(line):
+            break
+        promise = promise or _PROMISE.search(line)
+        count = count or _IMAGE_COUNT.search(line)
+    return int(count[1]) if promise and count else None
+
+
 def _read_images_txt(path: Path, cameras=None) -> dict[int, ColmapImage]:
     """COLMAP writes two lines per image: the image line and its POINTS2D line (empty without
     keypoints). Some writers leave the second line out; reading every other line blindly then
@@ -314,10 +331,13 @@ def _read_images_txt(path: Path, cameras=None) -> dict[int, ColmapImage]:
     image line; a line that reads as both is an error, as is one that reads as neither.
     Whole-number keypoints (COLMAP's C++ writer prints 10.0 as `10`; Python writers print
     `10.0`) read as both only when every token is a triple and the line could be an image line
-    of this model (`_can_be_image_line`, with the ids of `cameras` when known)."""
+    of this model (`_can_be_image_line`, with the ids of `cameras` when known). A line that
+    still reads both ways is the POINTS2D line when COLMAP's header promises two lines per
+    image and gives the image count, which the file must then hold."""
     images: dict[int, ColmapImage] = {}
     seen: dict[int, str] = {}
     lines = _text_lines(path)
+    promised, by_header = _promised_images(lines), []
     i = 0
     while i < len(lines):
         lineno, line = lines[i]
@@ -338,11 +358,10 @@ def _read_images_txt(path: Path, cameras=None) -> dict[int, ColmapImage]:
             points = _all_points2d(next_line)
             image_line = _can_be_image_line(next_line, cameras, images)
         if points and image_line:
-            raise DataError(
-                path,
-                f"line {next_no}: cannot tell whether this is the POINTS2D line of image "
-                f"{image_id} (line {lineno}) or an image line",
-            )
+            if promised is None:
+                raise DataError(path, _both_ways(next_no, image_id, lineno))
+            image_line = False  # (as the header promises; checked below)
+            by_header.append((next_no, image_id, lineno))
         if points:
             i += 1
         elif not image_line:
@@ -351,7 +370,17 @@ def _read_images_txt(path: Path, cameras=None) -> dict[int, ColmapImage]:
                 f"line {next_no}: expected the POINTS2D line of image {image_id} (line {lineno}): "
                 f"X Y POINT3D_ID triples, or the next image line: {_IMAGE_LINE}",
             )
+    if by_header and len(images) != promised:
+        raise DataError(path, _both_ways(*by_header[0]) + " (read as the POINTS2D line, as the "
+                        "header's 'two lines of data per image' says, the file holds "
+                        f"{len(images)} images, not the {promised} of its 'Number of "
+                        "images')")  # fmt: skip
     return images
+
+
+def _both_ways(lineno: int, image_id: int, image_lineno: int) -> str:
+    return (f"line {lineno}: cannot tell whether this is the POINTS2D line of image {image_id} "
+            f"(line {image_lineno}) or an image line")  # fmt: skip
 
 
 def _read_points_txt(path: Path) -> tuple[np.ndarray, np.ndarray]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from ..errors import DataError, XprError, printable
 from .blender import load_blender_splits
 from .colmap import load_colmap
 from .datasets import TEST_EVERY, Dataset, split_every
+from .files import require_file
 from .undistort import undistort_views
 
 __all__ = ["dataset_mark", "dataset_marks", "load_scene"]
@@ -124,6 +126,24 @@ def _load_scene(root: Path, background, downscale, test_every, images, undistort
     if not root.is_dir():
         problem = "not a folder" if root.exists() else "folder not found"
         raise DataError(root, f"dataset {problem}")
+    _check_unusable_marks(root)
     raise DataError(
         root, "not a dataset: expected transforms_train.json (Blender) or sparse/ (COLMAP)"
     )
+
+
+def _check_unusable_marks(root: Path) -> None:
+    """A DataError naming a mark that is there but cannot be one (a dangling link, a folder
+    named transforms_train.json, a link to a device, a file named sparse): the folder is
+    not said to hold neither."""
+    for mark, kind in ((BLENDER_MARK, "file"), (COLMAP_MARK, "folder")):
+        path = root / mark
+        if not os.path.lexists(path):
+            continue
+        if os.path.islink(path) and not os.path.exists(path):
+            raise DataError(path, f"a symbolic link to {printable(os.readlink(path))}, which "
+                            "does not exist")  # fmt: skip
+        if kind == "file":
+            require_file(path)
+        else:
+            raise DataError(path, "not a folder (a COLMAP scene keeps its model in sparse/)")

@@ -117,6 +117,28 @@ def check_memory(capacity: int, needed: int, method, grid: TileGrid, config: Ren
     )
 
 
+def check_given_capacity(method, grid: TileGrid, config: RenderConfig) -> None:
+    """A MemoryBudgetError when a capacity the caller gave (`config.max_entries`, `xprc render
+    --max-entries`) would not fit the budget a counted one meets (`check_memory`): it is
+    allocated as given (2,000,000,000 asked XLA for 768 GB)."""
+    budget = config.memory_budget or default_memory_budget()
+    info = MethodInfo.of(method)
+    sizes = info.num_attrs, info.num_features + 1, grid
+    need = estimate_bytes(config.max_entries, *sizes)
+    if need <= budget:
+        return
+    base, per = estimate_bytes(0, *sizes), estimate_bytes(1, *sizes) - estimate_bytes(0, *sizes)
+    fits = max(budget - base, 0) // per
+    raise MemoryBudgetError(
+        f"RenderConfig.max_entries (xprc render --max-entries) of {config.max_entries:,} "
+        f"entries on a {grid.width}x{grid.height} image with {grid.tile}x{grid.tile} tiles "
+        f"would take about {size_text(need)}, over the memory budget of {size_text(budget)}; "
+        + (f"give at most {fits:,}, " if fits else "")
+        + "leave it unset (the entries are then counted and the capacity sized from them), or "
+        f"raise the budget (RenderConfig.memory_budget or {BUDGET_ENV})"
+    )
+
+
 def overflow_message(dropped: int, needed: int, capacity: int, saturated: bool) -> str:
     if saturated:
         amount = f"more than {INT32_MAX:,} (primitive, tile) entries (count saturated)"

@@ -345,6 +345,9 @@ def render(
     if not traced:
         if config.max_entries is None:
             config = sized_config(method, params, camera, config)
+        else:
+            grid = TileGrid(camera.width, camera.height, config.tile_size)
+            cap.check_given_capacity(method, grid, config)
         out = _call_compiled(info, method, mode, config, batched, (params, camera, background))
         cap.report_overflow(out.stats, config.on_overflow, model=camera.model)
         return out

@@ -293,6 +293,7 @@ def _say_unused_opacity(method, table, roles, config: TrainConfig, log: Log) -> 
 # copies of each parameter a training step keeps: the parameters, their gradients and Adam's
 # two moments (a lower bound: strategies and the step's temporaries add more)
 STATE_COPIES = 4
+CAPACITY_OPTION = "--capacity, TrainConfig.capacity"  # where a capacity comes from, by default
 
 
 def state_bytes(method, capacity: int) -> int:
@@ -305,11 +306,14 @@ def state_bytes(method, capacity: int) -> int:
     return capacity * 4 * (STATE_COPIES * numbers + 2 * projected)
 
 
-def check_capacity_memory(method, capacity: int, config: TrainConfig | None = None) -> None:
+def check_capacity_memory(
+    method, capacity: int, config: TrainConfig | None = None, source: str = CAPACITY_OPTION
+) -> None:
     """A TrainError, before anything is allocated, when `capacity` primitives' training state
     cannot fit the memory: XPRC_MEMORY_BUDGET when set, else the machine's physical memory
     (`--capacity 300000000` grew to 20 GB and was killed by the kernel without a word).
-    RenderConfig.memory_budget bounds a render's entry buffers, not this."""
+    RenderConfig.memory_budget bounds a render's entry buffers, not this. `source` says where
+    the capacity came from (a strategy's default is not an option the user gave)."""
     del config  # (the state's size depends on the method and the capacity only)
     env = os.environ.get(BUDGET_ENV)
     budget = parse_bytes(env, BUDGET_ENV) if env is not None else physical_memory()
@@ -323,7 +327,7 @@ def check_capacity_memory(method, capacity: int, config: TrainConfig | None = No
             else f"more than the {size_text(budget)} this machine has ({BUDGET_ENV} sets "
             "another budget)")  # fmt: skip
     raise TrainError(
-        f"capacity {capacity:,} (--capacity, TrainConfig.capacity): the training state of "
+        f"capacity {capacity:,} ({source}): the training state of "
         f"{capacity:,} {info.name} primitives takes at least {size_text(need)} ({numbers} "
         f"numbers each, kept {STATE_COPIES} times: parameters, gradients and Adam's moments), "
         f"{over}; " + (f"give a capacity of at most {fits:,}" if fits else "no capacity fits")

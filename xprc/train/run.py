@@ -42,6 +42,7 @@ from .data import (
 )
 from .init import (
     camera_poses,
+    check_capacity_memory,
     init_params,
     look_target,
     numbers_text,
@@ -179,6 +180,9 @@ class Run:
         self.hyper["pose_pivot"] = jnp.asarray(_pivots(train_set, train_views))
         n_points = len(points) if points is not None and len(points) else config.num_random_points
         cap = config.capacity or self.strategy.default_capacity(n_points, config)
+        if not config.capacity:  # (init_params checks it too, naming the option)
+            source = self.strategy.default_capacity_words(n_points, config)
+            check_capacity_memory(method, cap, source=f"{source}; --capacity sets another")
         params, used = init_params(method, train_set, config, capacity=cap, log=note)
         cams = self.data["cameras"], self.test_data["cameras"]
         health.check_initial(params, cams[0], self.names, points, self.out)

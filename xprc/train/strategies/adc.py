@@ -56,6 +56,10 @@ class ADC(Strategy):
     def default_capacity(self, n_points: int, config: TrainConfig) -> int:
         return max(int(round(config.adc_capacity_factor * n_points)), n_points)
 
+    def default_capacity_words(self, n_points: int, config: TrainConfig) -> str:
+        return (f"ADC's default: adc_capacity_factor {config.adc_capacity_factor:g} x the "
+                f"{n_points:,} initial points")  # fmt: skip
+
     def init_state(self, n: int) -> dict:
         return {
             "grad_sum": jnp.zeros((n,), jnp.float32),

@@ -80,6 +80,10 @@ class Strategy:
     def default_capacity(self, n_points: int, config: TrainConfig) -> int:
         return n_points
 
+    def default_capacity_words(self, n_points: int, config: TrainConfig) -> str:
+        """Where `default_capacity` comes from, for a message."""
+        return f"the default: the {n_points:,} initial points"
+
     def init_state(self, n: int) -> dict:
         return {}
 
