@@ -109,7 +109,7 @@ def _psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_frame_size():
     viewer = FrameRenderer(None, max_pixels=640 * 480)  # the sizing rule alone: no server
-    assert viewer.frame_size(640, 480, 4) == (160, 120)
+    assert viewer.frame_size(640, 480, 4) == (160, 128)  # 160x120, rounded up to buckets
     assert viewer.frame_size(640, 480, 1) == (640, 480)
     assert viewer.frame_size(1280, 960, 1) == (640, 480)  # capped at max_pixels
 
@@ -163,9 +163,10 @@ def test_browser_frame_matches_direct_render():
                       height=H)  # fmt: skip
     ref = xprc.render(method, params, cam, background=background).image
     ref = np.round(np.clip(np.asarray(ref), 0, 1) * 255).astype(np.uint8)
-    # While the camera moved, the viewer sent a half-resolution frame first, then the full one.
+    # While the camera moved, the viewer sent a reduced frame first (160x120 rounded up to its
+    # size buckets), then the full one.
     sizes = [(size, scale) for _, _, size, scale in viewer.sent]
-    assert ((W // 2, H // 2), 2) in sizes and sizes[-1] == ((W, H), 1)
+    assert ((160, 128), 2) in sizes and sizes[-1] == ((W, H), 1)
     assert shot.shape == ref.shape
     assert np.abs(ref.astype(int) - 255).max() > 100  # the scene is in view, not blank
     psnr = _psnr(shot, ref)

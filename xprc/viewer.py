@@ -1,15 +1,17 @@
 """`xprc view`: a browser viewer for a trained scene, built on viser (`pip install "xprc[viewer]"`).
 
 Every frame is rendered by the compiled spec through `xprc.render` and sent to the page as the
-scene's background image. While the camera moves, frames are rendered at 1/`moving_scale` of the
-resolution; once it has been still for `settle_s`, the full-resolution frame follows. The control
+scene's background image. While the camera moves, frames are rendered at about 1/`moving_scale`
+of the resolution, in a few fixed sizes (each compiled once); once it has been still for
+`settle_s`, the full-resolution frame follows. The control
 panel shows the frame rate and chooses what is shown (RGB, depth, alpha); dataset cameras are
 drawn as frusta (click one to look through it). With `watch()`, the scene is reloaded whenever its
 file changes, which is how `xprc train --view` shows a run while it trains.
 
 Cameras: viser reports a camera as T_world_camera (OpenCV axes, +z forward, +y down) with a
-vertical field of view; `viewer_camera` turns that into an `xprc.Camera` with square pixels and
-the principal point at the image centre.
+vertical field of view; `viewer_camera` turns that into an `xprc.Camera` with the principal point
+at the image centre, and square pixels unless the frame is stretched over a canvas of another
+aspect (the page draws the frame over the whole canvas).
 """
 
 from __future__ import annotations
@@ -55,16 +57,20 @@ def _import_viser():
     return viser
 
 
-def viewer_camera(wxyz, position, fov_y: float, width: int, height: int):
-    """A viser camera (T_world_camera as wxyz + position, vertical fov in radians) -> Camera."""
+def viewer_camera(wxyz, position, fov_y: float, width: int, height: int, aspect=None):
+    """A viser camera (T_world_camera as wxyz + position, vertical fov in radians) -> Camera
+    of width x height pixels. aspect: the width / height of the canvas the frame is stretched
+    over (None: width / height, square pixels); the frame then shows what the canvas shows."""
     from .camera import Camera
 
     R = qvec_to_rotmat(wxyz)
     viewmat = np.eye(4)
     viewmat[:3, :3] = R.T
     viewmat[:3, 3] = -R.T @ np.asarray(position, np.float64)
-    f = 0.5 * height / math.tan(0.5 * fov_y)
-    K = np.array([[f, 0.0, 0.5 * width], [0.0, f, 0.5 * height], [0.0, 0.0, 1.0]])
+    tan = math.tan(0.5 * fov_y)
+    fy = 0.5 * height / tan
+    fx = fy if aspect is None else 0.5 * width / (aspect * tan)
+    K = np.array([[fx, 0.0, 0.5 * width], [0.0, fy, 0.5 * height], [0.0, 0.0, 1.0]])
     return Camera(
         viewmat=viewmat.astype(np.float32), K=K.astype(np.float32), width=width, height=height
     )
@@ -166,16 +172,26 @@ class FrameRenderer:
         self.background = np.asarray(bg, np.float32)
 
     def frame_size(self, width: int, height: int, scale: int) -> tuple[int, int]:
-        """The rendered size for a canvas of width x height: at most max_pixels, / scale."""
-        shrink = max(1.0, math.sqrt(width * height / self.max_pixels)) * scale
-        return max(1, round(width / shrink)), max(1, round(height / shrink))
+        """The rendered size for a canvas of width x height: at most max_pixels, / scale. A
+        reduced frame (scale > 1, while moving) has each side rounded up to a size bucket
+        (`entry_bucket`'s: four per octave, at least 16), so that resizing the window compiles
+        a handful of sizes, not one per size it passes through (seconds each on a CPU); it is
+        stretched over the canvas, its camera made for the canvas's aspect (`viewer_camera`)."""
+        from .pipeline.config import entry_bucket
 
-    def render(self, wxyz, position, fov: float, width: int, height: int, kind: str):
-        """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
+        shrink = max(1.0, math.sqrt(width * height / self.max_pixels)) * scale
+        w, h = max(1, round(width / shrink)), max(1, round(height / shrink))
+        if scale == 1:
+            return w, h
+        return entry_bucket(w, minimum=16), entry_bucket(h, minimum=16)
+
+    def render(self, wxyz, position, fov: float, width: int, height: int, kind: str, aspect=None):
+        """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]; aspect: the
+        canvas's width / height when the frame is stretched over it (`viewer_camera`)."""
         from .pipeline import RenderConfig, count_entries, render
         from .pipeline.capacity import report_overflow
 
-        camera = viewer_camera(wxyz, position, fov, width, height)
+        camera = viewer_camera(wxyz, position, fov, width, height, aspect)
         mode = "RGB+ED" if kind == "depth" else "RGB"
         key = (width, height, mode)
         if key not in self.capacity:
@@ -442,9 +458,11 @@ class Viewer:
     def frame_size(self, width: int, height: int, scale: int) -> tuple[int, int]:
         return self.frames.frame_size(width, height, scale)
 
-    def render_frame(self, wxyz, position, fov: float, width: int, height: int, kind: str):
+    def render_frame(
+        self, wxyz, position, fov: float, width: int, height: int, kind: str, aspect=None
+    ):
         """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
-        return self.frames.render(wxyz, position, fov, width, height, kind)
+        return self.frames.render(wxyz, position, fov, width, height, kind, aspect)
 
     def _send(self, client, key, scale: int) -> None:
         from .plots import to_uint8
@@ -455,7 +473,7 @@ class Viewer:
         fw, fh = self.frame_size(w, h, scale)
         t0 = time.perf_counter()
         kind = self.kinds[label]
-        image = self.render_frame(np.array(wxyz), np.array(position), fov, fw, fh, kind)
+        image = self.render_frame(np.array(wxyz), np.array(position), fov, fw, fh, kind, w / h)
         dt = time.perf_counter() - t0
         self.fps = 1.0 / max(dt, 1e-6)
         client.scene.set_background_image(
