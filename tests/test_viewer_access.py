@@ -122,9 +122,10 @@ class _Client:
 
 def test_a_moving_camera_gets_small_frames_of_one_size_and_a_resting_one_the_full_frame():
     """The viewer's serving path with a client stood in: each camera change sends a frame
-    of the reduced size, no compile after the first; a camera still for `settle_s` gets one
-    full-size frame, then nothing more until it moves. The frames are what `xprc.render`
-    gives for the camera built here (the reduced one stretched over the canvas), as 8 bits."""
+    of the reduced size, no compile after the first (which also starts compiling the full
+    size in the background); a camera still for `settle_s` gets one full-size frame, compiled
+    already, then nothing more until it moves. The frames are what `xprc.render` gives for
+    the camera built here (the reduced one stretched over the canvas), as 8 bits."""
     from xprc.viewer import Viewer
 
     method = xprc.load("3dgs")
@@ -138,6 +139,8 @@ def test_a_moving_camera_gets_small_frames_of_one_size_and_a_resting_one_the_ful
         poses = list(_poses(6))
         client.look(*poses[0])
         viewer._serve(client)  # the first frame of the reduced size compiles
+        viewer.frames.wait_warm()  # the full size's compile, started by that frame
+        assert list(viewer.frames.capacity) == [(56, 32, "RGB"), (W, H, "RGB")]
         traced = RENDER.TRACE_COUNT["render"]
         for pose in poses[1:]:
             client.look(*pose)
@@ -149,10 +152,14 @@ def test_a_moving_camera_gets_small_frames_of_one_size_and_a_resting_one_the_ful
             ref = xprc.render(method, params, _reference(wxyz, position, fov, 56, 32, W / H),
                               background=background).image  # fmt: skip
             np.testing.assert_allclose(frame / 255, np.clip(ref, 0, 1), atol=1 / 254)
+        frames = viewer.frames
         viewer.settle_s = 0.0  # the camera has now been still long enough
+        traced = RENDER.TRACE_COUNT["render"]  # (after the references' own renders)
         viewer._serve(client)
         viewer._serve(client)  # the full frame is sent once
         assert [f.shape for f in client.frames[len(poses) :]] == [(H, W, 3)]
+        # compiled while the camera moved
+        assert RENDER.TRACE_COUNT["render"] == traced and frames.regrown == 0
         wxyz, position, fov = poses[-1]
         ref = xprc.render(method, params, _reference(wxyz, position, fov, W, H, W / H),
                           background=background).image  # fmt: skip

@@ -149,7 +149,8 @@ class FrameRenderer:
     moving camera reuses one compiled program per size instead of counting its entries and
     compiling for a new capacity bucket. A frame that needs more entries than its size's
     capacity is rendered again with a larger one (nothing is dropped from what is shown;
-    `regrown` counts it); run-time trouble the render reports is warned as by `xprc.render`."""
+    `regrown` counts it); run-time trouble the render reports is warned as by `xprc.render`.
+    `warm` compiles a size in the background (the full frame's, while the camera moves)."""
 
     def __init__(
         self, method, *, moving_scale: int = 4, max_pixels: int = 1280 * 800, headroom=2.0
@@ -162,6 +163,8 @@ class FrameRenderer:
         self.regrown = 0
         self.note = ""  # what the last frame's levels mean, for a spec's per-pixel output
         self.warned: set[str] = set()  # the kinds whose clipped values were warned
+        self._lock = threading.Lock()  # (guards _warming)
+        self._warming: dict[tuple, threading.Thread] = {}  # size key -> its warm-up
 
     def set_scene(self, params: dict, background) -> None:
         """A new scene (raw parameters) and background; sizes keep their capacities."""
@@ -190,23 +193,60 @@ class FrameRenderer:
     def render(self, wxyz, position, fov: float, width: int, height: int, kind: str, aspect=None):
         """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]; aspect: the
         canvas's width / height when the frame is stretched over it (`viewer_camera`)."""
-        from .pipeline import RenderConfig, count_entries, render
         from .pipeline.capacity import report_overflow
 
         camera = viewer_camera(wxyz, position, fov, width, height, aspect)
         mode = "RGB+ED" if kind == "depth" else "RGB"
-        key = (width, height, mode)
+        warming = self._warming.get((width, height, mode))
+        if warming is not None:
+            warming.join()  # its program, compiled in the background
+        out = self._render(camera, mode)
+        report_overflow(out.stats, "warn", model=camera.model)
+        return self.picture(out, kind)
+
+    def _render(self, camera, mode: str):
+        """`xprc.render` of `camera` with its size's capacity, grown when a frame needs more."""
+        from .pipeline import RenderConfig, count_entries, render
+
+        key = (camera.width, camera.height, mode)
         if key not in self.capacity:
             self._size(key, count_entries(self.method, self.params, camera), camera)
         while True:
             config = RenderConfig(max_entries=self.capacity[key], on_overflow="ignore")
             out = render(self.method, self.params, camera, self.background, mode, config)
             if not int(out.stats["dropped"]):
-                break
+                return out
             self._size(key, int(out.stats["entries_needed"]), camera)
             self.regrown += 1
-        report_overflow(out.stats, "warn", model=camera.model)
-        return self.picture(out, kind)
+
+    def warm(self, wxyz, position, fov: float, width: int, height: int, kind: str, aspect=None):
+        """Compile frames of this size and kind in a background thread, unless they are
+        compiled or another warm-up runs (one at a time: a window resized passes many sizes),
+        so that the first such frame (the full one when the camera rests) need not wait for
+        the compiler; `render` of the size waits for its warm-up. A warm-up that fails leaves
+        the error to that render, which meets it again and reports it."""
+        mode = "RGB+ED" if kind == "depth" else "RGB"
+        key = (width, height, mode)
+        with self._lock:
+            busy = any(t.is_alive() for t in self._warming.values())
+            if key in self.capacity or key in self._warming or busy or self.params is None:
+                return
+            camera = viewer_camera(wxyz, position, fov, width, height, aspect)
+            thread = threading.Thread(target=self._warm, args=(camera, mode), daemon=True,
+                                      name="xprc-viewer-warm")  # fmt: skip
+            self._warming[key] = thread
+        thread.start()
+
+    def _warm(self, camera, mode: str) -> None:
+        try:
+            self._render(camera, mode)
+        except Exception:  # noqa: BLE001 - `render` of this size meets it again and reports it
+            pass
+
+    def wait_warm(self) -> None:
+        """Wait for the warm-ups started so far."""
+        for thread in list(self._warming.values()):
+            thread.join()
 
     def picture(self, out, kind: str):
         """The frame `out` as the picture of `kind`; for a spec's per-pixel output, `note` is
@@ -349,6 +389,7 @@ class Viewer:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
+        self.frames.wait_warm()  # (a compile left running could crash the interpreter's exit)
         self.server.stop()
 
     # ---------------------------------------------------------------------------- clients
@@ -481,6 +522,9 @@ class Viewer:
         client.scene.set_background_image(
             to_uint8(image), format="jpeg", jpeg_quality=self.jpeg_quality
         )
+        if scale != 1:  # the full frame of this canvas, compiled while the camera moves
+            self.frames.warm(np.array(wxyz), np.array(position), fov,
+                             *self.frame_size(w, h, 1), kind, w / h)  # fmt: skip
         self.sent.append((client.client_id, key, (fw, fh), scale))
         what = "full" if scale == 1 else f"1/{scale} while moving"
         note = f"; {self.frames.note}" if self.frames.note else ""
