@@ -1,14 +1,14 @@
 """`xprc view`: a browser viewer for a trained scene, built on viser (`pip install "xprc[viewer]"`).
 
 Every frame is rendered by the compiled spec through `xprc.render` and sent to the page as the
-scene's background image. While the camera moves, frames are rendered at about 1/`moving_scale`
-of the resolution, in a few fixed sizes (each compiled once); once it has been still for
-`settle_s`, the full-resolution frame follows. The resolution is the canvas's in device pixels as
-the page reports it: viser lowers it to 3/4 or 7/8 while the browser draws slowly (software GL),
-which is a new size to compile. The control
-panel shows the frame rate and chooses what is shown (RGB, depth, alpha); dataset cameras are
-drawn as frusta (click one to look through it). With `watch()`, the scene is reloaded whenever its
-file changes, which is how `xprc train --view` shows a run while it trains.
+scene's background image. While the camera moves, frames are rendered at about 1/`moving_scale` of
+the resolution, in a few fixed sizes (each compiled once; the first also compiles the full size in
+the background); once it has been still for `settle_s`, the full-resolution frame follows. The
+resolution is the canvas's in device pixels as the page reports it: viser lowers it to 3/4 or 7/8
+while the browser draws slowly (software GL), which is a new size to compile. The control panel
+shows the frame rate and chooses what is shown (RGB, depth, alpha); dataset cameras are drawn as
+frusta (click one to look through it). With `watch()`, the scene is reloaded whenever its file
+changes, which is how `xprc train --view` shows a run while it trains.
 
 Cameras: viser reports a camera as T_world_camera (OpenCV axes, +z forward, +y down) with a
 vertical field of view; `viewer_camera` turns that into an `xprc.Camera` with the principal point
