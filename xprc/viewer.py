@@ -142,6 +142,11 @@ def http_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def _mode(kind: str) -> str:
+    """The render mode a frame of `kind` needs (depth: the expected depth too)."""
+    return "RGB+ED" if kind == "depth" else "RGB"
+
+
 class FrameRenderer:
     """The viewer's frames, rendered with programs compiled once: the scene's parameters go to
     the device once per scene (not per frame), and each frame size and mode keeps one entry
@@ -196,7 +201,7 @@ class FrameRenderer:
         from .pipeline.capacity import report_overflow
 
         camera = viewer_camera(wxyz, position, fov, width, height, aspect)
-        mode = "RGB+ED" if kind == "depth" else "RGB"
+        mode = _mode(kind)
         warming = self._warming.get((width, height, mode))
         if warming is not None:
             warming.join()  # its program, compiled in the background
@@ -225,7 +230,7 @@ class FrameRenderer:
         so that the first such frame (the full one when the camera rests) need not wait for
         the compiler; `render` of the size waits for its warm-up. A warm-up that fails leaves
         the error to that render, which meets it again and reports it."""
-        mode = "RGB+ED" if kind == "depth" else "RGB"
+        mode = _mode(kind)
         key = (width, height, mode)
         with self._lock:
             busy = any(t.is_alive() for t in self._warming.values())
