@@ -173,6 +173,42 @@ def test_a_moving_camera_gets_small_frames_of_one_size_and_a_resting_one_the_ful
         viewer.stop()
 
 
+def test_a_frame_that_cannot_be_rendered_is_said_and_the_viewer_keeps_serving(monkeypatch, capsys):
+    """A frame over the memory budget: the status line says why, stderr once, the frame at
+    rest is not tried again and again, and a camera that moves (budget restored) is served."""
+    from xprc.viewer import Viewer
+
+    viewer = Viewer(xprc.load("3dgs"), random_scene(300, seed=5, spread=1.0),
+                    port=_free_port(), settle_s=0.0)  # fmt: skip
+    try:
+        client = _Client(200, 120)
+        viewer._connect(client)
+        tries = []
+        render_frame = viewer.render_frame
+        monkeypatch.setattr(viewer, "render_frame", lambda *a: tries.append(a) or render_frame(*a))
+        monkeypatch.setenv("XPRC_MEMORY_BUDGET", "1000")
+        poses = list(_poses(3))
+        client.look(*poses[0])
+        for _ in range(3):
+            viewer._serve_safely(client)  # moving, then at rest once, then nothing
+        client.look(*poses[1])
+        viewer._serve_safely(client)
+        assert len(tries) == 3 and client.frames == []
+        assert viewer._status.content.startswith("**cannot render this frame**: this render "
+                                                 "needs ")  # fmt: skip
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("viewer: cannot render this frame: this render needs ")
+        assert "over the memory budget of 1000 bytes" in line
+        assert line.endswith("(said once; the status line shows each frame's)")
+        monkeypatch.delenv("XPRC_MEMORY_BUDGET")
+        client.look(*poses[2])
+        viewer._serve_safely(client)
+        assert [f.shape for f in client.frames] == [(32, 56, 3)]
+        assert "FPS" in viewer._status.content
+    finally:
+        viewer.stop()
+
+
 def test_resizing_the_window_while_moving_compiles_a_few_sizes():
     """Each side of a reduced frame is rounded up to a size bucket (m * 2^e, m in 4..7):
     a window dragged from 1000 to 1400 pixels wide passes 401 widths, 250..350 at 1/4,

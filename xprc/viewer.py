@@ -23,6 +23,7 @@ import dataclasses
 import ipaddress
 import math
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -32,7 +33,7 @@ import numpy as np
 
 from .data.colmap import qvec_to_rotmat
 from .data.colmap_write import rotmat_to_qvec
-from .errors import XprError
+from .errors import XprError, printable
 from .method_info import MethodInfo
 from .plots import BUILT_IN_KINDS
 
@@ -334,6 +335,7 @@ class Viewer:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._watch_interval: float | None = None
+        self._said: set[type] = set()  # the kinds of render error printed
         self.fps = 0.0
         self.sent: collections.deque = collections.deque(maxlen=64)  # (client id, key, size)
         _check_host(host, port)
@@ -467,10 +469,23 @@ class Viewer:
                 next_watch = now + self._watch_interval
                 self._reload_if_changed()
             for client in list(self.server.get_clients().values()):
-                try:
-                    self._serve(client)
-                except (AssertionError, KeyError):
-                    continue  # the client has not reported its camera yet, or has left
+                self._serve_safely(client)
+
+    def _serve_safely(self, client) -> None:
+        """`_serve`; a frame that cannot be rendered (an `XprError`: e.g. over the memory
+        budget at this window's size) is said in the status line, each kind of error once on
+        stderr, and the viewer keeps serving (a camera that moves tries again), instead of a
+        traceback from its thread and a page that no longer changes."""
+        try:
+            self._serve(client)
+        except (AssertionError, KeyError):
+            pass  # the client has not reported its camera yet, or has left
+        except XprError as e:
+            self._status.content = f"**cannot render this frame**: {printable(e.message)}"
+            if type(e) not in self._said:
+                self._said.add(type(e))
+                said = f"viewer: cannot render this frame: {e.message} (said once; the status line "
+                print(printable(said + "shows each frame's)"), file=sys.stderr, flush=True)
 
     def _reload_if_changed(self) -> None:
         try:
@@ -498,8 +513,8 @@ class Viewer:
             self._send(client, key, scale=self.moving_scale)
         elif not state.full:
             if now - state.changed >= self.settle_s:
+                state.full = True  # (once: a frame that fails is not tried again at rest)
                 self._send(client, key, scale=1)
-                state.full = True
             else:
                 self._wake.set()
 
