@@ -109,10 +109,11 @@ def main(argv=None) -> dict:
         Image.fromarray(to_uint8(image)).save(io.BytesIO(), format="JPEG", quality=92)
 
     rows = []
+    aspect = args.width / args.height  # a frame is stretched over the canvas
     for scale in (renderer.moving_scale, 1):
         size = renderer.frame_size(args.width, args.height, scale)
         poses = list(orbit(views[0], args.frames + 1, args.degrees, args.zoom))
-        row = measure(lambda *a: renderer.render(*a, "rgb"), poses, size, encode)
+        row = measure(lambda *a: renderer.render(*a, "rgb", aspect), poses, size, encode)
         row["while"] = "moving" if scale > 1 else "still (full resolution)"
         rows.append(row)
     n = len(next(iter(trained.params.values())))

@@ -109,20 +109,27 @@ def _psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_frame_size():
     viewer = FrameRenderer(None, max_pixels=640 * 480)  # the sizing rule alone: no server
-    assert viewer.frame_size(640, 480, 4) == (160, 120)
+    assert viewer.frame_size(640, 480, 4) == (160, 128)  # 160x120, rounded up to buckets
     assert viewer.frame_size(640, 480, 1) == (640, 480)
     assert viewer.frame_size(1280, 960, 1) == (640, 480)  # capped at max_pixels
 
 
-@pytest.mark.skipif(
+needs_chromium = pytest.mark.skipif(
     CHROMIUM is None and not os.environ.get("CI"),  # CI installs it: there the test must run
     reason="chromium is not installed (apt-get install chromium)",
 )
-def test_browser_frame_matches_direct_render():
-    method = xprc.load("3dgs")
-    params = random_scene(400, seed=3)
-    background = np.array([1.0, 1.0, 1.0], np.float32)
-    viewer = Viewer(method, params, background=background, port=_free_port(), moving_scale=2)
+
+# A known camera, set from the server: at (0.3, -0.2, -3) looking along +z (OpenCV axes),
+# rotated 10 degrees about the view axis, 60 degree vertical field of view.
+ANGLE = math.radians(10)
+WXYZ = np.array([math.cos(ANGLE / 2), 0.0, 0.0, math.sin(ANGLE / 2)])
+POSITION = np.array([0.3, -0.2, -3.0])
+FOV = math.radians(60)
+
+
+def _screenshot(viewer, sent) -> np.ndarray:
+    """The page's canvas (everything else hidden) once the server has set the known camera
+    and `sent(client)` says the frame to look at was sent."""
     browser = Browser()
     try:
         browser.call("Emulation.setDeviceMetricsOverride", width=W, height=H,
@@ -130,17 +137,11 @@ def test_browser_frame_matches_direct_render():
         browser.call("Page.navigate", url=viewer.url)
         client = _wait(lambda: list(viewer.server.get_clients().values()), "the page")[0]
         _wait(lambda: viewer.camera_known(client), "the page's camera")
-        # A known camera, set from the server: at (0.3, -0.2, -3) looking along +z (OpenCV
-        # axes), rotated 10 degrees about the view axis, 60 degree vertical field of view.
-        angle = math.radians(10)
-        wxyz = np.array([math.cos(angle / 2), 0.0, 0.0, math.sin(angle / 2)])
-        position = np.array([0.3, -0.2, -3.0])
-        fov = math.radians(60)
         with client.atomic():
-            client.camera.fov = fov
-            client.camera.position = position
-            client.camera.wxyz = wxyz
-        _wait(lambda: viewer.shown(client, wxyz, position, fov), "the frame for that camera")
+            client.camera.fov = FOV
+            client.camera.position = POSITION
+            client.camera.wxyz = WXYZ
+        _wait(lambda: sent(client), "the frame for that camera")
         time.sleep(1.0)  # the browser decodes and draws the frame
         hide = "body * { visibility: hidden !important } canvas { visibility: visible !important }"
         browser.call(
@@ -149,28 +150,77 @@ def test_browser_frame_matches_direct_render():
             "document.head.appendChild(s);",
         )
         time.sleep(0.5)
-        shot = browser.screenshot()
+        return browser.screenshot()
     finally:
         browser.close()
-        viewer.stop()
-    # The reference: world->camera from the pose, K from the vertical field of view.
-    R = qvec_to_rotmat(wxyz)
+
+
+def _reference(method, params, background, width: int, height: int, fx_scale: float = 1.0):
+    """`xprc.render` of the known camera at width x height, built here: world->camera from the
+    pose, K from the vertical field of view (fx = fx_scale * fy: a frame stretched wider)."""
+    R = qvec_to_rotmat(WXYZ)
     viewmat = np.eye(4)
-    viewmat[:3, :3], viewmat[:3, 3] = R.T, -R.T @ position
-    f = (H / 2) / math.tan(fov / 2)
-    K = np.array([[f, 0, W / 2], [0, f, H / 2], [0, 0, 1]])
-    cam = xprc.Camera(viewmat=viewmat.astype(np.float32), K=K.astype(np.float32), width=W,
-                      height=H)  # fmt: skip
+    viewmat[:3, :3], viewmat[:3, 3] = R.T, -R.T @ POSITION
+    f = (height / 2) / math.tan(FOV / 2)
+    K = np.array([[f * fx_scale, 0, width / 2], [0, f, height / 2], [0, 0, 1]])
+    cam = xprc.Camera(viewmat=viewmat.astype(np.float32), K=K.astype(np.float32), width=width,
+                      height=height)  # fmt: skip
     ref = xprc.render(method, params, cam, background=background).image
-    ref = np.round(np.clip(np.asarray(ref), 0, 1) * 255).astype(np.uint8)
-    # While the camera moved, the viewer sent a half-resolution frame first, then the full one.
+    return np.round(np.clip(np.asarray(ref), 0, 1) * 255).astype(np.uint8)
+
+
+@needs_chromium
+def test_browser_frame_matches_direct_render():
+    method = xprc.load("3dgs")
+    params = random_scene(400, seed=3)
+    background = np.array([1.0, 1.0, 1.0], np.float32)
+    viewer = Viewer(method, params, background=background, port=_free_port(), moving_scale=2)
+    try:
+        shot = _screenshot(viewer, lambda c: viewer.shown(c, WXYZ, POSITION, FOV))
+    finally:
+        viewer.stop()
+    ref = _reference(method, params, background, W, H)
+    # While the camera moved, the viewer sent a reduced frame first (160x120 rounded up to its
+    # size buckets), then the full one.
     sizes = [(size, scale) for _, _, size, scale in viewer.sent]
-    assert ((W // 2, H // 2), 2) in sizes and sizes[-1] == ((W, H), 1)
+    assert ((160, 128), 2) in sizes and sizes[-1] == ((W, H), 1)
     assert shot.shape == ref.shape
     assert np.abs(ref.astype(int) - 255).max() > 100  # the scene is in view, not blank
     psnr = _psnr(shot, ref)
     print(f"browser frame vs direct render: PSNR {psnr:.1f} dB")
     assert psnr > 30.0, psnr
+
+
+@needs_chromium
+def test_browser_stretches_a_moving_frame_over_the_canvas():
+    """A moving frame of another aspect than the canvas (160x128 for 320x240) is drawn over
+    the whole canvas, and its camera (wider pixels) makes it show what the canvas shows: the
+    screenshot matches the full-size render of the known camera, and much better than it
+    matches the same frame made with square pixels (a narrower view, stretched)."""
+    method = xprc.load("3dgs")
+    params = random_scene(400, seed=3)
+    background = np.array([1.0, 1.0, 1.0], np.float32)
+    viewer = Viewer(method, params, background=background, port=_free_port(), moving_scale=2,
+                    settle_s=3600.0)  # fmt: skip
+
+    def moving_frame_sent(client) -> bool:
+        last = [s for s in viewer.sent if s[0] == client.client_id][-1:]
+        return bool(last) and np.allclose(last[0][1][1], POSITION, atol=1e-4)
+
+    try:
+        shot = _screenshot(viewer, moving_frame_sent)
+    finally:
+        viewer.stop()
+    assert viewer.sent[-1][2:] == ((160, 128), 2)
+    full = _reference(method, params, background, W, H)
+    # the square-pixel frame (fx = fy) stretched as the page does: a narrower view, too wide
+    square = Image.fromarray(_reference(method, params, background, 160, 128))
+    square = np.asarray(square.resize((W, H), Image.BILINEAR))
+    assert np.abs(full.astype(int) - 255).max() > 100  # the scene is in view, not blank
+    psnr, psnr_square = _psnr(shot, full), _psnr(shot, square)
+    print(f"moving frame on the page vs direct render: PSNR {psnr:.1f} dB "
+          f"(vs the square-pixel frame: {psnr_square:.1f} dB)")  # fmt: skip
+    assert psnr > 30.0 and psnr > psnr_square + 3.0, (psnr, psnr_square)
 
 
 def test_watch_picks_up_each_checkpoint(tmp_path):

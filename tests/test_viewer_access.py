@@ -10,6 +10,7 @@ import importlib
 import io
 import math
 import socket
+import types
 
 import numpy as np
 import pytest
@@ -127,6 +128,137 @@ def test_frames_compile_once_per_size_and_match_a_direct_render():
                           width=64, height=48)  # fmt: skip
         ref = xprc.render(method, params, cam, background=background).image
         np.testing.assert_allclose(image, np.asarray(ref), atol=2e-5)
+
+
+def _reference(wxyz, position, fov: float, width: int, height: int, aspect: float):
+    """A camera for a width x height frame stretched over a canvas of `aspect` (width /
+    height), built here: the canvas's vertical field of view `fov` spans the frame's height,
+    its horizontal one (tan = aspect * tan(fov / 2)) the frame's width."""
+    R = qvec_to_rotmat(wxyz)
+    viewmat = np.eye(4)
+    viewmat[:3, :3], viewmat[:3, 3] = R.T, -R.T @ position
+    tan_y = math.tan(fov / 2)
+    fx, fy = (width / 2) / (aspect * tan_y), (height / 2) / tan_y
+    K = np.array([[fx, 0, width / 2], [0, fy, height / 2], [0, 0, 1]])
+    return xprc.Camera(viewmat=viewmat.astype(np.float32), K=K.astype(np.float32),
+                       width=width, height=height)  # fmt: skip
+
+
+class _Client:
+    """What the viewer reads and calls of a viser client: its camera and its scene."""
+
+    def __init__(self, width: int, height: int) -> None:
+        self.client_id = 7
+        self.camera = types.SimpleNamespace(image_width=width, image_height=height,
+                                            on_update=lambda callback: None)  # fmt: skip
+        self.frames = []  # the images sent
+        self.scene = types.SimpleNamespace(set_background_image=self._set)
+
+    def _set(self, image, format, jpeg_quality):
+        self.frames.append(image)
+
+    def look(self, wxyz, position, fov: float) -> None:
+        self.camera.wxyz, self.camera.position, self.camera.fov = wxyz, position, fov
+
+
+def test_a_moving_camera_gets_small_frames_of_one_size_and_a_resting_one_the_full_frame():
+    """The viewer's serving path with a client stood in: each camera change sends a frame
+    of the reduced size, no compile after the first (which also starts compiling the full
+    size in the background); a camera still for `settle_s` gets one full-size frame, compiled
+    already, then nothing more until it moves. The frames are what `xprc.render` gives for
+    the camera built here (the reduced one stretched over the canvas), as 8 bits."""
+    from xprc.viewer import Viewer
+
+    method = xprc.load("3dgs")
+    params = random_scene(300, seed=5, spread=1.0)
+    background = np.array([0.2, 0.3, 0.4], np.float32)
+    viewer = Viewer(method, params, background=background, port=_free_port(), settle_s=3600.0)
+    W, H = 200, 120  # the canvas; moving frames of 50x30 rounded up to their size buckets
+    try:
+        client = _Client(W, H)
+        viewer._connect(client)
+        poses = list(_poses(6))
+        client.look(*poses[0])
+        viewer._serve(client)  # the first frame of the reduced size compiles
+        viewer.frames.wait_warm()  # the full size's compile, started by that frame
+        assert list(viewer.frames.capacity) == [(56, 32, "RGB"), (W, H, "RGB")]
+        traced = RENDER.TRACE_COUNT["render"]
+        for pose in poses[1:]:
+            client.look(*pose)
+            viewer._serve(client)
+            viewer._serve(client)  # not still for settle_s: nothing more
+        assert RENDER.TRACE_COUNT["render"] == traced  # moving: no compile
+        assert [f.shape for f in client.frames] == [(32, 56, 3)] * len(poses)
+        for frame, (wxyz, position, fov) in zip(client.frames, poses, strict=True):
+            ref = xprc.render(method, params, _reference(wxyz, position, fov, 56, 32, W / H),
+                              background=background).image  # fmt: skip
+            np.testing.assert_allclose(frame / 255, np.clip(ref, 0, 1), atol=1 / 254)
+        frames = viewer.frames
+        viewer.settle_s = 0.0  # the camera has now been still long enough
+        traced = RENDER.TRACE_COUNT["render"]  # (after the references' own renders)
+        viewer._serve(client)
+        viewer._serve(client)  # the full frame is sent once
+        assert [f.shape for f in client.frames[len(poses) :]] == [(H, W, 3)]
+        # compiled while the camera moved
+        assert RENDER.TRACE_COUNT["render"] == traced and frames.regrown == 0
+        wxyz, position, fov = poses[-1]
+        ref = xprc.render(method, params, _reference(wxyz, position, fov, W, H, W / H),
+                          background=background).image  # fmt: skip
+        np.testing.assert_allclose(client.frames[-1] / 255, np.clip(ref, 0, 1), atol=1 / 254)
+        client.look(*poses[0])  # moving again: the reduced size, compiled already
+        traced = RENDER.TRACE_COUNT["render"]
+        viewer._serve(client)
+        assert client.frames[-1].shape == (32, 56, 3)
+        assert RENDER.TRACE_COUNT["render"] == traced
+    finally:
+        viewer.stop()
+
+
+def test_a_frame_that_cannot_be_rendered_is_said_and_the_viewer_keeps_serving(monkeypatch, capsys):
+    """A frame over the memory budget: the status line says why, stderr once, the frame at
+    rest is not tried again and again, and a camera that moves (budget restored) is served."""
+    from xprc.viewer import Viewer
+
+    viewer = Viewer(xprc.load("3dgs"), random_scene(300, seed=5, spread=1.0),
+                    port=_free_port(), settle_s=0.0)  # fmt: skip
+    try:
+        client = _Client(200, 120)
+        viewer._connect(client)
+        tries = []
+        render_frame = viewer.render_frame
+        monkeypatch.setattr(viewer, "render_frame", lambda *a: tries.append(a) or render_frame(*a))
+        monkeypatch.setenv("XPRC_MEMORY_BUDGET", "1000")
+        poses = list(_poses(3))
+        client.look(*poses[0])
+        for _ in range(3):
+            viewer._serve_safely(client)  # moving, then at rest once, then nothing
+        client.look(*poses[1])
+        viewer._serve_safely(client)
+        assert len(tries) == 3 and client.frames == []
+        assert viewer._status.content.startswith("**cannot render this frame**: this render "
+                                                 "needs ")  # fmt: skip
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("viewer: cannot render this frame: this render needs ")
+        assert "over the memory budget of 1000 bytes" in line
+        assert line.endswith("(said once; the status line shows each frame's)")
+        monkeypatch.delenv("XPRC_MEMORY_BUDGET")
+        client.look(*poses[2])
+        viewer._serve_safely(client)
+        assert [f.shape for f in client.frames] == [(32, 56, 3)]
+        assert "FPS" in viewer._status.content
+    finally:
+        viewer.stop()
+
+
+def test_resizing_the_window_while_moving_compiles_a_few_sizes():
+    """Each side of a reduced frame is rounded up to a size bucket (m * 2^e, m in 4..7):
+    a window dragged from 1000 to 1400 pixels wide passes 401 widths, 250..350 at 1/4,
+    and the frames take three."""
+    frames = FrameRenderer(None)  # the sizing rule alone
+    widths = {frames.frame_size(w, 557, 4)[0] for w in range(1000, 1401)}
+    assert widths == {256, 320, 384}
+    assert frames.frame_size(1000, 557, 4) == (256, 160)  # 250x139 rounded up
+    assert frames.frame_size(1000, 557, 1) == (1000, 557)  # at rest: the canvas's own size
 
 
 def _camera(position, fov: float, width: int, height: int) -> xprc.Camera:

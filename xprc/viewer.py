@@ -1,15 +1,19 @@
 """`xprc view`: a browser viewer for a trained scene, built on viser (`pip install "xprc[viewer]"`).
 
 Every frame is rendered by the compiled spec through `xprc.render` and sent to the page as the
-scene's background image. While the camera moves, frames are rendered at 1/`moving_scale` of the
-resolution; once it has been still for `settle_s`, the full-resolution frame follows. The control
-panel shows the frame rate and chooses what is shown (RGB, depth, alpha); dataset cameras are
-drawn as frusta (click one to look through it). With `watch()`, the scene is reloaded whenever its
-file changes, which is how `xprc train --view` shows a run while it trains.
+scene's background image. While the camera moves, frames are rendered at about 1/`moving_scale` of
+the resolution, in a few fixed sizes (each compiled once; the first also compiles the full size in
+the background); once it has been still for `settle_s`, the full-resolution frame follows. The
+resolution is the canvas's in device pixels as the page reports it: viser lowers it to 3/4 or 7/8
+while the browser draws slowly (software GL), which is a new size to compile. The control panel
+shows the frame rate and chooses what is shown (RGB, depth, alpha); dataset cameras are drawn as
+frusta (click one to look through it). With `watch()`, the scene is reloaded whenever its file
+changes, which is how `xprc train --view` shows a run while it trains.
 
 Cameras: viser reports a camera as T_world_camera (OpenCV axes, +z forward, +y down) with a
-vertical field of view; `viewer_camera` turns that into an `xprc.Camera` with square pixels and
-the principal point at the image centre.
+vertical field of view; `viewer_camera` turns that into an `xprc.Camera` with the principal point
+at the image centre, and square pixels unless the frame is stretched over a canvas of another
+aspect (the page draws the frame over the whole canvas).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import dataclasses
 import ipaddress
 import math
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -28,7 +33,7 @@ import numpy as np
 
 from .data.colmap import qvec_to_rotmat
 from .data.colmap_write import rotmat_to_qvec
-from .errors import XprError
+from .errors import XprError, printable
 from .method_info import MethodInfo
 from .plots import BUILT_IN_KINDS
 
@@ -55,16 +60,20 @@ def _import_viser():
     return viser
 
 
-def viewer_camera(wxyz, position, fov_y: float, width: int, height: int):
-    """A viser camera (T_world_camera as wxyz + position, vertical fov in radians) -> Camera."""
+def viewer_camera(wxyz, position, fov_y: float, width: int, height: int, aspect=None):
+    """A viser camera (T_world_camera as wxyz + position, vertical fov in radians) -> Camera
+    of width x height pixels. aspect: the width / height of the canvas the frame is stretched
+    over (None: width / height, square pixels); the frame then shows what the canvas shows."""
     from .camera import Camera
 
     R = qvec_to_rotmat(wxyz)
     viewmat = np.eye(4)
     viewmat[:3, :3] = R.T
     viewmat[:3, 3] = -R.T @ np.asarray(position, np.float64)
-    f = 0.5 * height / math.tan(0.5 * fov_y)
-    K = np.array([[f, 0.0, 0.5 * width], [0.0, f, 0.5 * height], [0.0, 0.0, 1.0]])
+    tan = math.tan(0.5 * fov_y)
+    fy = 0.5 * height / tan
+    fx = fy if aspect is None else 0.5 * width / (aspect * tan)
+    K = np.array([[fx, 0.0, 0.5 * width], [0.0, fy, 0.5 * height], [0.0, 0.0, 1.0]])
     return Camera(
         viewmat=viewmat.astype(np.float32), K=K.astype(np.float32), width=width, height=height
     )
@@ -145,6 +154,11 @@ def http_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def _mode(kind: str) -> str:
+    """The render mode a frame of `kind` needs (depth: the expected depth too)."""
+    return "RGB+ED" if kind == "depth" else "RGB"
+
+
 class FrameRenderer:
     """The viewer's frames, rendered with programs compiled once: the scene's parameters go to
     the device once per scene (not per frame), and each frame size and mode keeps one entry
@@ -152,7 +166,8 @@ class FrameRenderer:
     moving camera reuses one compiled program per size instead of counting its entries and
     compiling for a new capacity bucket. A frame that needs more entries than its size's
     capacity is rendered again with a larger one (nothing is dropped from what is shown;
-    `regrown` counts it); run-time trouble the render reports is warned as by `xprc.render`."""
+    `regrown` counts it); run-time trouble the render reports is warned as by `xprc.render`.
+    `warm` compiles a size in the background (the full frame's, while the camera moves)."""
 
     def __init__(
         self, method, *, moving_scale: int = 4, max_pixels: int = 1280 * 800, headroom=2.0
@@ -165,6 +180,8 @@ class FrameRenderer:
         self.regrown = 0
         self.note = ""  # what the last frame's levels mean, for a spec's per-pixel output
         self.warned: set[str] = set()  # the kinds whose clipped values were warned
+        self._lock = threading.Lock()  # (guards _warming)
+        self._warming: dict[tuple, threading.Thread] = {}  # size key -> its warm-up
 
     def set_scene(self, params: dict, background) -> None:
         """A new scene (raw parameters) and background; sizes keep their capacities."""
@@ -177,29 +194,76 @@ class FrameRenderer:
         self.background = np.asarray(bg, np.float32)
 
     def frame_size(self, width: int, height: int, scale: int) -> tuple[int, int]:
-        """The rendered size for a canvas of width x height: at most max_pixels, / scale."""
-        shrink = max(1.0, math.sqrt(width * height / self.max_pixels)) * scale
-        return max(1, round(width / shrink)), max(1, round(height / shrink))
+        """The rendered size for a canvas of width x height: at most max_pixels, / scale. A
+        reduced frame (scale > 1, while moving) has each side rounded up to a size bucket
+        (`entry_bucket`'s: four per octave, at least 16), so that resizing the window compiles
+        a handful of sizes, not one per size it passes through (seconds each on a CPU); it is
+        stretched over the canvas, its camera made for the canvas's aspect (`viewer_camera`)."""
+        from .pipeline.config import entry_bucket
 
-    def render(self, wxyz, position, fov: float, width: int, height: int, kind: str):
-        """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
-        from .pipeline import RenderConfig, count_entries, render
+        shrink = max(1.0, math.sqrt(width * height / self.max_pixels)) * scale
+        w, h = max(1, round(width / shrink)), max(1, round(height / shrink))
+        if scale == 1:
+            return w, h
+        return entry_bucket(w, minimum=16), entry_bucket(h, minimum=16)
+
+    def render(self, wxyz, position, fov: float, width: int, height: int, kind: str, aspect=None):
+        """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]; aspect: the
+        canvas's width / height when the frame is stretched over it (`viewer_camera`)."""
         from .pipeline.capacity import report_overflow
 
-        camera = viewer_camera(wxyz, position, fov, width, height)
-        mode = "RGB+ED" if kind == "depth" else "RGB"
-        key = (width, height, mode)
+        camera = viewer_camera(wxyz, position, fov, width, height, aspect)
+        mode = _mode(kind)
+        warming = self._warming.get((width, height, mode))
+        if warming is not None:
+            warming.join()  # its program, compiled in the background
+        out = self._render(camera, mode)
+        report_overflow(out.stats, "warn", model=camera.model)
+        return self.picture(out, kind)
+
+    def _render(self, camera, mode: str):
+        """`xprc.render` of `camera` with its size's capacity, grown when a frame needs more."""
+        from .pipeline import RenderConfig, count_entries, render
+
+        key = (camera.width, camera.height, mode)
         if key not in self.capacity:
             self._size(key, count_entries(self.method, self.params, camera), camera)
         while True:
             config = RenderConfig(max_entries=self.capacity[key], on_overflow="ignore")
             out = render(self.method, self.params, camera, self.background, mode, config)
             if not int(out.stats["dropped"]):
-                break
+                return out
             self._size(key, int(out.stats["entries_needed"]), camera)
             self.regrown += 1
-        report_overflow(out.stats, "warn", model=camera.model)
-        return self.picture(out, kind)
+
+    def warm(self, wxyz, position, fov: float, width: int, height: int, kind: str, aspect=None):
+        """Compile frames of this size and kind in a background thread, unless they are
+        compiled or another warm-up runs (one at a time: a window resized passes many sizes),
+        so that the first such frame (the full one when the camera rests) need not wait for
+        the compiler; `render` of the size waits for its warm-up. A warm-up that fails leaves
+        the error to that render, which meets it again and reports it."""
+        mode = _mode(kind)
+        key = (width, height, mode)
+        with self._lock:
+            busy = any(t.is_alive() for t in self._warming.values())
+            if key in self.capacity or key in self._warming or busy or self.params is None:
+                return
+            camera = viewer_camera(wxyz, position, fov, width, height, aspect)
+            thread = threading.Thread(target=self._warm, args=(camera, mode), daemon=True,
+                                      name="xprc-viewer-warm")  # fmt: skip
+            self._warming[key] = thread
+        thread.start()
+
+    def _warm(self, camera, mode: str) -> None:
+        try:
+            self._render(camera, mode)
+        except Exception:  # noqa: BLE001 - `render` of this size meets it again and reports it
+            pass
+
+    def wait_warm(self) -> None:
+        """Wait for the warm-ups started so far."""
+        for thread in list(self._warming.values()):
+            thread.join()
 
     def picture(self, out, kind: str):
         """The frame `out` as the picture of `kind`; for a spec's per-pixel output, `note` is
@@ -282,6 +346,7 @@ class Viewer:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._watch_interval: float | None = None
+        self._said: set[type] = set()  # the kinds of render error printed
         self.fps = 0.0
         self.sent: collections.deque = collections.deque(maxlen=64)  # (client id, key, size)
         _check_host(host, port)
@@ -342,6 +407,7 @@ class Viewer:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
+        self.frames.wait_warm()  # (a compile left running could crash the interpreter's exit)
         self.server.stop()
 
     # ---------------------------------------------------------------------------- clients
@@ -414,10 +480,23 @@ class Viewer:
                 next_watch = now + self._watch_interval
                 self._reload_if_changed()
             for client in list(self.server.get_clients().values()):
-                try:
-                    self._serve(client)
-                except (AssertionError, KeyError):
-                    continue  # the client has not reported its camera yet, or has left
+                self._serve_safely(client)
+
+    def _serve_safely(self, client) -> None:
+        """`_serve`; a frame that cannot be rendered (an `XprError`: e.g. over the memory
+        budget at this window's size) is said in the status line, each kind of error once on
+        stderr, and the viewer keeps serving (a camera that moves tries again), instead of a
+        traceback from its thread and a page that no longer changes."""
+        try:
+            self._serve(client)
+        except (AssertionError, KeyError):
+            pass  # the client has not reported its camera yet, or has left
+        except XprError as e:
+            self._status.content = f"**cannot render this frame**: {printable(e.message)}"
+            if type(e) not in self._said:
+                self._said.add(type(e))
+                said = f"viewer: cannot render this frame: {e.message} (said once; the status line "
+                print(printable(said + "shows each frame's)"), file=sys.stderr, flush=True)
 
     def _reload_if_changed(self) -> None:
         try:
@@ -445,17 +524,19 @@ class Viewer:
             self._send(client, key, scale=self.moving_scale)
         elif not state.full:
             if now - state.changed >= self.settle_s:
+                state.full = True  # (once: a frame that fails is not tried again at rest)
                 self._send(client, key, scale=1)
-                state.full = True
             else:
                 self._wake.set()
 
     def frame_size(self, width: int, height: int, scale: int) -> tuple[int, int]:
         return self.frames.frame_size(width, height, scale)
 
-    def render_frame(self, wxyz, position, fov: float, width: int, height: int, kind: str):
+    def render_frame(
+        self, wxyz, position, fov: float, width: int, height: int, kind: str, aspect=None
+    ):
         """The image the viewer shows for this camera: [H, W, 3] floats in [0, 1]."""
-        return self.frames.render(wxyz, position, fov, width, height, kind)
+        return self.frames.render(wxyz, position, fov, width, height, kind, aspect)
 
     def _send(self, client, key, scale: int) -> None:
         from .plots import to_uint8
@@ -466,12 +547,15 @@ class Viewer:
         fw, fh = self.frame_size(w, h, scale)
         t0 = time.perf_counter()
         kind = self.kinds[label]
-        image = self.render_frame(np.array(wxyz), np.array(position), fov, fw, fh, kind)
+        image = self.render_frame(np.array(wxyz), np.array(position), fov, fw, fh, kind, w / h)
         dt = time.perf_counter() - t0
         self.fps = 1.0 / max(dt, 1e-6)
         client.scene.set_background_image(
             to_uint8(image), format="jpeg", jpeg_quality=self.jpeg_quality
         )
+        if scale != 1:  # the full frame of this canvas, compiled while the camera moves
+            self.frames.warm(np.array(wxyz), np.array(position), fov,
+                             *self.frame_size(w, h, 1), kind, w / h)  # fmt: skip
         self.sent.append((client.client_id, key, (fw, fh), scale))
         what = "full" if scale == 1 else f"1/{scale} while moving"
         note = f"; {self.frames.note}" if self.frames.note else ""
