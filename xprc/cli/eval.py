@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import DataError, XprError, printable
 from .args import (
+    INT32_MAX,
     SCENE_HELP,
     dataset_options,
     load_dataset,
@@ -32,6 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "its --downscale, --images, --test-every and --undistort, from the run's config.json)",
     )
     dataset_options(p)
+    # unset (None) until the run's record or the loader's own defaults fill them, so that an
+    # option given on the command line is never taken for one left at its default
+    p.set_defaults(downscale=None, undistort=None)
     p.add_argument(
         "--background",
         type=rgb,
@@ -58,20 +62,29 @@ def _test_every(args) -> int | None:
     return TEST_EVERY if args.test_every is None else args.test_every
 
 
-DATA_OPTIONS = {  # config.json's `data` fields: (the option's default, a recorded value's check)
-    "downscale": (1, lambda v: type(v) is int and 1 <= v <= 64),
-    "images": (None, lambda v: v is None or (isinstance(v, str) and 0 < len(v) < 4096)),
-    "test_every": (None, lambda v: v is None or (type(v) is int and 2 <= v < 2**31)),
-    "undistort": (False, lambda v: type(v) is bool),
+DATA_CHECKS = {  # config.json's `data` fields besides the path, and what a recorded one may be
+    "downscale": lambda v: v is None or (type(v) is int and 1 <= v <= INT32_MAX),
+    "images": lambda v: v is None or (isinstance(v, str) and 0 < len(v) < 4096),
+    "test_every": lambda v: v is None or (type(v) is int and 2 <= v <= INT32_MAX),
+    "undistort": lambda v: type(v) is bool,
 }
+LOADER_DEFAULTS = {"downscale": 1, "undistort": False}
+
+
+def _option_text(key: str, value) -> str:
+    """How the command line would say a recorded option ('' for its default)."""
+    name = "--" + key.replace("_", "-")
+    if isinstance(value, bool):
+        return name if value else ""
+    return "" if (key == "downscale" and value == 1) else f"{name} {value}"
 
 
 def recorded_dataset(args, folder: Path) -> None:
-    """Fill args.data and the dataset options the user left at their defaults from the run's
-    config.json (`data`, written by a run trained on a dataset `load_scene` read); a DataError
-    naming config.json when it is missing, records no dataset, or holds a malformed one."""
-    import json
-
+    """Fill args.data and the dataset options not given on the command line from the run's
+    config.json (`data`, written by a run trained on a dataset `load_scene` read), and say what
+    was taken; a DataError naming config.json when it is missing, records no dataset, or holds
+    a malformed one."""
+    from ..data.files import json_object
     from ..train.folder import CONFIG
 
     path = folder / CONFIG
@@ -79,23 +92,28 @@ def recorded_dataset(args, folder: Path) -> None:
     if not path.is_file():
         raise DataError(path, f"not found, so the run's dataset is unknown: {given}")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise DataError(path, f"cannot read it ({type(e).__name__}): {given}") from None
-    data = record.get("data") if isinstance(record, dict) else None
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataError(path, f"cannot read it ({e.strerror or e}): {given}") from None
+    data = json_object(path, raw, "run record").get("data")
     if data is None:
         raise DataError(path, f"records no dataset (a run of an older xprc, or trained from "
                               f"Python on a dataset not read by load_scene): {given}")  # fmt: skip
-    if not isinstance(data, dict) or not isinstance(data.get("path"), str) or not data["path"]:
-        raise DataError(path, f"its `data` record is malformed: {given}")
-    for key, (_default, ok) in DATA_OPTIONS.items():
+    folder_ok = isinstance(data, dict) and isinstance(data.get("path"), str)
+    if not folder_ok or not Path(data["path"]).is_absolute():
+        raise DataError(path, f"its `data` record is malformed (no absolute path): {given}")
+    for key, ok in DATA_CHECKS.items():
         if not ok(data.get(key)):
             raise DataError(path, f"its `data` record has a malformed {key!r}: {given}")
     args.data = data["path"]
-    for key, (default, _ok) in DATA_OPTIONS.items():
-        if getattr(args, key) == default:  # left at its default: the run's
+    taken = [_option_text(key, data[key]) for key in DATA_CHECKS
+             if getattr(args, key) is None and data[key] is not None]  # fmt: skip
+    taken = [t for t in taken if t]
+    for key in DATA_CHECKS:
+        if getattr(args, key) is None:  # not given: the run's
             setattr(args, key, data[key])
-    print(printable(f"dataset (from {path}): {args.data}"))
+    options = f" with {', '.join(taken)}" if taken else ""
+    print(printable(f"dataset (from {path}): {args.data}{options}"))
 
 
 def run(args) -> int:
@@ -107,9 +125,14 @@ def run(args) -> int:
     from ..trained import load_trained, scene_method, scene_params
 
     scene = Path(args.scene)
+    if not scene.exists():  # (before a config.json beside where it would be is read)
+        raise DataError(scene, "not found: give a run folder, a checkpoint or a PLY file")
     folder = scene if scene.is_dir() else scene.parent
     if args.data is None:
         recorded_dataset(args, folder)
+    for key, default in LOADER_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, default)
     train_set, test_set = load_dataset(args)
     trained = load_trained(args.scene, train_set.views)
     method = scene_method(trained, args.spec, args.defines)

@@ -83,7 +83,7 @@ class Dataset:
     colors: [P, 3] float32 in [0, 1].
     source: how `load_scene` read it ({"path", "downscale", "images", "test_every",
     "undistort"}): a run records it, so that `xprc eval RUN` reads the same views; None for a
-    dataset made otherwise.
+    dataset made otherwise or changed since (`subset`; a `dataclasses.replace` must drop it).
     """
 
     views: tuple[View, ...]
@@ -102,7 +102,8 @@ class Dataset:
         return iter(self.views)
 
     def subset(self, indices: Sequence[int]) -> Dataset:
-        return dataclasses.replace(self, views=tuple(self.views[i] for i in indices))
+        """The views at `indices`; `source` is dropped (no longer the set a loader read)."""
+        return dataclasses.replace(self, views=tuple(self.views[i] for i in indices), source=None)
 
     def images(self) -> np.ndarray:  # [V, H, W, 3] float32; views must share one size
         return np.stack([v.image for v in self.views])

@@ -75,7 +75,7 @@ def load_scene(
     train, test = _load_scene(root, background, downscale, test_every, images, undistort)
     source = {
         "path": str(root.resolve()),
-        "downscale": int(downscale),
+        "downscale": downscale if type(downscale) is int else None,  # what --downscale says
         "images": None if images is None else str(images),
         "test_every": test_every,
         "undistort": bool(undistort),

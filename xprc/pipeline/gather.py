@@ -9,11 +9,16 @@ only within its row's run, so no cancellation against other rows), and each row 
 run's last entry, found by sorting the queries into the sorted rows.
 
 `TRANSPOSE` picks the transpose `take_rows` uses: "scatter" (XLA's, the default) or "sorted".
-Which is faster where is not yet measured on a TPU beyond the microbenchmark above:
-`benchmarks/gather_transpose.py` times both through the renderer and alone.
+It is read when a render is traced and is in no cache key: set it before the first render of
+a process (the benchmarks' --transpose does). Which is faster where is not yet measured on a TPU
+beyond the microbenchmark above: `benchmarks/gather_transpose.py` times both through the
+renderer and alone. The sorted one is reverse-mode only (a custom VJP: no jvp through it).
 """
 
 from __future__ import annotations
+
+import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -30,24 +35,22 @@ def take_rows(table: jax.Array, index: jax.Array, transpose: str | None = None) 
         raise ValueError(f"transpose must be one of {TRANSPOSES}, not {how!r}")
     if how == "scatter":
         return table[index]
-    return _take_sorted(table, index)
+    return _take_sorted(tuple(table.shape), table, index)
 
 
-@jax.custom_vjp
-def _take_sorted(table, index):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _take_sorted(shape, table, index):
     return table[index]
 
 
-def _take_sorted_fwd(table, index):
-    # the table rides along for its shape and dtype (no copy: it is alive in the caller)
-    return table[index], (table, index)
+def _take_sorted_fwd(shape, table, index):
+    return table[index], index  # the table's shape is static: nothing of it is kept
 
 
-def _take_sorted_bwd(residuals, g):
-    table, index = residuals
-    flat = g.reshape((index.size, -1))
-    rows = transpose_sorted(flat.astype(table.dtype), index.reshape(-1), table.shape[0])
-    return rows.reshape(table.shape), None
+def _take_sorted_bwd(shape, index, g):
+    flat = g.reshape((index.size, math.prod(shape[1:])))
+    rows = transpose_sorted(flat, index.reshape(-1), shape[0])
+    return rows.reshape(shape), None
 
 
 _take_sorted.defvjp(_take_sorted_fwd, _take_sorted_bwd)
@@ -58,8 +61,8 @@ def transpose_sorted(g: jax.Array, index: jax.Array, n: int) -> jax.Array:
     none); g [E, L], index [E] int32 in [0, n). Equal to a scatter-add up to the order of
     each row's additions."""
     e = index.shape[0]
-    if 2 * n + 1 > 2**31 - 1:  # the sort keys of `last_of_runs`
-        raise ValueError(f"transpose_sorted: {n:,} rows are too many for int32 sort keys")
+    if max(2 * n + 1, e + n) > 2**31 - 1:  # the sort keys and positions of `last_of_runs`
+        raise ValueError(f"transpose_sorted: {e:,} entries into {n:,} rows overflow int32")
     if e == 0:
         return jnp.zeros((n, g.shape[1]), g.dtype)
     iota = jnp.arange(e, dtype=jnp.int32)
