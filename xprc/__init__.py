@@ -21,7 +21,14 @@ them; docs/ has the details.
 from ._version import __version__ as __version__
 from .camera import Camera
 from .errors import DataError, XprError
-from .pipeline import RenderConfig, RenderOutput, count_entries, fit_config, render
+from .pipeline import (
+    RenderConfig,
+    RenderOutput,
+    count_entries,
+    fit_config,
+    render,
+    warn_if_dropped,
+)
 
 __all__ = [
     "Camera",
@@ -34,6 +41,7 @@ __all__ = [
     "fit_config",
     "load",
     "render",
+    "warn_if_dropped",
 ]
 
 

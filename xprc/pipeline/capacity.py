@@ -30,7 +30,7 @@ from .composite_scan import ALPHA_CAP
 from .config import RenderConfig
 from .params import prepare_params
 
-POLICIES = ("warn", "raise", "ignore")
+POLICIES = ("warn", "raise", "ignore", "defer")
 _GIB = 1 << 30
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20}
 _UNITS.update({"g": _GIB, "gib": _GIB, "t": 1 << 40, "tib": 1 << 40})
@@ -198,7 +198,8 @@ def lens_message(count: int, model: str | None = None, cameras: int = 1) -> str:
 
 
 def report_overflow(stats: dict, policy: str, stacklevel: int = 3, model: str | None = None) -> int:
-    """Apply the overflow policy to concrete render stats; returns the dropped count.
+    """Apply the overflow policy to concrete render stats; returns the dropped count ("defer"
+    reports as "warn": the stats are concrete, so this is where it reports).
 
     Primitives left out for non-finite values, alphas clamped into range and pixels outside
     the `model` lens's valid domain are reported as warnings unless ignored."""
@@ -234,7 +235,7 @@ def runtime_overflow_check(policy: str, stats: dict, model: str | None = None) -
     The host callback sits in the branch of a `lax.cond` taken only when one of those counts is
     not zero: a render with nothing to report moves no data to the host and waits for nothing
     (the callback costs a device-to-host transfer and a synchronisation each time it runs)."""
-    if policy == "ignore":
+    if policy in ("ignore", "defer"):  # "defer": the caller reports `stats` (warn_if_dropped)
         return
     names = ("dropped", "entries_needed", "entry_capacity", "entries_saturated", "nonfinite",
              "alpha_out_of_range", "lens_outside")  # fmt: skip

@@ -34,7 +34,11 @@ class RenderConfig:
                  vmap) it cannot count, and falls back to `entry_capacity` with `on_overflow`.
     on_overflow: what a render that dropped entries does: "warn" (default: a warning with the
                  count), "raise" (an `XprError`; under a caller's jit a runtime error carrying
-                 the same message) or "ignore" (only `stats` records it).
+                 the same message), "defer" (eager: as "warn"; under a caller's jit no run-time
+                 report, so the program holds no host callback and the persistent compilation
+                 cache keeps it: the counts are in `stats`, and `xprc.warn_if_dropped(out)`
+                 reports them where your code reads the results) or "ignore" (only `stats`
+                 records it).
     memory_budget: bytes a render may plan for its entry buffers; None: `default_memory_budget()`
                  (half the machine's memory, at most 16 GiB; env XPRC_MEMORY_BUDGET overrides).
     chunk:       primitives a tile composites per step (the inner vector width).
