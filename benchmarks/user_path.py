@@ -11,13 +11,15 @@ Each row is one way a user calls the renderer on the same scene and camera (3DGS
 - `eager`: `xprc.render(method, params, camera)`: counts the entries, then renders and reports;
 - `jit fit_config`: `jax.jit` of `xprc.render` with `xprc.fit_config(...)` and the default
   `on_overflow="warn"` (the documented way);
+- `jit fit_config defer`: the same with `on_overflow="defer"` (no run-time report: the caller
+  calls `xprc.warn_if_dropped`; the program holds no host callback);
 - `jit fit_config ignore`: the same with `on_overflow="ignore"`;
 - `jit no config`: `jax.jit` of `xprc.render` with no config (default entry capacity).
 
 Forward: the image; fwd+bwd: `jax.value_and_grad` of the L1 distance to a fixed image. Times are
 medians of `--repeat` calls after one warm call, in ms per camera; `first call` is the first
 call's wall time in this process (tracing and compiling included). `--second-process` then runs
-the jitted forward and fwd+bwd of `jit fit_config` (warn and ignore) in a fresh process with the
+the jitted forward and fwd+bwd of `jit fit_config` (warn and defer) in a fresh process with the
 same persistent compilation cache (xprc's default, or XPRC_JAX_CACHE_DIR) and reports its first
 calls: what a second run of a user's script waits.
 
@@ -67,6 +69,7 @@ def paths(method, params, camera, fitted):
     """name -> (forward fn of params, loss fn of params) for each way of calling."""
     target = jnp.zeros((camera.height, camera.width, 3), jnp.float32)
     ignore = dataclasses.replace(fitted, on_overflow="ignore")
+    defer = dataclasses.replace(fitted, on_overflow="defer")
     internal = _compiled(method, "RGB", ignore, False)
 
     def public(config):
@@ -84,6 +87,10 @@ def paths(method, params, camera, fitted):
         "jit fit_config": (
             jax.jit(public(fitted)),
             jax.jit(jax.value_and_grad(loss_of(public(fitted)))),
+        ),
+        "jit fit_config defer": (
+            jax.jit(public(defer)),
+            jax.jit(jax.value_and_grad(loss_of(public(defer)))),
         ),
         "jit fit_config ignore": (
             jax.jit(public(ignore)),
@@ -108,7 +115,7 @@ cam = cams[0]
 fitted = xprc.fit_config(method, params, cam)
 target = jnp.zeros((cam.height, cam.width, 3), jnp.float32)
 out = {{}}
-for policy in ("warn", "ignore"):
+for policy in ("warn", "defer"):
     cfg = dataclasses.replace(fitted, on_overflow=policy)
     image = lambda p: xprc.render(method, p, cam, config=cfg).image
     fwd = jax.jit(image)
@@ -123,7 +130,7 @@ for policy in ("warn", "ignore"):
 
 def second_process(num, scale, here: bool = False) -> dict:
     """First-call seconds of the jitted forward and fwd+bwd (`on_overflow` "warn" and
-    "ignore") in a fresh process that shares this one's persistent compilation cache, in
+    "defer") in a fresh process that shares this one's persistent compilation cache, in
     which this process compiled the same programs."""
     code = SECOND.format(root=str(ROOT), num=num, scale=scale)
     if here:
