@@ -220,10 +220,16 @@ def check_run_folder(
         )
 
 
-def dataset_options(p: argparse.ArgumentParser) -> None:
+def dataset_options(p: argparse.ArgumentParser, from_run: bool = False) -> None:
     """--downscale, --images, --test-every and --undistort: which images of a dataset are read,
-    and (COLMAP) which views are held out and whether lens cameras become pinholes."""
-    p.add_argument("--downscale", type=positive_int, default=1, help="image downscale factor")
+    and (COLMAP) which views are held out and whether lens cameras become pinholes. from_run:
+    --downscale and --undistort are None when not given (the run's record fills them, then the
+    loader's defaults), so that a given option is never taken for one left at its default."""
+    run = "the run's (config.json), else "
+    p.add_argument(
+        "--downscale", type=positive_int, default=None if from_run else 1,
+        help="image downscale factor" + (f" (default: {run}1)" if from_run else ""),
+    )  # fmt: skip
     p.add_argument(
         "--images",
         type=path_arg,
@@ -245,7 +251,8 @@ def dataset_options(p: argparse.ArgumentParser) -> None:
         help="resample the images of lens cameras (COLMAP's SIMPLE_RADIAL, RADIAL, OPENCV, "
         "FULL_OPENCV, OPENCV_FISHEYE; a transforms.json camera_model) to pinhole cameras as "
         "COLMAP's image_undistorter does, for specs that render only pinholes (3dgs); see "
-        "docs/photos.md",
+        "docs/photos.md" + (f" (default: {run}off)" if from_run else ""),
+        default=None if from_run else False,
     )
 
 

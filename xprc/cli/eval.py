@@ -32,10 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="dataset folder (Blender or COLMAP) (default: the one the run was trained on, with "
         "its --downscale, --images, --test-every and --undistort, from the run's config.json)",
     )
-    dataset_options(p)
-    # unset (None) until the run's record or the loader's own defaults fill them, so that an
-    # option given on the command line is never taken for one left at its default
-    p.set_defaults(downscale=None, undistort=None)
+    dataset_options(p, from_run=True)
     p.add_argument(
         "--background",
         type=rgb,
