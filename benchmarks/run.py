@@ -11,6 +11,7 @@ smoke run never replaces the full run's figures). Every ratio is against the han
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -39,11 +40,11 @@ from xprc.data.workloads import (  # noqa: E402
 from xprc.pipeline import (  # noqa: E402
     RenderConfig,  # noqa: E402
     count_entries,
+    render,
     sized_config,
 )
 from xprc.pipeline.capacity import _count_fn, _count_key  # noqa: E402
 from xprc.pipeline.params import prepare_params  # noqa: E402
-from xprc.pipeline.render import _compiled  # noqa: E402
 
 FIRST = ("3dgs", "3dgut")  # shown first; every other shipped spec follows by name
 SPECS = {
@@ -114,6 +115,22 @@ def timed(fn, *args, repeat=3):
     return statistics.median(times)
 
 
+def public_render(method, config):
+    """What a user's own jitted code runs, as docs/capacity.md says to write it: `jax.jit` of
+    `xprc.render(method, params, camera, config=...)` with `config` and on_overflow="defer" (no
+    host callback in the program), and `jax.jit` of the gradient of its image's sum, both of
+    (params, camera)."""
+    config = dataclasses.replace(config, on_overflow="defer")
+
+    def forward(p, cam):
+        return render(method, p, cam, config=config)
+
+    def loss(p, cam):
+        return jnp.sum(forward(p, cam).image)
+
+    return jax.jit(forward), jax.jit(jax.grad(loss))
+
+
 def measure(method, params, cams, config, repeat, with_dense=False):
     """Forward and forward+backward seconds per camera, XLA compile time and memory."""
     params = prepare_params(method, {k: jnp.asarray(v) for k, v in params.items()})
@@ -123,14 +140,9 @@ def measure(method, params, cams, config, repeat, with_dense=False):
     count_s = timed(count_fn, params, cams[0], repeat=repeat)
     config = sized_config(method, params, Camera.stack(cams), config)
     needed = max(count_entries(method, params, cam, config) for cam in cams)
-    fwd = _compiled(method, "RGB", config, False)
-
-    def loss(p, cam):
-        return jnp.sum(fwd(p, cam, None).image)
-
-    grad = jax.jit(jax.grad(loss))
+    fwd, grad = public_render(method, config)
     t0 = time.perf_counter()
-    fwd_c = fwd.lower(params, cams[0], None).compile()
+    fwd_c = fwd.lower(params, cams[0]).compile()
     t1 = time.perf_counter()
     grad_c = grad.lower(params, cams[0]).compile()
     t2 = time.perf_counter()
@@ -142,9 +154,9 @@ def measure(method, params, cams, config, repeat, with_dense=False):
     fwd_times, bwd_times, dense_times, dense_err, stats = [], [], [], [], []
     dense = dense_fn(method, config) if with_dense else None
     for cam in cams:
-        fwd_times.append(timed(fwd_c, params, cam, None, repeat=repeat))
+        fwd_times.append(timed(fwd_c, params, cam, repeat=repeat))
         bwd_times.append(timed(grad_c, params, cam, repeat=repeat))
-        out = fwd_c(params, cam, None)
+        out = fwd_c(params, cam)
         stats.append({k: np.asarray(v) for k, v in out.stats.items()})
         if dense is not None:
             dense_times.append(timed(dense, params, cam, repeat=repeat))

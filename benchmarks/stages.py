@@ -10,7 +10,10 @@ compositing, with its layout and gather), forward + backward, XLA compile times,
 same-maths baseline (`benchmarks/dense.py`) for the forward's ratio. On a CPU the Pallas kernels
 run interpreted (correct, not fast): measure them on a TPU. Prints a markdown table and writes
 benchmarks/results/stages.json, after each spec too, and each compile time and camera's time on
-stderr as it comes (a device run cut short by its time limit keeps them).
+stderr as it comes (a device run cut short by its time limit keeps them). The forward and
+forward + backward are what a user's jitted code runs (`benchmarks.run.public_render`: `jax.jit`
+of `xprc.render` with the fitted capacity and on_overflow="defer"); the stages inside them are
+the pipeline's own functions, which have no public API.
 """
 
 from __future__ import annotations
@@ -30,7 +33,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.dense import dense_fn  # noqa: E402
-from benchmarks.run import SPECS, fmt_table, machine, workload, write_json  # noqa: E402
+from benchmarks.run import (  # noqa: E402
+    SPECS,
+    fmt_table,
+    machine,
+    public_render,
+    workload,
+    write_json,
+)
 from xprc.camera import Camera  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
 from xprc.data.workloads import adapt_params  # noqa: E402
@@ -43,7 +53,6 @@ from xprc.pipeline import (  # noqa: E402
 from xprc.pipeline import capacity as cap  # noqa: E402
 from xprc.pipeline.binning import TileGrid, bin_and_sort  # noqa: E402
 from xprc.pipeline.params import prepare_params  # noqa: E402
-from xprc.pipeline.render import _compiled  # noqa: E402
 
 
 def timed(fn, *args, repeat=5):
@@ -86,15 +95,10 @@ def measure(method, params, cams, compositor: str, repeat: int, dense: bool, tot
     grid = TileGrid(cam.width, cam.height, config.tile_size)
     count = cap._count_fn(method, cap._count_key(config), False)
     project, binned = stage_fns(method, config, grid)
-    fwd = _compiled(method, "RGB", config, False)
-
-    def loss(p, c):
-        return jnp.sum(fwd(p, c, None).image)
-
-    grad = jax.jit(jax.grad(loss))
+    fwd, grad = public_render(method, config)  # what a user's jitted code runs
     name = MethodInfo.of(method).name
     t0 = time.perf_counter()
-    lowered = fwd.lower(params, cam, None)  # tracing and lowering to StableHLO
+    lowered = fwd.lower(params, cam)  # tracing and lowering to StableHLO
     tl = time.perf_counter()
     fwd_c = lowered.compile()  # XLA's passes (and Mosaic's, for the kernels on a TPU)
     t1 = time.perf_counter()
@@ -109,7 +113,7 @@ def measure(method, params, cams, compositor: str, repeat: int, dense: bool, tot
            "trace_lower_fwd_s": tl - t0, "trace_lower_grad_s": gl - t1}  # fmt: skip
     per = {k: [] for k in ("count", "project", "bin_sort", "forward", "fwd_bwd", "dense")}
     for c in cams:
-        per["forward"].append(timed(fwd_c, params, c, None, repeat=repeat))
+        per["forward"].append(timed(fwd_c, params, c, repeat=repeat))
         per["fwd_bwd"].append(timed(grad_c, params, c, repeat=repeat))
         _say(f"[time] {name} {compositor}: forward {per['forward'][-1] * 1e3:.1f} ms, fwd+bwd "
              f"{per['fwd_bwd'][-1] * 1e3:.1f} ms")  # fmt: skip

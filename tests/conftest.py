@@ -103,15 +103,19 @@ SHARED = ROOT.parent / "shared"
 GARDEN = default_garden_path()
 
 
-@functools.cache
-def load_handwritten():
-    """The hand-written 3DGS baseline (benchmarks/handwritten_3dgs.py), imported once."""
-    spec = importlib.util.spec_from_file_location(
-        "handwritten_3dgs", ROOT / "benchmarks" / "handwritten_3dgs.py"
-    )
+def import_file(path: pathlib.Path, name: str | None = None):
+    """The Python file at `path` (a benchmark or an example, which are not packages) imported
+    as a module named `name` (default: the file's stem)."""
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@functools.cache
+def load_handwritten():
+    """The hand-written 3DGS baseline (benchmarks/handwritten_3dgs.py), imported once."""
+    return import_file(ROOT / "benchmarks" / "handwritten_3dgs.py")
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -2,16 +2,11 @@
 baseline or scaling sweep, its own output file so the full run's figures are never replaced.
 (tests/test_examples.py runs it.)"""
 
-import importlib.util
-
-from conftest import ROOT
+from conftest import ROOT, import_file
 
 
 def _runner():
-    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "benchmarks" / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return import_file(ROOT / "benchmarks" / "run.py", "bench_run")
 
 
 def test_quick_defaults_to_one_spec_and_its_own_file():

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, import_file
 from scipy.spatial.transform import Rotation
 from test_train import METHOD
 
@@ -188,14 +188,7 @@ def _random_perturbation(rng, degrees: float, shift: float) -> np.ndarray:
 
 def _benchmark():
     """benchmarks/pose_refinement.py (perturbation and pose-error helpers), imported once."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "pose_refinement", ROOT / "benchmarks" / "pose_refinement.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(ROOT / "benchmarks" / "pose_refinement.py")
 
 
 def _demo_pose_runs(root, size: int):

@@ -3,25 +3,19 @@ runs, and (slow) the CPU-sized variant end to end at a tiny size."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, import_file
 from PIL import Image
 
 from xprc.plots import compared_curves
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_capture_quality", ROOT / "benchmarks" / "capture_quality.py"
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return import_file(ROOT / "benchmarks" / "capture_quality.py", "bench_capture_quality")
 
 
 def test_options_full_and_cpu_presets():

@@ -50,6 +50,8 @@ def test_defer_under_jit_reports_through_warn_if_dropped(gs):
     assert int(out.stats["dropped"]) == needed - 1024
     with pytest.warns(RuntimeWarning) as deferred:
         assert xprc.warn_if_dropped(out) == needed - 1024
+    with pytest.warns(RuntimeWarning, match=f"dropped {needed - 1024:,}"):
+        assert xprc.warn_if_dropped(out.stats) == needed - 1024  # the stats alone will do
     said = [str(w.message) for w in deferred]
     assert said == [str(w.message) for w in at_run_time]
     assert any(f"dropped {needed - 1024:,}" in m for m in said)

@@ -8,28 +8,20 @@ quaternions).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import numpy as np
 import pytest
-from conftest import GARDEN, ROOT
+from conftest import GARDEN, ROOT, import_file
 from PIL import Image
 
 EXAMPLES = ROOT / "examples"
 SIZE = 24  # image side of the examples' generated scenes here
 
 
-def _load(path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.skipif(not GARDEN.exists(), reason="shared garden data not present")
 def test_render_garden_benchmark(tmp_path):
-    example = _load(ROOT / "benchmarks" / "render_garden.py")
+    example = import_file(ROOT / "benchmarks" / "render_garden.py")
     paths = example.main(["--num", "2000", "--scale", "0.25", "--out", str(tmp_path)])
     assert len(paths) == 3
     img = np.asarray(Image.open(paths[0]))
@@ -37,7 +29,7 @@ def test_render_garden_benchmark(tmp_path):
 
 
 def test_benchmark_runner_quick(tmp_path):
-    bench = _load(ROOT / "benchmarks" / "run.py")
+    bench = import_file(ROOT / "benchmarks" / "run.py")
     out = tmp_path / "bench.json"
     bench.main(
         [
@@ -59,7 +51,7 @@ def test_benchmark_runner_quick(tmp_path):
 
 
 def test_binning_benchmark_quick(tmp_path):
-    bench = _load(ROOT / "benchmarks" / "binning.py")
+    bench = import_file(ROOT / "benchmarks" / "binning.py")
     out = tmp_path / "binning.json"
     data = bench.main(["--quick", "--repeat", "1", "--out", str(out)])
     assert json.loads(out.read_text()) == data
@@ -94,7 +86,7 @@ def test_every_example_is_tested_and_titled():
 def test_new_primitive_example(tmp_path):
     import xprc
 
-    example = _load(EXAMPLES / "new_primitive.py")
+    example = import_file(EXAMPLES / "new_primitive.py")
     out = tmp_path / "ges"
     result = example.main(["--out", str(out), "--size", str(SIZE), "--steps", "30"])
     assert result.step == 30 and result.metrics["psnr"] > result.initial_psnr + 3
@@ -118,7 +110,7 @@ def test_new_primitive_example(tmp_path):
 def test_render_ply_example(tmp_path):
     from xprc.data import load_ply, save_ply
 
-    example = _load(EXAMPLES / "render_ply.py")
+    example = import_file(EXAMPLES / "render_ply.py")
     out = tmp_path / "renders"
     paths = example.main(["--out", str(out), "--size", str(SIZE)])
     assert len(paths) == 2
@@ -144,7 +136,7 @@ def test_train_colmap_example(tmp_path):
     from xprc.data import load_scene
     from xprc.data.capture import CaptureParams, camera_poses
 
-    example = _load(EXAMPLES / "train_colmap.py")
+    example = import_file(EXAMPLES / "train_colmap.py")
     out = tmp_path / "colmap"
     args = ["--out", str(out), "--size", "48x32", "--views", "8", "--steps", "30"]
     result = example.main(args)
@@ -169,7 +161,7 @@ def test_train_colmap_example(tmp_path):
 
 
 def test_jax_loop_example(tmp_path):
-    example = _load(EXAMPLES / "jax_loop.py")
+    example = import_file(EXAMPLES / "jax_loop.py")
     losses, start, end = example.main(["--out", str(tmp_path / "scene"), "--size", str(SIZE),
                                        "--steps", "40"])  # fmt: skip
     assert len(losses) == 40 and np.isfinite(losses).all()
@@ -184,7 +176,7 @@ def test_capture_train_eval_example(tmp_path, capsys):
     from xprc.cli import main as xprc
     from xprc.data.scene_folder import load_scene
 
-    example = _load(ROOT / "examples" / "capture_train_eval.py")
+    example = import_file(ROOT / "examples" / "capture_train_eval.py")
     report = example.main(
         ["--out", str(tmp_path), "--size", "48x32", "--views", "8", "--objects", "10",
          "--points", "300", "--steps", "20", "--test-every", "4"]

@@ -220,6 +220,9 @@ def check_run_folder(
         )
 
 
+DATASET_DEFAULTS = {"downscale": 1, "undistort": False}  # the loader's, where not from a run
+
+
 def dataset_options(p: argparse.ArgumentParser, from_run: bool = False) -> None:
     """--downscale, --images, --test-every and --undistort: which images of a dataset are read,
     and (COLMAP) which views are held out and whether lens cameras become pinholes. from_run:
@@ -227,7 +230,8 @@ def dataset_options(p: argparse.ArgumentParser, from_run: bool = False) -> None:
     loader's defaults), so that a given option is never taken for one left at its default."""
     run = "the run's (config.json), else "
     p.add_argument(
-        "--downscale", type=positive_int, default=None if from_run else 1,
+        "--downscale", type=positive_int,
+        default=None if from_run else DATASET_DEFAULTS["downscale"],
         help="image downscale factor" + (f" (default: {run}1)" if from_run else ""),
     )  # fmt: skip
     p.add_argument(
@@ -252,7 +256,7 @@ def dataset_options(p: argparse.ArgumentParser, from_run: bool = False) -> None:
         "FULL_OPENCV, OPENCV_FISHEYE; a transforms.json camera_model) to pinhole cameras as "
         "COLMAP's image_undistorter does, for specs that render only pinholes (3dgs); see "
         "docs/photos.md" + (f" (default: {run}off)" if from_run else ""),
-        default=None if from_run else False,
+        default=None if from_run else DATASET_DEFAULTS["undistort"],
     )
 
 

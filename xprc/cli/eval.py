@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import DataError, XprError, printable
 from .args import (
+    DATASET_DEFAULTS,
     INT32_MAX,
     SCENE_HELP,
     dataset_options,
@@ -65,12 +66,13 @@ DATA_CHECKS = {  # config.json's `data` fields besides the path, and what a reco
     "test_every": lambda v: v is None or (type(v) is int and 2 <= v <= INT32_MAX),
     "undistort": lambda v: type(v) is bool,
 }
-LOADER_DEFAULTS = {"downscale": 1, "undistort": False}
 
 
 def _option_text(key: str, value) -> str:
-    """How the command line would say a recorded option ('' for its default)."""
+    """How the command line would say a recorded option ('' for its default or None)."""
     name = "--" + key.replace("_", "-")
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return name if value else ""
     return "" if (key == "downscale" and value == 1) else f"{name} {value}"
@@ -103,12 +105,12 @@ def recorded_dataset(args, folder: Path) -> None:
         if not ok(data.get(key)):
             raise DataError(path, f"its `data` record has a malformed {key!r}: {given}")
     args.data = data["path"]
-    taken = [_option_text(key, data[key]) for key in DATA_CHECKS
-             if getattr(args, key) is None and data[key] is not None]  # fmt: skip
-    taken = [t for t in taken if t]
+    taken = []
     for key in DATA_CHECKS:
         if getattr(args, key) is None:  # not given: the run's
             setattr(args, key, data[key])
+            taken.append(_option_text(key, data[key]))
+    taken = [t for t in taken if t]
     options = f" with {', '.join(taken)}" if taken else ""
     print(printable(f"dataset (from {path}): {args.data}{options}"))
 
@@ -127,7 +129,7 @@ def run(args) -> int:
     folder = scene if scene.is_dir() else scene.parent
     if args.data is None:
         recorded_dataset(args, folder)
-    for key, default in LOADER_DEFAULTS.items():
+    for key, default in DATASET_DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, default)
     train_set, test_set = load_dataset(args)

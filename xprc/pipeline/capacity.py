@@ -100,11 +100,16 @@ def estimate_bytes(capacity: int, num_attrs: int, num_values: int, grid: TileGri
     return 2 * capacity * per_entry + tiles
 
 
+def _planned_bytes(capacity: int, method, grid: TileGrid) -> int:
+    """`estimate_bytes` of `capacity` entries for `method` on `grid`."""
+    info = MethodInfo.of(method)
+    return estimate_bytes(capacity, info.num_attrs, info.num_features + 1, grid)
+
+
 def check_memory(capacity: int, needed: int, method, grid: TileGrid, config: RenderConfig):
     """Raise a MemoryBudgetError when `capacity` entries would not fit the budget."""
     budget = config.memory_budget or default_memory_budget()
-    info = MethodInfo.of(method)
-    need = estimate_bytes(capacity, info.num_attrs, info.num_features + 1, grid)
+    need = _planned_bytes(capacity, method, grid)
     if capacity <= INT32_MAX and need <= budget:
         return
     raise MemoryBudgetError(
@@ -122,13 +127,11 @@ def check_given_capacity(method, grid: TileGrid, config: RenderConfig) -> None:
     --max-entries`) would not fit the budget a counted one meets (`check_memory`): it is
     allocated as given (2,000,000,000 asked XLA for 768 GB)."""
     budget = config.memory_budget or default_memory_budget()
-    info = MethodInfo.of(method)
-    sizes = info.num_attrs, info.num_features + 1, grid
-    need = estimate_bytes(config.max_entries, *sizes)
+    need = _planned_bytes(config.max_entries, method, grid)
     if need <= budget:
         return
-    base, per = estimate_bytes(0, *sizes), estimate_bytes(1, *sizes) - estimate_bytes(0, *sizes)
-    fits = max(budget - base, 0) // per
+    base = _planned_bytes(0, method, grid)
+    fits = max(budget - base, 0) // (_planned_bytes(1, method, grid) - base)
     raise MemoryBudgetError(
         f"RenderConfig.max_entries (xprc render --max-entries) of {config.max_entries:,} "
         f"entries on a {grid.width}x{grid.height} image with {grid.tile}x{grid.tile} tiles "

@@ -383,15 +383,17 @@ def fit_config(method, params: dict, cameras, config: RenderConfig | None = None
     return sized_config(method, params, cameras, config, margin)
 
 
-def warn_if_dropped(out: RenderOutput, model: str | None = None) -> int:
+def warn_if_dropped(out: RenderOutput | dict, model: str | None = None) -> int:
     """Warn (and return the count) when a render dropped entries for lack of capacity, and
     about primitives left out for non-finite values, clamped alphas and pixels outside the
     `model` lens's domain: the report of `on_overflow="warn"`, for a render made with
-    `on_overflow="defer"` under your own jit (call it on the returned output, where your code
-    reads results; every N steps is enough to see a drop). An XprError inside a trace."""
-    if _traced(out.stats):
+    `on_overflow="defer"` under your own jit: call it on each returned output (or its `stats`)
+    where your code reads results (a render whose output it never sees goes unreported). An
+    XprError inside a trace."""
+    stats = out.stats if isinstance(out, RenderOutput) else out  # an output or its stats
+    if _traced(stats):
         raise XprError(
             "warn_if_dropped: the render's stats are traced values; call it outside jax.jit "
             "on the output the jitted function returned"
         )
-    return cap.report_overflow(out.stats, "warn", model=model)
+    return cap.report_overflow(stats, "warn", model=model)
