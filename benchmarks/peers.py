@@ -5,6 +5,8 @@
     python benchmarks/peers.py --quick                        # smoke run: 800 random primitives
     python benchmarks/peers.py --precision highest ...        # float32 matmuls in full (a TPU's
                                                               # default computes them in bfloat16)
+    python benchmarks/peers.py --tpu-default-dots ...         # on a CPU, the peers' matmuls as a
+                                                              # TPU's default precision makes them
 
 Each renderer gets the workload's 3DGS Gaussians and camera converted to its own conventions.
 Per row: the forward (`jax.jit` of the image) and forward + backward (`jax.jit` of the gradient of
@@ -251,6 +253,60 @@ def clip_keywords():
         jnp.clip = original
 
 
+@contextlib.contextmanager
+def tpu_default_dots():
+    """While the block runs (while jax traces a renderer), a matrix product at JAX's default
+    precision is computed from its float32 operands rounded to bfloat16, as a TPU computes it
+    (a CPU or GPU computes it in float32; a product that asks for more precision, as all of
+    xprc's do, is left alone). jax.numpy's matmul and dot (the peers' `@`) call the private
+    `jax._src.lax.lax.dot_general`, which is what this replaces; einsum, which took its
+    dot_general when JAX was imported, is not reached (neither peer calls it)."""
+    from jax._src.lax import lax as lax_internal
+
+    original = getattr(lax_internal, "dot_general", None)
+    if original is None:
+        raise RuntimeError(f"--tpu-default-dots: JAX {jax.__version__} has no "
+                           "jax._src.lax.lax.dot_general to wrap")  # fmt: skip
+
+    def rounded(x):
+        x = jnp.asarray(x)
+        return x.astype(jnp.bfloat16).astype(x.dtype) if x.dtype == jnp.float32 else x
+
+    def dot_general(lhs, rhs, dimension_numbers, precision=None, *args, **kwargs):
+        canonical = lax_internal.canonicalize_precision(precision)
+        if canonical is None or canonical == (jax.lax.Precision.DEFAULT,) * 2:
+            lhs, rhs = rounded(lhs), rounded(rhs)
+        return original(lhs, rhs, dimension_numbers, precision, *args, **kwargs)
+
+    lax_internal.dot_general = dot_general
+    try:
+        yield
+    finally:
+        lax_internal.dot_general = original
+
+
+def with_tpu_default_dots(build: Build) -> Build:
+    """`build` whose image function is traced under tpu_default_dots."""
+
+    def wrapped(scene: Scene):
+        params, image_fn, package, notes = build(scene)
+        jax.clear_caches()  # jax.numpy's jitted matmul traces again, through the wrap
+
+        def image(p):
+            with tpu_default_dots():
+                return image_fn(p)
+
+        return params, image, package, [*notes, TPU_DOTS_NOTE]
+
+    return wrapped
+
+
+TPU_DOTS_NOTE = (
+    "--tpu-default-dots: its matrix products at JAX's default precision computed from "
+    "bfloat16-rounded float32 operands, as a TPU computes them"
+)
+
+
 def build_splax(path: str | None) -> Build:
     def build(scene: Scene):
         splax = import_peer("splax", path, SPLAX_INSTALL)
@@ -400,7 +456,10 @@ def measure(name: str, build: Build, scene: Scene, reference, repeat: int) -> di
     row["image_array"] = image
     row["image"] = list(image.shape)
     row["image nonfinite"] = int((~np.isfinite(image)).sum())
-    if reference is not None and image.shape == reference.shape:
+    if row["image nonfinite"]:  # no PSNR of it: a NaN would make the JSON invalid
+        row["psnr db"] = None
+        row["notes"].append(f"{row['image nonfinite']:,} of {image.size:,} image values NaN/inf")
+    elif reference is not None and image.shape == reference.shape:
         row["psnr db"] = psnr(image, reference)
         row["max abs diff"] = float(np.max(np.abs(image.astype(np.float64) - reference)))
     elif reference is not None:
@@ -432,6 +491,9 @@ def options(argv=None) -> argparse.Namespace:
     ap.add_argument("--precision", choices=("default", "high", "highest"), default=None,
                     help="jax_default_matmul_precision for the run (default: JAX's own; on a "
                     "TPU that computes float32 matmuls in bfloat16)")  # fmt: skip
+    ap.add_argument("--tpu-default-dots", action="store_true",
+                    help="the peers' matrix products at JAX's default precision computed from "
+                    "bfloat16-rounded operands, as on a TPU")  # fmt: skip
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 800 random primitives at 128x83, one repeat")  # fmt: skip
     ap.add_argument("--out", default=None,
@@ -476,6 +538,14 @@ def _gradients(row) -> str:
     return "finite" if not bad else f"{bad:,} of {total:,} NaN/inf"
 
 
+def _psnr_cell(row) -> str:
+    if row.get("image nonfinite"):
+        return f"NaN image ({row['image nonfinite']:,} values)"
+    if row["renderer"] == "xprc" and "image" in row:
+        return "reference"
+    return _cell(row, "psnr db", ".1f")
+
+
 def table(rows) -> str:
     return fmt_table(rows, [
         ("renderer", lambda r: r["renderer"]),
@@ -484,8 +554,7 @@ def table(rows) -> str:
         ("fwd+bwd ms", lambda r: _cell(r, "fwd+bwd ms", ".1f")),
         ("first call s (fwd/grad)",
          lambda r: f"{_cell(r, 'forward first s', '.1f')}/{_cell(r, 'fwd+bwd first s', '.1f')}"),
-        ("PSNR vs xprc dB", lambda r: "reference" if r["renderer"] == "xprc" and "image" in r
-         else _cell(r, "psnr db", ".1f")),
+        ("PSNR vs xprc dB", _psnr_cell),
         ("gradients", _gradients),
         ("status", lambda r: r["status"]),
     ])  # fmt: skip
@@ -497,6 +566,8 @@ def main(argv=None, builders: dict[str, Build] | None = None) -> dict:
         jax.config.update("jax_default_matmul_precision", args.precision)
     scene, source = load_scene(args)
     builders = builders or renderers(args)
+    if args.tpu_default_dots:  # the peers only: xprc's products all ask for full float32
+        builders = {k: v if k == "xprc" else with_tpu_default_dots(v) for k, v in builders.items()}
     if args.only:
         keep = {"xprc", *args.only.split(",")}
         builders = {k: v for k, v in builders.items() if k in keep}
@@ -521,7 +592,8 @@ def main(argv=None, builders: dict[str, Build] | None = None) -> dict:
         "machine": machine(), "load average": load_average(), "workload": source,
         "primitives": n, "image": [scene.width, scene.height], "camera": args.camera,
         "repeat": args.repeat, "quick": args.quick,
-        "matmul precision": args.precision or "JAX's default", "rows": rows,
+        "matmul precision": args.precision or "JAX's default",
+        "tpu default dots": args.tpu_default_dots, "rows": rows,
     }  # fmt: skip
     return write_json(args.out, results)
 

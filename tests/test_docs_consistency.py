@@ -55,8 +55,8 @@ class Fact:
     quotes: tuple[tuple[str, str], ...]  # (page, regex with one group)
 
 
-def _peer_psnr(renderer: str) -> float:
-    rows = _json("cpu-2core-2026-12-07-peers.json")["rows"]
+def _peer_psnr(renderer: str, name: str = "cpu-2core-2026-12-07-peers.json") -> float:
+    rows = _json(name)["rows"]
     return next(r for r in rows if r["renderer"] == renderer)["psnr db"]
 
 
@@ -81,6 +81,17 @@ FACTS = [
                 "docs/benchmarks.md",
                 r"\| jax-gs, TPU rasteriser \| [\d.]+ \| [\d.]+ \| (\d+\.\d) dB",
             ),
+        ),
+    ),
+    Fact(
+        "jax-gs's (TPU rasteriser) PSNR, --tpu-default-dots, 2 CPU cores (benchmarks/peers.py)",
+        lambda: _peer_psnr(
+            "jax-gs tpu rasteriser", "cpu-2core-2026-12-07-peers-tpu-default-dots.json"
+        ),
+        (
+            ("README.md", r"jax-gs gives (\d+\.\d) dB with NaN gradients, as on the TPU"),
+            ("README.md", r"jax-gs gives the TPU's (\d+\.\d) dB and NaN gradients"),
+            ("docs/benchmarks.md", r"\| jax-gs, TPU rasteriser \| (\d+\.\d) dB \| \d"),
         ),
     ),
     Fact(

@@ -92,6 +92,12 @@ def test_rows_of_a_peer_that_differs_has_nan_gradients_or_raises(peers):
     assert (row["gradient nonfinite"], row["gradient entries"]) == (3, 3)
     assert peers._gradients(row) == "3 of 3 NaN/inf"
 
+    nan_image = fake(lambda p: jnp.asarray(reference).at[0, 0, 1].set(jnp.nan) + jnp.sum(p["x"]))
+    row = peers.measure("nan image", nan_image, scene, reference, repeat=1)
+    assert (row["image nonfinite"], row["psnr db"]) == (1, None)
+    assert row["notes"][-1] == "1 of 240 image values NaN/inf"
+    assert peers._psnr_cell(row) == "NaN image (1 values)" and peers._gradients(row) == "finite"
+
     def raises(s):
         raise RuntimeError("kernel failed\nmore lines")
 
@@ -192,3 +198,28 @@ def test_options_refuse_sizes_that_measure_nothing(peers, argv, message, capsys)
     with pytest.raises(SystemExit) as stop:
         peers.options(argv)
     assert stop.value.code == 2 and capsys.readouterr().err.strip().endswith(message)
+
+
+def test_tpu_default_dots_round_only_default_precision_products(peers):
+    """Inside the block a default-precision product is the float32 product of the operands
+    rounded to bfloat16 (ml_dtypes' rounding, not JAX's), one asking for HIGHEST is exact;
+    after it, products are float32 again."""
+    import jax
+    import ml_dtypes
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(5, 7)).astype(np.float32)
+    b = rng.normal(size=(7, 3)).astype(np.float32)
+    r = lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float64)  # noqa: E731
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    jax.clear_caches()  # jnp.matmul is jitted: trace it afresh inside the block
+    with peers.tpu_default_dots():
+        rounded = np.asarray(jnp.asarray(a) @ jnp.asarray(b))
+        dot = np.asarray(jnp.dot(a, b))
+        highest = np.asarray(jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST))
+    np.testing.assert_allclose(rounded, r(a) @ r(b), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dot, r(a) @ r(b), rtol=1e-5, atol=1e-5)
+    assert np.abs(rounded - exact).max() > 1e-3  # bfloat16 keeps 8 bits: visibly off
+    np.testing.assert_allclose(highest, exact, rtol=1e-5, atol=1e-5)
+    jax.clear_caches()
+    np.testing.assert_allclose(np.asarray(jnp.asarray(a) @ jnp.asarray(b)), exact, atol=1e-5)
