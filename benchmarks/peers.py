@@ -1,12 +1,10 @@
 """The JAX peers side by side: xprc, splax and jax-gs render the same frame from the same Gaussians.
 
-    python benchmarks/peers.py --splax PATH --jax-gs PATH     # garden workload, first camera
-    python benchmarks/peers.py --num 20000 --scale 0.5 ...    # a lighter CPU run (garden subset)
-    python benchmarks/peers.py --quick                        # smoke run: 800 random primitives
-    python benchmarks/peers.py --precision highest ...        # float32 matmuls in full (a TPU's
-                                                              # default computes them in bfloat16)
-    python benchmarks/peers.py --tpu-default-dots ...         # on a CPU, the peers' matmuls as a
-                                                              # TPU's default precision makes them
+    python benchmarks/peers.py --splax PATH --jax-gs PATH  # garden workload, first camera
+    python benchmarks/peers.py --num 20000 --scale 0.5 ... # a lighter CPU run (garden subset)
+    python benchmarks/peers.py --quick                     # smoke run: 800 random primitives
+    python benchmarks/peers.py --precision highest ...    # full float32 matmuls, on a TPU too
+    python benchmarks/peers.py --tpu-default-dots ...     # the peers' matmuls rounded as on a TPU
 
 Each renderer gets the workload's 3DGS Gaussians and camera converted to its own conventions.
 Per row: the forward (`jax.jit` of the image) and forward + backward (`jax.jit` of the gradient of
@@ -71,9 +69,7 @@ SPLAX_INSTALL = (
     "and pass --splax CLONE (`pip install splax` is another project: learnsyslab/splax, Warp "
     "kernels for NVIDIA GPUs)"
 )
-JAX_GS_INSTALL = (
-    "git clone https://github.com/ghif/jax-gs, pip install chex, and pass --jax-gs CLONE"
-)
+JAX_GS_INSTALL = "git clone https://github.com/ghif/jax-gs, pip install chex, pass --jax-gs CLONE"
 COLOUR_EPS = 1e-6  # splax's colours are sigmoids: a colour is kept inside (eps, 1 - eps)
 
 
@@ -296,15 +292,10 @@ def with_tpu_default_dots(build: Build) -> Build:
             with tpu_default_dots():
                 return image_fn(p)
 
-        return params, image, package, [*notes, TPU_DOTS_NOTE]
+        note = "--tpu-default-dots: its default-precision matmuls from bfloat16-rounded operands"
+        return params, image, package, [*notes, note]
 
     return wrapped
-
-
-TPU_DOTS_NOTE = (
-    "--tpu-default-dots: its matrix products at JAX's default precision computed from "
-    "bfloat16-rounded float32 operands, as a TPU computes them"
-)
 
 
 def build_splax(path: str | None) -> Build:
@@ -570,6 +561,10 @@ def main(argv=None, builders: dict[str, Build] | None = None) -> dict:
         builders = {k: v if k == "xprc" else with_tpu_default_dots(v) for k, v in builders.items()}
     if args.only:
         keep = {"xprc", *args.only.split(",")}
+        if keep - set(builders):
+            raise SystemExit(f"error: --only {args.only}: no row named "
+                             f"{', '.join(sorted(keep - set(builders)))} (rows: "
+                             f"{', '.join(builders)})")  # fmt: skip
         builders = {k: v for k, v in builders.items() if k in keep}
     n = scene.means.shape[0]
     print(f"{source}: {n:,} primitives, {scene.width}x{scene.height}, camera {args.camera}, "

@@ -223,3 +223,8 @@ def test_tpu_default_dots_round_only_default_precision_products(peers):
     np.testing.assert_allclose(highest, exact, rtol=1e-5, atol=1e-5)
     jax.clear_caches()
     np.testing.assert_allclose(np.asarray(jnp.asarray(a) @ jnp.asarray(b)), exact, atol=1e-5)
+
+
+def test_only_names_rows_that_exist(peers):
+    with pytest.raises(SystemExit, match=r"--only jax_gs: no row named jax_gs \(rows: xprc, "):
+        peers.main(["--quick", "--only", "jax_gs"], builders={"xprc": None, "jax-gs": None})
