@@ -55,8 +55,55 @@ class Fact:
     quotes: tuple[tuple[str, str], ...]  # (page, regex with one group)
 
 
+def _peer_psnr(renderer: str, name: str = "cpu-2core-2026-12-07-peers.json") -> float:
+    rows = _json(name)["rows"]
+    return next(r for r in rows if r["renderer"] == renderer)["psnr db"]
+
+
 MS = 1e3
 FACTS = [
+    Fact(
+        "splax's PSNR against xprc on the garden frame, 2 CPU cores (benchmarks/peers.py)",
+        lambda: _peer_psnr("splax"),
+        (
+            ("README.md", r"it gives splax (\d+\.\d) dB"),
+            ("README.md", r"\(splax (\d+\.\d) dB, jax-gs"),
+            ("docs/benchmarks.md", r"\| splax \| [\d.]+ \| [\d.]+ \| (\d+\.\d) dB \|"),
+        ),
+    ),
+    Fact(
+        "jax-gs's (TPU rasteriser) PSNR against xprc, 2 CPU cores (benchmarks/peers.py)",
+        lambda: _peer_psnr("jax-gs tpu rasteriser"),
+        (
+            ("README.md", r"and jax-gs (\d+\.\d) dB there"),
+            ("README.md", r"jax-gs (\d+\.\d) dB\) and their gradients"),
+            (
+                "docs/benchmarks.md",
+                r"\| jax-gs, TPU rasteriser \| [\d.]+ \| [\d.]+ \| (\d+\.\d) dB",
+            ),
+        ),
+    ),
+    Fact(
+        "jax-gs's (TPU rasteriser) PSNR, --tpu-default-dots, 2 CPU cores (benchmarks/peers.py)",
+        lambda: _peer_psnr(
+            "jax-gs tpu rasteriser", "cpu-2core-2026-12-07-peers-tpu-default-dots.json"
+        ),
+        (
+            ("README.md", r"jax-gs gives (\d+\.\d) dB with NaN gradients, as on the TPU"),
+            ("README.md", r"jax-gs gives the TPU's (\d+\.\d) dB and NaN gradients"),
+            ("docs/benchmarks.md", r"\| jax-gs, TPU rasteriser \| (\d+\.\d) dB \| \d"),
+        ),
+    ),
+    Fact(
+        "jax-gs's standard rasteriser's PSNR against xprc, 2 CPU cores (benchmarks/peers.py)",
+        lambda: _peer_psnr("jax-gs"),
+        (
+            (
+                "docs/benchmarks.md",
+                r"\| jax-gs, standard rasteriser \| [\d.]+ \| [\d.]+ \| (\d+\.\d) dB",
+            ),
+        ),
+    ),
     Fact(
         "the demo's image size",
         _demo_size,
