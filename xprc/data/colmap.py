@@ -206,16 +206,7 @@ def load_colmap(
     sizes = [(cameras[im.camera_id].width, cameras[im.camera_id].height, 3) for im in views_by_name]
     check_memory(root, sizes, downscale)  # RGB: alpha is not known before decoding
 
-    image_root = root / images_dir
-    shrunk = root / f"{images_dir}_{int(downscale)}"
-    pre_shrunk = downscale != 1 and float(downscale).is_integer() and shrunk.is_dir()
-    if pre_shrunk:
-        image_root = shrunk
-    if shrunk_only and not pre_shrunk:  # --images NAME_N: that folder, not a resized other
-        raise DataError(shrunk, f"image folder not found{_image_folders(root)}")
-    if not image_root.is_dir():
-        raise DataError(image_root, f"image folder not found{_image_folders(root)}")
-
+    image_root, pre_shrunk = _image_root(root, images_dir, downscale, shrunk_only)
     views, labels = [], []
     narrowed: list[Path] = []  # 16-bit colour images read at 8 bits
     shrunk_sizes: dict[int, tuple[str, tuple[int, int]]] = {}  # camera id -> first image, size
@@ -223,49 +214,8 @@ def load_colmap(
     for img, path in zip(views_by_name, files, strict=True):
         cam = cameras[img.camera_id]
         pil = read_image(path, f"{img_file}, image id {img.id}", narrowed)
-        size = scaled_size(cam.width, cam.height, downscale, path)
-        got = pil.size
-        ok = (
-            all(abs(g - s) <= 1 for g, s in zip(got, size, strict=True))
-            if pre_shrunk
-            else got == (cam.width, cam.height)
-        )
-        if not ok:
-            want = size if pre_shrunk else (cam.width, cam.height)
-            raise DataError(
-                path,
-                f"image is {got[0]}x{got[1]}, but camera {cam.id} expects {want[0]}x{want[1]}"
-                + exif_turn_hint(narrowed, path, got, want, 1 if pre_shrunk else 0),
-            )
-        if pre_shrunk:  # its own size, not resampled; K below scales to it exactly
-            first, first_size = shrunk_sizes.setdefault(cam.id, (img.name, got))
-            if got != first_size:
-                raise DataError(
-                    path,
-                    f"image is {got[0]}x{got[1]}, but {first} of the same camera {cam.id} is "
-                    f"{first_size[0]}x{first_size[1]}; the images of one camera must share one "
-                    "size",
-                )
-            size = got
-        K, model, dist = camera_intrinsics(cam, NUM_DIST)
-        scale = (size[0] / cam.width, size[1] / cam.height)
-        viewmat = np.eye(4)
-        viewmat[:3, :3] = qvec_to_rotmat(img.qvec)
-        viewmat[:3, 3] = img.tvec
-        image, alpha = to_view_image(pil, size, background)
-        views.append(
-            View(
-                name=img.name,
-                image=image,
-                alpha=alpha,
-                viewmat=as_float32(images_file, viewmat, f"image {img.id}: the pose"),
-                K=as_float32(cameras_file, scale_K(K, *scale), f"camera {cam.id}: the intrinsics"),
-                width=size[0],
-                height=size[1],
-                model=model,
-                dist=as_float32(cameras_file, dist, f"camera {cam.id}: the lens coefficients"),
-            )
-        )
+        size = _view_size(pil, cam, path, downscale, pre_shrunk, img.name, shrunk_sizes, narrowed)
+        views.append(_view(img, cam, pil, size, background, images_file, cameras_file))
         labels.append(f"camera {cam.id} {cam.model}")
     colors = (rgb.astype(np.float32) / np.float32(255.0)).reshape(-1, 3)
     points = as_float32(find_file(sparse, "points3D"), xyz, "point coordinates")
@@ -276,3 +226,70 @@ def load_colmap(
     if undistort:
         views = undistort_views(views, cameras_file, labels, MAX_IMAGE_PIXELS)
     return Dataset(tuple(views), points, colors, root)
+
+
+def _image_root(root: Path, images_dir: str, downscale, shrunk_only: bool) -> tuple[Path, bool]:
+    """The folder the images are read from, and whether it holds them pre-shrunk by
+    `downscale` (the Mip-NeRF 360 layout `{images_dir}_{d}`)."""
+    image_root = root / images_dir
+    shrunk = root / f"{images_dir}_{int(downscale)}"
+    pre_shrunk = downscale != 1 and float(downscale).is_integer() and shrunk.is_dir()
+    if pre_shrunk:
+        image_root = shrunk
+    if shrunk_only and not pre_shrunk:  # --images NAME_N: that folder, not a resized other
+        raise DataError(shrunk, f"image folder not found{_image_folders(root)}")
+    if not image_root.is_dir():
+        raise DataError(image_root, f"image folder not found{_image_folders(root)}")
+    return image_root, pre_shrunk
+
+
+def _view_size(pil, cam, path, downscale, pre_shrunk, name, shrunk_sizes, narrowed):
+    """The size a view is trained at, after checking the image's size against its camera (a
+    pre-shrunk image keeps its own size, within a pixel of the camera's / d, and one size per
+    camera: `shrunk_sizes` maps camera id -> the first image's name and size)."""
+    size = scaled_size(cam.width, cam.height, downscale, path)
+    got = pil.size
+    ok = (
+        all(abs(g - s) <= 1 for g, s in zip(got, size, strict=True))
+        if pre_shrunk
+        else got == (cam.width, cam.height)
+    )
+    if not ok:
+        want = size if pre_shrunk else (cam.width, cam.height)
+        raise DataError(
+            path,
+            f"image is {got[0]}x{got[1]}, but camera {cam.id} expects {want[0]}x{want[1]}"
+            + exif_turn_hint(narrowed, path, got, want, 1 if pre_shrunk else 0),
+        )
+    if not pre_shrunk:
+        return size
+    # its own size, not resampled; K scales to it exactly
+    first, first_size = shrunk_sizes.setdefault(cam.id, (name, got))
+    if got != first_size:
+        raise DataError(
+            path,
+            f"image is {got[0]}x{got[1]}, but {first} of the same camera {cam.id} is "
+            f"{first_size[0]}x{first_size[1]}; the images of one camera must share one size",
+        )
+    return got
+
+
+def _view(img, cam, pil, size, background, images_file, cameras_file) -> View:
+    """One COLMAP image as a View at `size`: its pose, its camera's intrinsics scaled to it."""
+    K, model, dist = camera_intrinsics(cam, NUM_DIST)
+    scale = (size[0] / cam.width, size[1] / cam.height)
+    viewmat = np.eye(4)
+    viewmat[:3, :3] = qvec_to_rotmat(img.qvec)
+    viewmat[:3, 3] = img.tvec
+    image, alpha = to_view_image(pil, size, background)
+    return View(
+        name=img.name,
+        image=image,
+        alpha=alpha,
+        viewmat=as_float32(images_file, viewmat, f"image {img.id}: the pose"),
+        K=as_float32(cameras_file, scale_K(K, *scale), f"camera {cam.id}: the intrinsics"),
+        width=size[0],
+        height=size[1],
+        model=model,
+        dist=as_float32(cameras_file, dist, f"camera {cam.id}: the lens coefficients"),
+    )
