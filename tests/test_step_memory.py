@@ -8,6 +8,7 @@ memory at its first step, after compiling, with nothing said before).
 - A run whose step would not fit the device (here XPRC_MEMORY_BUDGET) is refused before the
   step is compiled, with the estimate's parts and the capacity that fits; the two checks that
   were there before (the state alone, the render's entries alone) let it through.
+- An entry capacity raised during a run is checked the same way (`Capacity.grow`).
 - A generated `project` reads a parameter's components through `SplitParam`: values and
   gradients equal plain indexing, and the gradient is one concatenation, not one zero-padded
   copy of the parameter per component (a CPU kept ~35 of 3DGS's 48 alive at once).
@@ -24,7 +25,7 @@ from conftest import ROOT, import_file
 from xprc.camera import look_at
 from xprc.compiler.driver import load
 from xprc.data.datasets import Dataset, View
-from xprc.pipeline import RenderConfig, render
+from xprc.pipeline import RenderConfig, entry_bucket, render
 from xprc.pipeline.binning import TileGrid
 from xprc.pipeline.capacity import BUDGET_ENV, estimate_bytes
 from xprc.pipeline.params import SplitParam, split_params
@@ -154,3 +155,24 @@ def test_the_render_gradient_pads_no_copy_of_a_parameter_per_component(method):
 
     walk(jaxpr.jaxpr)
     assert pads == []
+
+
+def test_a_capacity_raise_that_would_not_fit_the_step_is_a_train_error(method):
+    """The entry capacity grows during a run (`Capacity.grow`): the step is checked again."""
+    from xprc.train.run import Capacity
+
+    budget = (10_000_000, "the budget")
+    check = lambda n: check_step_memory(method, 300, n, (64, 64), 0, budget=budget)  # noqa: E731
+    cap = Capacity(RenderConfig(), 1024, log=lambda *a, **k: None, step_check=check)
+    cap.grow(2000, 5, "train")  # 2,560 entries fit
+    assert cap.bucket == entry_bucket(2500)
+    with pytest.raises(TrainError) as e:
+        cap.grow(100_000, 6, "train")
+    new = entry_bucket(125_000)
+    need = estimate_step(method, 300, new, (64, 64), 0)["total"]
+    assert str(e.value).startswith(
+        f"error: train step 6 needs 100,000 (primitive, tile) entries, over the capacity bucket "
+        f"{entry_bucket(2500):,}; with {new:,}, the training step at capacity 300 primitives "
+        f"with {new:,} (primitive, tile) entries on 64x64 views needs about "
+    )
+    assert need > budget[0] and cap.bucket == entry_bucket(2500)

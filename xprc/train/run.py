@@ -92,7 +92,7 @@ class Capacity:
             except TrainError as e:
                 raise TrainError(
                     f"{what} step {step} needs {needed:,} (primitive, tile) entries, over the "
-                    f"capacity bucket {self.bucket:,}; with {new:,}, {e}"
+                    f"capacity bucket {self.bucket:,}; with {new:,}, {e.message}"
                 ) from None
         self.bucket = new
         self.raises.append({"step": step, "what": what, "needed": needed, "capacity": new})
