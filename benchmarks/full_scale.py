@@ -16,6 +16,12 @@ Phases (each appends to the JSON as it ends, so a run cut short keeps what it me
   adc      ADC from the capture's sparse points (capacity --adc-capacity), densifying every
            --refine-every steps from --refine-from: primitives over time, windows, compiles.
   mcmc3m   MCMC at capacity --big, started full: does it fit, steps/s, peak memory.
+  memory   the MCMC training step at capacity --prims on --views views of --size, compiled for
+           abstract inputs and not run (no capture needed): XLA's memory analysis (arguments,
+           temporaries, outputs) beside xprc's estimate (benchmarks/step_memory.py); with
+           --tpu-aot compiled for a TPU v5e from this machine (needs the libtpu package).
+
+    python benchmarks/full_scale.py --phases memory --prims 3000000            # on a CPU
 
 The 30k-step time is extrapolated from the end window's rate (compiles and evaluations not
 counted). Writes benchmarks/results/full_scale.json (--out).
@@ -200,6 +206,18 @@ def device_only_rate(method, train_set, test_set, config, steps: int = 20) -> di
     return {"steps": steps, "steps_per_s": round(steps / (time.perf_counter() - t0), 3)}
 
 
+def memory_phase(args, width: int, height: int) -> dict:
+    """The step's memory at capacity --prims (benchmarks/step_memory.py), printed and returned."""
+    from benchmarks import step_memory
+
+    method = load(ROOT / SPECS[args.spec])
+    train_views = args.views - len(range(0, args.views, 8))  # every 8th held out for testing
+    row = step_memory.analyse(method, args.prims, step_memory.entries_for(args.prims),
+                              (width, height), train_views, tpu=args.tpu_aot)  # fmt: skip
+    print(step_memory.report(row), flush=True)
+    return row
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--capture", default=None, help="the capture's folder (made if missing)")
@@ -223,6 +241,11 @@ def main(argv=None):
         help="the row gather's transpose in the backward (xprc/pipeline/gather.py)",
     )
     ap.add_argument("--quick", action="store_true", help="a small capture and counts (CPU smoke)")
+    ap.add_argument(
+        "--tpu-aot",
+        action="store_true",
+        help="memory phase: compile for a TPU v5e ahead of time (needs libtpu)",
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "full_scale.json"))
     args = ap.parse_args(argv)
     gather.TRANSPOSE = args.transpose  # read when a step is traced: before any is
@@ -241,6 +264,10 @@ def main(argv=None):
         results["phases"][name] = row
         write_json(args.out, results, f"({name}) ")
 
+    if "memory" in phases:
+        done(f"memory_{args.prims}", memory_phase(args, width, height))
+        if phases == ["memory"]:
+            return results
     compiles = compile_counter()
     params = CaptureParams(views=args.views, size=(width, height),
                            points=min(150_000, args.prims))  # fmt: skip

@@ -318,8 +318,8 @@ FACTS += [
         "three million primitives: XLA's temporaries, one TPU v5e (GB)",
         None,
         (
-            ("README.md", r"temporaries need (\d+\.\d+) GB"),
-            (FULL_SCALE, r"temporaries need (\d+\.\d+) GB"),
+            ("README.md", r"temporaries needed (\d+\.\d+) GB"),
+            (FULL_SCALE, r"temporaries needed (\d+\.\d+) GB"),
         ),
     ),
     Fact(

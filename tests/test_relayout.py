@@ -4,7 +4,8 @@ TPU runs as a Pallas kernel (a 4 ms saving on the garden frame: docs/tpu.md).
 - The kernel (interpreted on this CPU) equals a plain transpose, bit for bit, for row counts
   that are not whole blocks and 1 to 128 columns of int32 and float32 (NaN and -0 bits too).
 - `bin_and_sort` with the kernel gives the same bins as with the transpose (ellipse culling,
-  float bits read back from the integer rows).
+  float bits read back from the integer rows), the kernel run in passes as on a TPU; the
+  passes (`gather_columns`) equal a NumPy gather.
 - The kernel passes Pallas's TPU (Mosaic) lowering, exported from this CPU.
 """
 
@@ -19,7 +20,7 @@ import pytest
 
 from xprc.pipeline import binning
 from xprc.pipeline.binning import TileGrid, bin_and_sort
-from xprc.pipeline.relayout import BLOCK, rows_to_columns
+from xprc.pipeline.relayout import BLOCK, gather_columns, rows_to_columns
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 1), (BLOCK, 11), (2 * BLOCK + 37, 5), (700, 128)])
@@ -64,12 +65,25 @@ def test_bins_with_the_kernel_equal_bins_without(monkeypatch):
             jnp.asarray(rng.uniform(1, 9, n).astype(np.float32)), grid, 3000,
             jnp.asarray(ellipse), jnp.asarray(centre.astype(np.float32)))  # fmt: skip
     plain = bin_and_sort(*args)
-    monkeypatch.setattr(binning, "rows_to_columns",
-                        functools.partial(rows_to_columns, use_kernel=True))  # fmt: skip
+    # the kernel, in three passes of 1,024 slots (a TPU's passes: `gather_columns`)
+    passes = functools.partial(gather_columns, use_kernel=True, pass_rows=BLOCK)
+    monkeypatch.setattr(binning, "gather_columns", passes)
     kernel = bin_and_sort(*args)
     assert int(plain.culled.sum()) > 0 and int(plain.fallback) > 0  # the paths were exercised
     for field, value in plain._asdict().items():
         np.testing.assert_array_equal(getattr(kernel, field), value, field)
+
+
+@pytest.mark.parametrize("entries,pass_rows", [(5000, 1024), (2048, 1024), (1000, 1024)])
+def test_gathered_columns_in_passes_equal_a_gather(entries, pass_rows):
+    """`gather_columns` in passes (a TPU's way, which never holds all the padded rows at once)
+    equals NumPy's table[index].T, for entry counts that are and are not whole passes."""
+    rng = np.random.default_rng(entries)
+    table = rng.integers(-(2**31), 2**31 - 1, (300, 11), dtype=np.int64).astype(np.int32)
+    index = rng.integers(0, 300, entries).astype(np.int32)
+    got = gather_columns(jnp.asarray(table), jnp.asarray(index), use_kernel=True,
+                         pass_rows=pass_rows)  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(got), table[index].T)
 
 
 def test_kernel_lowers_for_a_tpu():

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .relayout import rows_to_columns
+from .relayout import gather_columns
 
 
 class TileGrid(NamedTuple):
@@ -216,7 +216,7 @@ def bin_and_sort(
     table = jnp.stack(columns, axis=-1)[order]
     table = jnp.concatenate([table[:, :3], first[:, None].astype(itype), table[:, 3:]], axis=1)
     slot = jnp.arange(capacity, dtype=jnp.int32)
-    cols = rows_to_columns(table[slot_owners(count, first, capacity)])  # [C, capacity]
+    cols = gather_columns(table, slot_owners(count, first, capacity))  # [C, capacity]
     rect = cols[:5].astype(jnp.int32)
     local = slot - rect[3]
     tile_x = rect[0] + local % rect[2]

@@ -79,12 +79,27 @@ def parse_bytes(text: str, source: str) -> int:
 
 
 def default_memory_budget() -> int:
-    """XPRC_MEMORY_BUDGET if set, else half the machine's memory, at most 16 GiB."""
+    """XPRC_MEMORY_BUDGET if set, else half the machine's memory, at most 16 GiB and at most
+    the device's memory where its backend reports it (a TPU v5e's 15.75 GB is less than 16 GiB;
+    its host's memory says nothing about it)."""
     env = os.environ.get(BUDGET_ENV)
     if env is not None:
         return parse_bytes(env, BUDGET_ENV)
     total = physical_memory() or 8 * _GIB
-    return int(min(16 * _GIB, max(total // 2, _GIB)))
+    budget = int(min(16 * _GIB, max(total // 2, _GIB)))
+    limit = device_memory_limit()
+    return budget if limit is None else min(budget, limit)
+
+
+def device_memory_limit() -> int | None:
+    """The first device's memory limit in bytes where its backend reports one (a TPU, a GPU;
+    `memory_stats()["bytes_limit"]`), else None (a CPU)."""
+    try:
+        stats = jax.devices()[0].memory_stats() or {}
+    except Exception:  # noqa: BLE001 (backends without the call raise their own kinds)
+        return None
+    limit = stats.get("bytes_limit")
+    return int(limit) if limit else None
 
 
 def estimate_bytes(capacity: int, num_attrs: int, num_values: int, grid: TileGrid) -> int:

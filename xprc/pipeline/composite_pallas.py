@@ -9,13 +9,16 @@ as every pixel of the tile is saturated (T < t_min; unsigned responses only).
 Layout inside a program: entries of a chunk on sublanes, the tile's pixels on lanes, so alpha of
 a chunk is one [B, P] array; per-entry inputs are [B, 1] columns and per-pixel inputs [1, P] rows.
 
-- lanes [E / B, B, C]: the sorted entries themselves, cut into aligned chunks of B: per entry,
+- lanes [E / B, C, B]: the sorted entries themselves, cut into aligned chunks of B: per entry,
   its primitive's response attributes (A) and composited values (V), C = A + V (one row gather
-  by `bins.prim`). A tile's list is the run tile_start[t] .. tile_start[t + 1] - 1 of it, so its
-  chunks are the aligned ones that cover the run; a chunk at either end may hold entries of the
-  neighbouring tiles, which the program masks by position (as zeros: no NaN of another
-  primitive can leak). There is no per-tile padded copy of the lists (the XLA path's `layout`,
-  whose 1D gather of the capacity cost 5.8 ms of a garden frame on a TPU v5e).
+  by `bins.prim`), a chunk stored [C, B] and transposed in the program: a TPU pads the last
+  axis to 128 lanes, so [B, C] took twice the memory (8 GiB at 16,777,216 entries, and as much
+  for the cotangents: 3M primitives did not fit a v5e: docs/tpu.md). A tile's list is the
+  run tile_start[t] .. tile_start[t + 1] - 1 of it, so its chunks are the aligned ones that
+  cover the run; a chunk at either end may hold entries of the neighbouring tiles, which the
+  program masks by position (as zeros: no NaN of another primitive can leak). There is no
+  per-tile padded copy of the lists (the XLA path's `layout`, whose 1D gather of the capacity
+  cost 5.8 ms of a garden frame on a TPU v5e).
 - rows [T, 8, P]: per tile, the pixel centres (x, y), the ray origins (x, y, z) and directions
   (x, y, z) of its pixels (zeros without rays).
 - output [T, V + K + 2, P]: sum_k w_k values_k, sum_k w_k extra_k (the K per-pixel outputs),
@@ -204,14 +207,14 @@ def composite_pallas(
     dtype = attrs.dtype
     b = config.chunk
     table = jnp.concatenate([attrs, values], axis=-1)
-    # one row gather of the sorted entries, padded to whole chunks (slots past the kept
-    # entries belong to no tile: the kernels mask them)
-    kept = jnp.arange(bins.prim.shape[0], dtype=jnp.int32) < bins.tile_start[-1]
-    lanes = take_rows(table, spread(bins.prim, kept, table.shape[0]))
-    pad = -lanes.shape[0] % b
-    if pad:
-        lanes = jnp.concatenate([lanes, jnp.zeros((pad, lanes.shape[1]), dtype)])
-    lanes = lanes.reshape(-1, b, lanes.shape[1])
+    # one row gather of the sorted entries in whole chunks (slots past the kept entries, the
+    # padding included, belong to no tile: the kernels mask them), indexed [E / B, B]
+    prim = bins.prim
+    if pad := -prim.shape[0] % b:
+        prim = jnp.concatenate([prim, jnp.zeros((pad,), prim.dtype)])
+    kept = jnp.arange(prim.shape[0], dtype=jnp.int32) < bins.tile_start[-1]
+    index = spread(prim, kept, table.shape[0]).reshape(-1, b)  # [E / B, B]
+    lanes = take_rows(table, index).transpose(0, 2, 1)  # [E / B, C, B]
     first, count = tile_runs(bins, b)
     num_attrs, num_values = attrs.shape[-1], values.shape[-1]
     rows = pixel_rows(rays, grid, dtype)
@@ -355,7 +358,8 @@ def _walk_chunks(st: _Static, lanes_hbm, start, n, buf, sem, t_ref, chunk_step):
     """The loop both kernels run over a tile's n chunks (chunks start..start+n-1), front to
     back: each chunk's lanes arrive by DMA while the previous one is processed, and the walk
     stops once every pixel is saturated (unsigned responses). `chunk_step(j, slot, lane)`
-    processes chunk j (lanes [B, C] in buffer `slot`) and returns the transmittance after it.
+    processes chunk j (lanes [B, C], buffer `slot` transposed) and returns the transmittance
+    after it.
     Returns how many chunks were processed."""
 
     @pl.when(n > 0)
@@ -377,7 +381,7 @@ def _walk_chunks(st: _Static, lanes_hbm, start, n, buf, sem, t_ref, chunk_step):
         def _():
             _dma(lanes_hbm, start + j + 1, buf, sem, jnp.int32(1) - slot).start()
 
-        t_out = chunk_step(j, slot, buf[slot])
+        t_out = chunk_step(j, slot, buf[slot].T)
         t_ref[...] = t_out
         alive = jnp.bool_(True) if st.signed else jnp.max(t_out) >= st.t_min
         return j + 1, alive
@@ -448,8 +452,8 @@ def _interpret(st: _Static):
 
 
 def _lane_buffers(st: _Static, num_lanes: int):
-    """A double buffer of chunks [2, B, C] and its two DMA semaphores."""
-    return [pltpu.VMEM((2, st.chunk, num_lanes), jnp.float32), pltpu.SemaphoreType.DMA((2,))]
+    """A double buffer of chunks [2, C, B] (as stored) and its two DMA semaphores."""
+    return [pltpu.VMEM((2, num_lanes, st.chunk), jnp.float32), pltpu.SemaphoreType.DMA((2,))]
 
 
 def _grid_spec(st: _Static, more_inputs: list, out_specs, scratch: list):
@@ -469,7 +473,7 @@ def _forward(st: _Static, lanes, rows, bounds, first, count):
     num_tiles = st.grid.num_tiles
     spec = _grid_spec(
         st, [], pl.BlockSpec((1, st.out_channels, st.pix), _tile_block),
-        _lane_buffers(st, lanes.shape[-1]) + [pltpu.VMEM((1, st.pix), jnp.float32)],
+        _lane_buffers(st, lanes.shape[1]) + [pltpu.VMEM((1, st.pix), jnp.float32)],
     )  # fmt: skip
     return pl.pallas_call(
         functools.partial(_forward_kernel, st),
@@ -539,11 +543,11 @@ def _backward_kernel(st: _Static, bounds_ref, first_ref, count_ref, rows_ref, la
         @pl.when(j == 0)
         def _():
             read_head.wait()
-            obuf[slot] = jnp.where(ok, d_lane, head[...])
+            obuf[slot] = jnp.where(ok, d_lane, head[...].T).T
 
         @pl.when(j > 0)
         def _():
-            obuf[slot] = jnp.where(ok, d_lane, 0.0)
+            obuf[slot] = jnp.where(ok, d_lane, 0.0).T
 
         _write(obuf, slot, d_lanes_hbm, start + j, osem).start()
         if st.uses_rays:
@@ -566,14 +570,14 @@ def _core_bwd(st, residuals, g_out):
     g_out = g_out.at[:, -1].set(0.0)  # the clamped-alpha count: no gradient
     g_total = jnp.sum(g_out * out, axis=1, keepdims=True)  # [T, 1, P]
     g = jnp.concatenate([g_out, g_total], axis=1)
-    num_lanes = lanes.shape[-1]
+    num_lanes = lanes.shape[1]
     spec = _grid_spec(
         st,
         [pl.BlockSpec((1, st.out_channels + 1, st.pix), _tile_block),  # g
          pl.BlockSpec(memory_space=pl.ANY)],  # zeros, aliased to d_lanes
         [pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec((1, ROWS, st.pix), _tile_block)],
         _lane_buffers(st, num_lanes) + _lane_buffers(st, num_lanes) + [
-            pltpu.VMEM((st.chunk, num_lanes), jnp.float32),  # the first chunk, read back
+            pltpu.VMEM((num_lanes, st.chunk), jnp.float32),  # the first chunk, read back
             pltpu.SemaphoreType.DMA((1,)),
             pltpu.VMEM((1, st.pix), jnp.float32),
             pltpu.VMEM((1, st.pix), jnp.float32),

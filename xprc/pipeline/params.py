@@ -3,9 +3,11 @@ entry count both start here)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import jax.numpy as jnp
+import numpy as np
 
 from ..errors import XprError
 from ..method_info import MethodInfo
@@ -77,3 +79,39 @@ def prepare_params(method, params: dict) -> dict:
                 )
         out[name] = arr
     return out
+
+
+class SplitParam:
+    """A parameter [N, *shape] whose components a generated `project` reads one at a time
+    (`raw['sh'][..., k, c]`): split once by `jnp.split`, so that its gradient is one
+    concatenation of the components' cotangents. Read by plain indexing, the gradient is one
+    zero-padded copy of the whole parameter per component, summed: a CPU kept about 35 of the
+    48 copies of a 3DGS scene's SH [N, 16, 3] alive at once (6.7 GB at 1M primitives,
+    docs/tpu.md "Training at full scale"). Any other use reads the array itself."""
+
+    def __init__(self, value):
+        self.value = value
+        self.shape, self.dtype, self.ndim = value.shape, value.dtype, value.ndim
+        self._parts = None
+
+    def __getitem__(self, index):
+        comp = index[1:] if isinstance(index, tuple) and index[:1] == (Ellipsis,) else None
+        if comp is None or len(comp) != self.ndim - 1 or not all(type(i) is int for i in comp):
+            return self.value[index]
+        if self._parts is None:
+            flat = self.value.reshape(self.shape[0], -1)
+            self._parts = [p[:, 0] for p in jnp.split(flat, flat.shape[1], axis=1)]
+        return self._parts[int(np.ravel_multi_index(comp, self.shape[1:]))]
+
+    def __jax_array__(self):
+        return self.value
+
+
+def split_params(method, params: dict) -> dict:
+    """`params` with each parameter of several components per primitive as a `SplitParam`, for
+    a generated module's `project` (it has SPEC_FILE: it reads them only by component); a
+    hand-written one gets them as they are."""
+    if not isinstance(getattr(method, "SPEC_FILE", None), str):
+        return params
+    return {k: SplitParam(v) if v.ndim >= 2 and math.prod(v.shape[1:]) > 1 else v
+            for k, v in params.items()}  # fmt: skip

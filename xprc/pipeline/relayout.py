@@ -17,6 +17,8 @@ from jax.experimental import pallas as pl
 
 BLOCK = 1024  # rows per grid program
 LANES = 128
+# rows gathered and relaid out per pass on a TPU (`gather_columns`): a multiple of BLOCK
+PASS_ROWS = 1 << 20
 
 
 def rows_to_columns(rows: jax.Array, use_kernel: bool | None = None, interpret: bool | None = None):
@@ -48,3 +50,28 @@ def _kernel(out_rows: int, rows_ref, out_ref):
     x = rows_ref[...]  # [BLOCK, C]: padded to the full lane width, transposed as one tile
     x = jnp.concatenate([x, jnp.zeros((x.shape[0], LANES - x.shape[1]), x.dtype)], axis=1)
     out_ref[...] = x.T[:out_rows]
+
+
+def gather_columns(table, index, use_kernel=None, interpret=None, pass_rows: int = PASS_ROWS):
+    """table[index] as columns [C, E]; table [N, C], index [E] int32 in [0, N).
+
+    With the kernel (a TPU) the rows [E, C] it moves take E x 512 bytes (each row padded to
+    128 lanes): 8 GiB at 16,777,216 entries, which the 3M-primitive training step could not
+    hold (docs/tpu.md). So they are gathered and relaid out `pass_rows` at a time, one pass
+    after the other, and only one pass's padded rows exist at once. Elsewhere, or at most
+    `pass_rows` entries: `rows_to_columns(table[index])` in one go. The result is the same."""
+    if use_kernel is None:
+        use_kernel = jax.default_backend() == "tpu"
+    e, c = index.shape[0], table.shape[1]
+    if not use_kernel or e <= pass_rows:
+        return rows_to_columns(table[index], use_kernel, interpret)
+    passes = -(-e // pass_rows)
+    index = jnp.pad(index, (0, passes * pass_rows - e))  # (row 0: read, then cut off)
+
+    def one_pass(i, out):
+        part = jax.lax.dynamic_slice_in_dim(index, i * pass_rows, pass_rows)
+        cols = rows_to_columns(table[part], use_kernel, interpret)
+        return jax.lax.dynamic_update_slice_in_dim(out, cols, i * pass_rows, axis=1)
+
+    out = jnp.zeros((c, passes * pass_rows), table.dtype)
+    return jax.lax.fori_loop(0, passes, one_pass, out)[:, :e]

@@ -24,7 +24,7 @@ from .binning import INT32_MAX, TileGrid, bin_and_sort
 from .composite import composite
 from .composite_scan import tile_pixels
 from .config import MODES, RenderConfig, entry_bucket
-from .params import prepare_params
+from .params import prepare_params, split_params
 
 compile_cache.enable_default()  # JAX's persistent compilation cache (xprc/compile_cache.py)
 
@@ -111,7 +111,7 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
     TRACE_COUNT["render"] += 1
     info = MethodInfo.of(method)
     grid = TileGrid(camera.width, camera.height, config.tile_size)
-    proj = method.project(params, camera)
+    proj = method.project(split_params(method, params), camera)
     attrs = proj["attrs"]
     dtype = attrs.dtype
     depth = proj["depth"].astype(dtype)

@@ -53,6 +53,7 @@ from .optim import lr_arrays, optimizer
 from .outputs import view_names
 from .reports import StepReports
 from .step import StepKey, eval_fn, step_fn
+from .step_memory import check_step_memory
 from .strategies.make import make_strategy
 
 GROWTH = 1.25  # a raised capacity bucket leaves this much headroom over the entries needed
@@ -68,6 +69,7 @@ class Capacity:
     grid: TileGrid | None = None
     raises: list = dataclasses.field(default_factory=list)
     log: Callable = print  # the run's TrainLog
+    step_check: Callable | None = None  # bucket -> the training step's memory check (or None)
 
     def config(self) -> RenderConfig:
         return dataclasses.replace(self.base, max_entries=self.bucket, on_overflow="ignore")
@@ -83,6 +85,14 @@ class Capacity:
                 raise TrainError(
                     f"{what} step {step} needs {needed:,} (primitive, tile) entries, over the "
                     f"capacity bucket {self.bucket:,}; raising it to {new:,} does not fit: {e}"
+                ) from None
+        if self.step_check is not None:
+            try:
+                self.step_check(new)
+            except TrainError as e:
+                raise TrainError(
+                    f"{what} step {step} needs {needed:,} (primitive, tile) entries, over the "
+                    f"capacity bucket {self.bucket:,}; with {new:,}, {e.message}"
                 ) from None
         self.bucket = new
         self.raises.append({"step": step, "what": what, "needed": needed, "capacity": new})
@@ -191,6 +201,8 @@ class Run:
         )
         self.state = self._initial_state(params, used, len(train_views))
         self.capacity = _capacity(method, params, cams[0], config.render, self.log)
+        self.capacity.step_check = self._step_memory_check(len(used))
+        self.capacity.step_check(self.capacity.bucket)  # before the step is compiled
         self.eval_capacity = _capacity(method, params, cams[1], config.render, self.log)
         self.ran: set = set()  # compiled steps and evaluations that ran: not compile failures
         self.order = ViewOrder(config.seed, len(train_views))
@@ -201,6 +213,16 @@ class Run:
         self.interrupted = False
         self.saved_step: int | None = None  # the step of the checkpoint in the run folder
         self.ahead: tuple | None = None  # (key, state, info) of a step queued, not yet read
+
+    def _step_memory_check(self, capacity: int) -> Callable[[int], dict]:
+        """entries -> the training step's memory estimate at that entry capacity; a TrainError
+        with the numbers when it would not fit the device (`step_memory.check_step_memory`)."""
+        cams = self.data["cameras"]
+        size = (int(cams.width), int(cams.height))
+        arrays = jax.tree_util.tree_leaves((self.data, self.test_data))
+        image_bytes = sum(int(a.size) * a.dtype.itemsize for a in arrays)
+        return lambda entries: check_step_memory(self.method, capacity, entries, size,
+                                                 image_bytes)  # fmt: skip
 
     def _initial_state(self, params, used, n_views: int) -> dict:
         config = self.config
