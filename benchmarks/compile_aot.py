@@ -42,10 +42,12 @@ from benchmarks.run import (  # noqa: E402
     public_render,
     write_json,
 )
+from benchmarks.stages import stage_fns  # noqa: E402
 from xprc import verify  # noqa: E402
 from xprc.camera import look_at  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
 from xprc.pipeline import RenderConfig, composite_pallas  # noqa: E402
+from xprc.pipeline.binning import TileGrid  # noqa: E402
 
 GARDEN = (111_785, 458_752, 648, 420)  # primitives, entries (fitted), width, height
 QUICK = (64, 4096, 32, 24)
@@ -80,17 +82,26 @@ def abstract_inputs(method, sizes, device):
     return params, cam
 
 
-def compile_times(method, sizes, compositor: str, device) -> dict:
-    """{forward, gradient: {lower_s, compile_s}} of the public render, compiled cold."""
+def compile_times(method, sizes, compositor: str, device, stages: bool = False) -> dict:
+    """{forward, gradient: {lower_s, compile_s}} of the public render, compiled cold; with
+    `stages` also its prefixes: the projection alone and projection + binning + sort (the
+    forward's rest is compositing)."""
     config = RenderConfig(max_entries=sizes[1], compositor=compositor)
     args = abstract_inputs(method, sizes, device)
+    fns = dict(zip(("forward", "gradient"), public_render(method, config), strict=True))
+    if stages:
+        grid = TileGrid(sizes[2], sizes[3], config.tile_size)
+        prefixes = zip(
+            ("project", "project+bin+sort"), stage_fns(method, config, grid), strict=True
+        )
+        fns = {**dict(prefixes), **fns}
     saved = jax.default_backend, composite_pallas.INTERPRET
     if device is not None:  # the render as a TPU runs it: kernels lowered for the chip
         jax.default_backend = lambda: "tpu"
         composite_pallas.INTERPRET = False
     row = {}
     try:
-        for label, fn in zip(("forward", "gradient"), public_render(method, config), strict=True):
+        for label, fn in fns.items():
             t0 = time.perf_counter()
             lowered = fn.lower(*args)
             t1 = time.perf_counter()
@@ -110,6 +121,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--compositors", default="pallas", help="comma list: pallas, xla")
     ap.add_argument("--tpu", action="store_true", help="compile for a TPU v5e (needs libtpu)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
+    ap.add_argument("--stages", action="store_true",
+                    help="also the projection and projection + binning + sort alone")  # fmt: skip
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "compile_aot.json"))
     args = ap.parse_args(argv)
     jax.config.update("jax_enable_compilation_cache", False)  # cold: the persistent cache off
@@ -131,18 +144,17 @@ def main(argv=None) -> dict:
             sys.exit(f"compile_aot: unknown spec {name!r} (one of {', '.join(SPECS)})")
         method = load(ROOT / SPECS[name])
         for compositor in compositors:
-            rows.append({"spec": name, "compositor": compositor,
-                         **compile_times(method, sizes, compositor, device)})  # fmt: skip
+            times = compile_times(method, sizes, compositor, device, args.stages)
+            rows.append({"spec": name, "compositor": compositor, **times})
     results = {"machine": machine(), "load_average": load_average(),
                "target": "tpu v5e (compiled ahead of time here)" if args.tpu else "this backend",
                "sizes": dict(zip(("primitives", "entries", "width", "height"), sizes, strict=True)),
                "rows": rows}  # fmt: skip
+    functions = [k for k in rows[0] if k not in ("spec", "compositor")]
     print(fmt_table(rows, [
         ("spec", lambda r: r["spec"]), ("compositor", lambda r: r["compositor"]),
-        *((f"{k} trace+lower s", lambda r, k=k: f"{r[k]['lower_s']:.1f}") for k in ("forward",
-                                                                              "gradient")),
-        *((f"{k} compile s", lambda r, k=k: f"{r[k]['compile_s']:.1f}") for k in ("forward",
-                                                                           "gradient")),
+        *((f"{k}: trace+lower / compile s",
+           lambda r, k=k: f"{r[k]['lower_s']:.1f} / {r[k]['compile_s']:.1f}") for k in functions),
     ]))  # fmt: skip
     write_json(args.out, results)
     return results
