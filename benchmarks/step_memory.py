@@ -47,19 +47,26 @@ SMALL_VIEWS = 5  # (nor of its data: not 3, the colour channels)
 GB = 1e9
 
 
-def small_run(method, size: tuple[int, int], strategy: str = "mcmc") -> Run:
-    """A `Run` of `method` on SMALL_VIEWS flat grey views of `size` (8-bit values, so the
-    images are stored as uint8 on the device as a real capture's are) and SMALL points."""
+def grey_dataset(size: tuple[int, int], views: int, points: int, fov: float = 60.0,
+                 spread: float = 1.0) -> Dataset:  # fmt: skip
+    """`views` flat grey views of `size` (8-bit values, so the images are stored as uint8 on
+    the device as a real capture's are) on a loop around the origin, and `points` uniform
+    points in [-spread, spread]^3."""
     w, h = size
     image = np.full((h, w, 3), np.float32(128) / np.float32(255), np.float32)
-    views = []
-    for i in range(SMALL_VIEWS):
+    out = []
+    for i in range(views):
         eye = np.array([3.0 * np.cos(i), 3.0 * np.sin(i), 1.0])
-        cam = look_at(eye, [0, 0, 0], [0, 0, 1], w, h, 60.0, dtype=np.float32)
-        views.append(View(name=f"v{i}", image=image, viewmat=np.asarray(cam.viewmat),
-                          K=np.asarray(cam.K), width=w, height=h))  # fmt: skip
-    pts = np.random.default_rng(0).uniform(-1, 1, (SMALL, 3)).astype(np.float32)
-    data = Dataset(views=tuple(views), points=pts, colors=np.full((SMALL, 3), 0.5, np.float32))
+        cam = look_at(eye, [0, 0, 0], [0, 0, 1], w, h, fov, dtype=np.float32)
+        out.append(View(name=f"v{i}", image=image, viewmat=np.asarray(cam.viewmat),
+                        K=np.asarray(cam.K), width=w, height=h))  # fmt: skip
+    pts = np.random.default_rng(0).uniform(-spread, spread, (points, 3)).astype(np.float32)
+    return Dataset(views=tuple(out), points=pts, colors=np.full((points, 3), 0.5, np.float32))
+
+
+def small_run(method, size: tuple[int, int], strategy: str = "mcmc") -> Run:
+    """A `Run` of `method` on SMALL_VIEWS grey views of `size` and SMALL points."""
+    data = grey_dataset(size, SMALL_VIEWS, SMALL)
     config = preset("3dgs-30k", steps=100, strategy=strategy, capacity=SMALL, progress=False,
                     eval_every=0, checkpoint_every=0)  # fmt: skip
     return Run(method, data, data, None, config, 1, log=lambda *a, **k: None)

@@ -24,7 +24,6 @@ from conftest import ROOT, import_file
 
 from xprc.camera import look_at
 from xprc.compiler.driver import load
-from xprc.data.datasets import Dataset, View
 from xprc.pipeline import RenderConfig, entry_bucket, render
 from xprc.pipeline.binning import TileGrid
 from xprc.pipeline.capacity import BUDGET_ENV, estimate_bytes
@@ -48,16 +47,8 @@ def test_estimate_bounds_xla_memory_analysis_of_the_compiled_step(method):
 
 
 def _scene(size: int = 64, views: int = 4, points: int = 300):
-    rng = np.random.default_rng(0)
-    image = np.full((size, size, 3), np.float32(128) / np.float32(255), np.float32)
-    out = []
-    for i in range(views):
-        eye = np.array([3.0 * np.cos(i), 3.0 * np.sin(i), 1.0])
-        cam = look_at(eye, [0, 0, 0], [0, 0, 1], size, size, 50.0, dtype=np.float32)
-        out.append(View(name=f"v{i}", image=image, viewmat=np.asarray(cam.viewmat),
-                        K=np.asarray(cam.K), width=size, height=size))  # fmt: skip
-    pts = rng.uniform(-0.5, 0.5, (points, 3)).astype(np.float32)
-    return Dataset(views=tuple(out), points=pts, colors=np.full((points, 3), 0.5, np.float32))
+    bench = import_file(ROOT / "benchmarks" / "step_memory.py")
+    return bench.grey_dataset((size, size), views, points, fov=50.0, spread=0.5)
 
 
 def test_a_step_over_the_device_memory_is_refused_before_it_is_compiled(method, monkeypatch):
