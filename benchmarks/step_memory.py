@@ -81,11 +81,14 @@ def _grown(tree, old: int, new: int, sharding):
 
 
 def _tpu_sharding():
-    from jax.experimental import topologies
+    """The sharding onto a TPU v5e's one device (ahead of time), or a one-line exit."""
+    from benchmarks.compile_aot import tpu_device
 
-    topo = topologies.get_topology_desc(topology_name="v5e:1x1", platform="tpu",
-                                        chips_per_host_bounds=(1, 1, 1), num_slices=1)  # fmt: skip
-    return jax.sharding.SingleDeviceSharding(topo.devices[0])
+    device, why = tpu_device()
+    if device is None:
+        sys.exit(f"step_memory: cannot compile for a TPU v5e here ({why}); install the libtpu "
+                 "package, or run without --tpu")  # fmt: skip
+    return jax.sharding.SingleDeviceSharding(device)
 
 
 def analyse(method, prims: int, entries: int, size=(1296, 840), views: int = 131,

@@ -38,3 +38,14 @@ def test_unknown_spec_is_a_one_line_refusal(bench, tmp_path):
     with pytest.raises(SystemExit) as e:
         bench.main(["--quick", "--specs", "nope", "--out", str(tmp_path / "o.json")])
     assert "unknown spec 'nope'" in str(e.value)
+
+
+def test_step_memory_tpu_without_libtpu_is_a_one_line_refusal(monkeypatch):
+    # (importing the script puts the checkout on sys.path, as running it does)
+    step_memory = import_file(ROOT / "benchmarks" / "step_memory.py", "bench_step_memory")
+    import benchmarks.compile_aot as aot
+
+    monkeypatch.setattr(aot, "tpu_device", lambda: (None, "RuntimeError: no libtpu"))
+    with pytest.raises(SystemExit) as e:
+        step_memory._tpu_sharding()
+    assert "cannot compile for a TPU v5e here (RuntimeError: no libtpu)" in str(e.value)
