@@ -23,6 +23,7 @@ benchmarks/results/compile_aot.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -67,6 +68,23 @@ def tpu_device():
     return topo.devices[0], ""
 
 
+@contextlib.contextmanager
+def lowered_for_tpu(on: bool = True):
+    """While on: the pipeline lowers as on a TPU (JAX's default backend reads "tpu", so the
+    compositor "auto" and the relayout pick the TPU's code; the Pallas kernels not interpreted),
+    for a compile ahead of time for a TPU topology from another machine."""
+    if not on:
+        yield
+        return
+    saved = jax.default_backend, composite_pallas.INTERPRET
+    jax.default_backend = lambda: "tpu"
+    composite_pallas.INTERPRET = False
+    try:
+        yield
+    finally:
+        jax.default_backend, composite_pallas.INTERPRET = saved
+
+
 def abstract_inputs(method, sizes, device):
     """ShapeDtypeStructs of a scene of `method`'s parameters and a camera, at `sizes`."""
     n, _, w, h = sizes
@@ -95,12 +113,8 @@ def compile_times(method, sizes, compositor: str, device, stages: bool = False) 
             ("project", "project+bin+sort"), stage_fns(method, config, grid), strict=True
         )
         fns = {**dict(prefixes), **fns}
-    saved = jax.default_backend, composite_pallas.INTERPRET
-    if device is not None:  # the render as a TPU runs it: kernels lowered for the chip
-        jax.default_backend = lambda: "tpu"
-        composite_pallas.INTERPRET = False
     row = {}
-    try:
+    with lowered_for_tpu(device is not None):
         for label, fn in fns.items():
             t0 = time.perf_counter()
             lowered = fn.lower(*args)
@@ -110,8 +124,6 @@ def compile_times(method, sizes, compositor: str, device, stages: bool = False) 
             row[label] = {"lower_s": round(t1 - t0, 2), "compile_s": round(t2 - t1, 2)}
             print(f"{compositor} {label}: trace+lower {t1 - t0:.1f} s, compile {t2 - t1:.1f} s",
                   file=sys.stderr, flush=True)  # fmt: skip
-    finally:
-        jax.default_backend, composite_pallas.INTERPRET = saved
     return row
 
 

@@ -32,11 +32,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import compile_aot  # noqa: E402
 from benchmarks.run import SPECS  # noqa: E402
 from xprc.camera import look_at  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
 from xprc.data.datasets import Dataset, View  # noqa: E402
-from xprc.pipeline import composite_pallas, entry_bucket  # noqa: E402
+from xprc.pipeline import entry_bucket  # noqa: E402
 from xprc.train.config import preset  # noqa: E402
 from xprc.train.run import Run  # noqa: E402
 from xprc.train.step import step_fn  # noqa: E402
@@ -82,9 +83,7 @@ def _grown(tree, old: int, new: int, sharding):
 
 def _tpu_sharding():
     """The sharding onto a TPU v5e's one device (ahead of time), or a one-line exit."""
-    from benchmarks.compile_aot import tpu_device
-
-    device, why = tpu_device()
+    device, why = compile_aot.tpu_device()
     if device is None:
         sys.exit(f"step_memory: cannot compile for a TPU v5e here ({why}); install the libtpu "
                  "package, or run without --tpu")  # fmt: skip
@@ -99,13 +98,10 @@ def analyse(method, prims: int, entries: int, size=(1296, 840), views: int = 131
     key = run.step_key()
     render = dataclasses.replace(key.render, max_entries=entries)
     sharding = None
-    saved = jax.default_backend, composite_pallas.INTERPRET
     if tpu:  # the render as a TPU runs it: the Pallas kernels, lowered for the chip
         sharding = _tpu_sharding()
         render = dataclasses.replace(render, compositor="pallas")
-        composite_pallas.INTERPRET = False
-        jax.default_backend = lambda: "tpu"
-    try:
+    with compile_aot.lowered_for_tpu(tpu):
         key = dataclasses.replace(key, render=render)
         args = (_grown(run.state, SMALL, prims, sharding),
                 _grown(run.data, SMALL_VIEWS, views, sharding),
@@ -114,8 +110,6 @@ def analyse(method, prims: int, entries: int, size=(1296, 840), views: int = 131
         t0 = time.perf_counter()
         compiled = step_fn(key).lower(*args).compile()
         seconds = time.perf_counter() - t0
-    finally:
-        jax.default_backend, composite_pallas.INTERPRET = saved
     m = compiled.memory_analysis()
     xla = {"arguments": m.argument_size_in_bytes, "temporaries": m.temp_size_in_bytes,
            "outputs": m.output_size_in_bytes, "aliased": m.alias_size_in_bytes}  # fmt: skip

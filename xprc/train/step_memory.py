@@ -19,7 +19,7 @@ outputs, temporaries) and the state the trainer holds besides:
 The bytes per item were fitted to `memory_analysis()` of the step (3DGS MCMC on 1296x840 views)
 compiled on a CPU at several sizes (an upper bound within 1.5x at 1M and 3M primitives) and
 compiled ahead of time for a TPU v5e at 3M primitives, 16,777,216 entries (XLA: 13.6 GB,
-estimate 16.0 GB with the trainer's held state of 2.1 GB; docs/tpu.md "Training at full
+estimate 15.9 GB with the trainer's held state of 2.1 GB; docs/tpu.md "Training at full
 scale", benchmarks/step_memory.py); tests/test_step_memory.py checks the estimate against
 `memory_analysis()` at a small size.
 """
@@ -34,7 +34,9 @@ from ..method_info import MethodInfo
 from ..pipeline.capacity import BUDGET_ENV, device_memory_limit, parse_bytes
 from .config import TrainError
 
-STATE_COPIES = 9  # parameters and Adam's two moments: in, out, and held by the trainer
+# parameters and Adam's two moments (3 arrays), in, out and held by the trainer: 9 (not
+# init.STATE_COPIES, the lower bound the earlier state check uses before anything is allocated)
+STEP_STATE_COPIES = 3 * 3
 # temporaries per primitive, per entry and per pixel, by backend (others: the CPU's)
 PRIM_BYTES = {"cpu": 400, "tpu": 700}
 ENTRY_BYTES = {"cpu": 450, "tpu": 530}
@@ -55,7 +57,7 @@ def estimate_step(method, capacity: int, entries: int, size, image_bytes: int,
     numbers = sum(math.prod(p.shape) for p in MethodInfo.of(method).params)
     render = entries * ENTRY_BYTES[kind] + int(size[0]) * int(size[1]) * PIXEL_BYTES[kind]
     parts = {
-        "state": capacity * STATE_COPIES * 4 * numbers,
+        "state": capacity * STEP_STATE_COPIES * 4 * numbers,
         "temporaries": max(render, capacity * PRIM_BYTES[kind]),
         "images": int(image_bytes),
     }
