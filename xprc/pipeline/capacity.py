@@ -305,12 +305,24 @@ def _count_one(method, config: RenderConfig, params, camera):
     return exact_total(count)
 
 
+# (primitive, camera) pairs one batch of a count projects at once: a count over many cameras
+# runs in batches of about this many, so its memory does not grow with the cameras (a vmap
+# over a capture's 131 views of 3M primitives needed 17.95 GB on a TPU v5e, over its 15.75).
+COUNT_PAIRS = 1 << 24
+
+
 @functools.cache
 def _count_fn(method, config: RenderConfig, batched: bool):
-    fn = functools.partial(_count_one, method, config)
-    if batched:
-        fn = jax.vmap(fn, in_axes=(None, 0))
-    return jax.jit(fn)
+    one = functools.partial(_count_one, method, config)
+    if not batched:
+        return jax.jit(one)
+
+    def many(params, cameras):
+        prims = next(iter(params.values())).shape[0]
+        per_batch = max(1, min(cameras.batch_shape[0], COUNT_PAIRS // max(prims, 1)))
+        return jax.lax.map(lambda cam: one(params, cam), cameras, batch_size=per_batch)
+
+    return jax.jit(many)
 
 
 def count_entries(method, params: dict, camera, config: RenderConfig | None = None) -> int:
