@@ -315,11 +315,26 @@ FACTS += [
         ),
     ),
     Fact(
-        "three million primitives: XLA's temporaries, one TPU v5e (GB)",
-        None,
+        "three million primitives: steps/s on one TPU v5e",
+        lambda: _json("tpu-v5e-2026-12-07-thirteenth-3m.json")["mcmc_3m_second_process"]["result"][
+            "phases"
+        ]["mcmc_3000000"]["window_end"]["steps_per_s"],
         (
-            ("README.md", r"temporaries needed (\d+\.\d+) GB"),
-            (FULL_SCALE, r"temporaries needed (\d+\.\d+) GB"),
+            ("README.md", r"but step at (\d+\.\d+) steps/s"),
+            ("README.md", r"10 steps ran at (\d+\.\d+) steps/s"),
+            ("docs/scale-out.md", r"three\s+million at (\d+\.\d+)"),
+            (FULL_SCALE, r"\*\*fits\*\*: (\d+\.\d+) steps/s"),
+        ),
+    ),
+    Fact(
+        "three million primitives: peak device memory on one TPU v5e (GB)",
+        lambda: _json("tpu-v5e-2026-12-07-thirteenth-3m.json")["mcmc_3m_second_process"]["result"][
+            "phases"
+        ]["mcmc_3000000"]["memory"]["peak_gb"],
+        (
+            ("README.md", r"fit \(peak (\d+\.\d) GB"),
+            ("README.md", r"peak device memory (\d+\.\d) GB; the 30,000"),
+            (FULL_SCALE, r"peak device memory (\d+\.\d) GB, entry capacity"),
         ),
     ),
     Fact(
