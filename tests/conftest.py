@@ -64,6 +64,13 @@ def pytest_cmdline_main(config):
 
 
 SLOW_TIMEOUT_S = 7200  # the hang guard of a test marked slow (pyproject.toml: 1200 s for others)
+HEAVY_LIST = pathlib.Path(__file__).with_name("heavy_tests.txt")
+
+
+def heavy_ids(path: pathlib.Path = HEAVY_LIST) -> list[str]:
+    """The node ids tests/heavy_tests.txt lists (CI's second job, `-m heavy`)."""
+    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -71,8 +78,12 @@ def pytest_collection_modifyitems(config, items):
     """Under xdist (`--dist loadgroup`, pyproject.toml) each test file runs on one worker, so
     its module fixtures and compiled programs are shared; a file that names a parameter in
     `XDIST_SPLIT_BY` is split by that parameter's value (test_conformance.py: one group per
-    spec, so its specs run on different workers). Slow tests get a longer hang guard."""
+    spec, so its specs run on different workers). Slow tests get a longer hang guard. A test
+    listed in tests/heavy_tests.txt is marked `heavy`."""
+    heavy = set(heavy_ids())
     for item in items:
+        if item.nodeid in heavy:
+            item.add_marker(pytest.mark.heavy)
         group = item.nodeid.split("::")[0]
         key = getattr(item.module, "XDIST_SPLIT_BY", None)
         params = getattr(getattr(item, "callspec", None), "params", {})
