@@ -53,6 +53,13 @@ class RenderConfig:
                  z is the response's per-pixel `depth` output when it emits one, else the sort
                  depth. Exact when z increases along the list (the sort depth; per-pixel depths
                  of crossing primitives need not). Differentiated by autodiff of the scan.
+    pixel_outputs: composite the per-pixel outputs the response emits beside alpha
+                 (`RenderOutput.extra`: 2DGS's depth, depth_sq and normal). False: alpha and the
+                 features only, `extra` is None, and the response's maths for those outputs is
+                 not computed: the cheaper render when nothing reads them (an RGB render, a
+                 viewer, a loss without the 2DGS regularisers). A spec's emitted `depth` is
+                 then not available to the D / ED modes or the distortion output: asking for
+                 them with it off is an error, not a silent switch to the sort depth.
     backward:    how compositing is differentiated: "custom" (default: the analytic,
                  method-agnostic VJP of `composite_vjp.py`) or "autodiff" (JAX autodiff of the
                  rematerialised scan; always used for the distortion output).
@@ -76,6 +83,7 @@ class RenderConfig:
     alpha_min: float = 1.0 / 255.0
     t_min: float = 1e-4
     distortion: bool = False
+    pixel_outputs: bool = True
     backward: str = "custom"
     compositor: str = "auto"
 
@@ -117,6 +125,7 @@ class RenderConfig:
              f"the alpha cap {ALPHA_CAP} even on an empty pixel: opaque primitives would draw "
              "nothing)"),
             ("distortion", lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
+            ("pixel_outputs", lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
         )  # fmt: skip
 
     def entry_capacity(self, num_primitives: int, num_tiles: int) -> int:

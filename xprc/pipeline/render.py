@@ -85,7 +85,7 @@ def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
     if background is not None:
         color = color + jnp.asarray(background, dtype)[None, None, :]
     depth = jnp.zeros((h, w, 1), dtype) if mode.endswith("D") else None
-    outputs = len(info.pixel_outputs)
+    outputs = len(info.pixel_outputs) if config.pixel_outputs else 0
     extra = jnp.zeros((h, w, outputs), dtype) if outputs else None
     grid = TileGrid(w, h, config.tile_size)
     zeros_t = jnp.zeros((grid.num_tiles,), jnp.int32)
@@ -128,11 +128,14 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
         if camera.one_origin:  # one origin per tile [T, 1, 3]: the response's origin-only terms
             rays = (rays[0][:, :1], rays[1])  # are then computed per entry, not per pixel
     names, signed = info.pixel_outputs, info.signed_alpha
+    response = method.response
+    if names and not config.pixel_outputs:  # alpha alone: the outputs' maths is never traced
+        names, response = (), alpha_only(method.response)
     # the distortion's z: the response's per-pixel depth when it emits one, else the sort depth
     channels = values.shape[-1] - 1
     z_at = channels + 1 + names.index("depth") if "depth" in names else channels
     sums = composite(
-        method.response, camera, attrs, values, bins, grid, config, rays, signed, len(names),
+        response, camera, attrs, values, bins, grid, config, rays, signed, len(names),
         z_at if config.distortion else None, method,
     )  # fmt: skip
     # [T, P, V + 1] -> [H, W, V + 1]
@@ -333,6 +336,7 @@ def render(
     check_camera(info, camera)  # a camera model the spec does not accept: CameraModelError
     config = config or RenderConfig()
     cap.check_policy(config)
+    check_outputs(info, mode, config)
     params = prepare_params(info, params)
     background = _check_background(info, background, camera)
     batched = len(camera.batch_shape) > 0
@@ -352,6 +356,32 @@ def render(
         cap.report_overflow(out.stats, config.on_overflow, model=camera.model)
         return out
     return _compiled(method, mode, config, batched, True)(params, camera, background)
+
+
+@functools.cache
+def alpha_only(response):
+    """A response with per-pixel outputs, returning its alpha alone (`pixel_outputs=False`);
+    one per response, so that caches keyed by it hit."""
+
+    @functools.wraps(response)
+    def alpha(*args, **kw):
+        return response(*args, **kw)[0]
+
+    return alpha
+
+
+def check_outputs(info: MethodInfo, mode: str, config: RenderConfig) -> None:
+    """An XprError when `pixel_outputs=False` would take away the emitted depth that `mode`
+    or the distortion output reads (they would silently fall back to the sort depth)."""
+    if config.pixel_outputs or "depth" not in info.pixel_outputs:
+        return
+    wants = [w for w, on in ((f"mode {mode!r}", mode.endswith("D")),
+                             ("the distortion output", config.distortion)) if on]  # fmt: skip
+    if wants:
+        raise XprError(
+            f"RenderConfig(pixel_outputs=False) leaves out the per-pixel depth {info.name}'s "
+            f"response emits, which {' and '.join(wants)} reads: keep pixel_outputs=True"
+        )
 
 
 def _check_camera_type(camera) -> None:

@@ -110,6 +110,8 @@ def _render_loss(key: StepKey):
     method, rconfig = key.method, key.render
     if key.regularisers == "l1":
         rconfig = dataclasses.replace(rconfig, distortion=True)
+    if key.regularisers is None:  # no loss reads the per-pixel outputs: not composited
+        rconfig = dataclasses.replace(rconfig, pixel_outputs=False)
     per_view = _per_view(method, key.regularisers)
     if key.devices > 1:
         from ..distributed import device_mesh, sharded_views
