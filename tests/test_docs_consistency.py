@@ -55,6 +55,12 @@ class Fact:
     quotes: tuple[tuple[str, str], ...]  # (page, regex with one group)
 
 
+def _run_3m() -> dict:
+    """The 3M MCMC run on one TPU v5e (second process, thirteenth session)."""
+    run = _json("tpu-v5e-2026-12-07-thirteenth-3m.json")["mcmc_3m_second_process"]["result"]
+    return run["phases"]["mcmc_3000000"]
+
+
 def _peer_psnr(renderer: str, name: str = "cpu-2core-2026-12-07-peers.json") -> float:
     rows = _json(name)["rows"]
     return next(r for r in rows if r["renderer"] == renderer)["psnr db"]
@@ -316,9 +322,7 @@ FACTS += [
     ),
     Fact(
         "three million primitives: steps/s on one TPU v5e",
-        lambda: _json("tpu-v5e-2026-12-07-thirteenth-3m.json")["mcmc_3m_second_process"]["result"][
-            "phases"
-        ]["mcmc_3000000"]["window_end"]["steps_per_s"],
+        lambda: _run_3m()["window_end"]["steps_per_s"],
         (
             ("README.md", r"but step at (\d+\.\d+) steps/s"),
             ("README.md", r"10 steps ran at (\d+\.\d+) steps/s"),
@@ -328,9 +332,7 @@ FACTS += [
     ),
     Fact(
         "three million primitives: peak device memory on one TPU v5e (GB)",
-        lambda: _json("tpu-v5e-2026-12-07-thirteenth-3m.json")["mcmc_3m_second_process"]["result"][
-            "phases"
-        ]["mcmc_3000000"]["memory"]["peak_gb"],
+        lambda: _run_3m()["memory"]["peak_gb"],
         (
             ("README.md", r"fit \(peak (\d+\.\d) GB"),
             ("README.md", r"peak device memory (\d+\.\d) GB; the 30,000"),
