@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import statistics
 import sys
 import time
@@ -87,9 +88,10 @@ def stage_fns(method, config: RenderConfig, grid: TileGrid):
     return jax.jit(project), jax.jit(binned)
 
 
-def measure(method, params, cams, compositor: str, repeat: int, dense: bool, totals_only=False):
+def measure(method, params, cams, compositor: str, repeat: int, dense: bool, totals_only=False,
+            pixel_outputs: bool = True):  # fmt: skip
     params = prepare_params(method, {k: jnp.asarray(v) for k, v in params.items()})
-    config = RenderConfig(compositor=compositor, on_overflow="ignore")
+    config = RenderConfig(compositor=compositor, on_overflow="ignore", pixel_outputs=pixel_outputs)
     config = sized_config(method, params, Camera.stack(cams), config)
     cam = cams[0]
     grid = TileGrid(cam.width, cam.height, config.tile_size)
@@ -156,6 +158,11 @@ def main(argv=None):
         "--transpose", choices=gather.TRANSPOSES, default=gather.TRANSPOSE,
         help="the row gather's transpose in the backward (xprc/pipeline/gather.py)",
     )  # fmt: skip
+    ap.add_argument(
+        "--pixel-outputs", choices=("on", "off", "both"), default="on",
+        help="composite the per-pixel outputs a spec emits (2DGS's depth and normal): "
+             "RenderConfig.pixel_outputs; 'both' times a spec that emits some each way",
+    )  # fmt: skip
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "stages.json"))
     args = ap.parse_args(argv)
     gather.TRANSPOSE = args.transpose  # read when a render is traced: before any is
@@ -167,12 +174,16 @@ def main(argv=None):
     dense = (args.dense or args.methods).split(",")
     for name in args.methods.split(","):
         method = load(ROOT / SPECS[name])
-        for comp in compositors:
+        ways = {"on": [True], "off": [False], "both": [True, False]}[args.pixel_outputs]
+        if not MethodInfo.of(method).pixel_outputs:
+            ways = [True]  # nothing to leave out
+        for comp, outputs in itertools.product(compositors, ways):
             row = measure(method, adapt_params(method, params), cams, comp,
                           1 if args.quick else args.repeat,
-                          dense=comp == compositors[0] and name in dense,
-                          totals_only=args.totals_only)  # fmt: skip
+                          dense=comp == compositors[0] and name in dense and outputs,
+                          totals_only=args.totals_only, pixel_outputs=outputs)  # fmt: skip
             row["method"] = name
+            row["pixel_outputs"] = outputs
             results["rows"].append(row)
             _say(f"[done] {name} {comp}: forward {row['forward_s'] * 1e3:.1f} ms, fwd+bwd "
                  f"{row['fwd_bwd_s'] * 1e3:.1f} ms")  # fmt: skip
@@ -185,6 +196,7 @@ def main(argv=None):
     print(fmt_table(results["rows"], [
         ("method", lambda r: r["method"]),
         ("compositor", lambda r: r["compositor"]),
+        ("pixel outputs", lambda r: "on" if r.get("pixel_outputs", True) else "off"),
         ("count", ms("count_s")),
         ("project", ms("project_s")),
         ("bin+sort", ms("bin_sort_only_s")),
