@@ -129,7 +129,7 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
             rays = (rays[0][:, :1], rays[1])  # are then computed per entry, not per pixel
     names, signed = info.pixel_outputs, info.signed_alpha
     response = method.response
-    if names and not config.pixel_outputs:  # alpha alone: the outputs' maths is never traced
+    if names and not config.pixel_outputs:  # alpha alone: the outputs' maths is dead code
         names, response = (), alpha_only(method.response)
     # the distortion's z: the response's per-pixel depth when it emits one, else the sort depth
     channels = values.shape[-1] - 1
