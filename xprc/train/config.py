@@ -239,9 +239,9 @@ class TrainConfig:
 
     def trajectory(self) -> dict:
         """The options a resumed run must share with the checkpoint's to continue it exactly:
-        all but the reporting ones, `steps` (a longer run may extend a shorter one) and the
-        render's memory budget and overflow policy, as JSON values (what a checkpoint's
-        metadata holds)."""
+        all but the reporting ones, `steps` (a longer run may extend a shorter one), the
+        render's memory budget and overflow policy and what the trainer sets itself
+        (`TRAINER_SET`), as JSON values (what a checkpoint's metadata holds)."""
         out = {k: v for k, v in self.to_json().items() if k not in _REPORTING}
         render = out.pop("render")  # one key per render option: a difference names the option
         out.update({f"render.{k}": v for k, v in render.items() if k not in _RENDER_POLICY})
