@@ -147,6 +147,24 @@ def test_batched_count_runs_in_bounded_batches(gs, monkeypatch):
         cap._count_fn.cache_clear()
 
 
+def test_a_count_over_no_cameras_or_a_stack_of_stacks_is_an_error(gs):
+    """`cams[0:0]` (an empty slice of a stack) failed in the count's max() with a ValueError,
+    a stack of stacks deep in the projection with a TypeError (count_entries, fit_config and
+    the default render, which counts first); each is now one XprError naming the batch."""
+    params = large_scene(8)
+    cams = Camera.stack([camera(), camera(f=70.0)])
+    none, nested = cams[0:0], Camera.stack([cams, cams])
+    empty = r"^error: camera: a Camera\.stack of no cameras \(batch shape \(0,\)\)"
+    stacked = r"^error: camera: a stack of \(2, 2\) cameras; "
+    for cam, said in ((none, empty), (nested, stacked)):
+        with pytest.raises(XprError, match=said):
+            count_entries(gs, params, cam)
+        with pytest.raises(XprError, match=said):
+            fit_config(gs, params, cam)
+    with pytest.raises(XprError, match=empty):
+        render(gs, params, none)
+
+
 GARDEN_CASES = [  # (primitives, scale factor): the issue's two scenes (the first: -m slow)
     pytest.param(1500, 8.0, marks=pytest.mark.slow),
     (300, 60.0),

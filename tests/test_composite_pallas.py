@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import sys
 import types
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -317,6 +318,28 @@ def test_a_hand_written_response_with_stacked_outputs_still_composites():
         got = _outputs(hand, params, cam, PALLAS)
     _assert_close(got, want, 1e-5)
     assert float(jnp.max(want["alpha"])) > 0.5
+
+
+def test_no_stacked_outputs_warning_when_the_outputs_are_left_out():
+    """With RenderConfig(pixel_outputs=False) the kernels composite no per-pixel outputs, so a
+    hand-written response without the `stack` keyword splits nothing: no warning that it does
+    (it was given all the same); with the outputs it still is."""
+    method = load(ROOT / "specs" / "2dgs.xpr")
+    hand = types.ModuleType("hand_written_2dgs_lean")
+    hand.__dict__.update({k: v for k, v in vars(method).items() if not k.startswith("__")})
+    hand.response = lambda pixel, ray_origin, ray_dir, attrs, camera: method.response(
+        pixel, ray_origin, ray_dir, attrs, camera
+    )
+    lean = RenderConfig(compositor="pallas", pixel_outputs=False)
+    cp._warn_once.cache_clear()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert cp.use_pallas(hand, jnp.float32, lean)
+        with pytest.warns(RuntimeWarning, match="takes no `stack` keyword"):
+            assert cp.use_pallas(hand, jnp.float32, RenderConfig(compositor="pallas"))
+    finally:
+        cp._warn_once.cache_clear()
 
 
 def test_kernels_ask_for_three_quarters_of_the_chips_vmem(monkeypatch):

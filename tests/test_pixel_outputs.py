@@ -1,7 +1,7 @@
 """RenderConfig(pixel_outputs=False): a spec's per-pixel outputs (2DGS's depth, depth_sq and
 normal) left out of compositing. The image, alpha and gradients of what is still rendered equal
 the full render's (both compositors; the Pallas kernels interpreted on a CPU) and the 2DGS
-NumPy reference's; `extra` is None; the outputs' maths is not traced; and the modes that read
+NumPy reference's; `extra` is None; the compositor sums fewer channels; and the modes that read
 the emitted depth refuse the option rather than switch to the sort depth."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_alpha_only_gradients_equal_the_full_renders(surfels, compositor):
                                    atol=1e-5 * scale, err_msg=name)  # fmt: skip
 
 
-def test_the_outputs_maths_is_not_traced(surfels):
+def test_the_compositor_sums_six_channels_not_eleven(surfels):
     raw, cam = _scene(surfels), _camera()
 
     def size(config):
@@ -114,3 +114,37 @@ def test_a_spec_without_outputs_renders_the_same_with_it_off():
 def test_the_option_is_checked():
     with pytest.raises(XprError, match="pixel_outputs"):
         RenderConfig(pixel_outputs="no")
+
+
+@pytest.mark.parametrize("form", ["squared", "l1"])
+def test_a_run_with_the_regularisers_refuses_it_before_training(surfels, form):
+    """The trainer's own render config may not leave out the outputs the 2DGS regularisers
+    read: the squared form failed inside the traced step with a ValueError (a traceback), the
+    l1 form with the renderer's error naming the distortion output, not the run's options."""
+    from spec_training import train_spec
+
+    from xprc.train import TrainConfig, TrainError
+
+    lean = RenderConfig(pixel_outputs=False)
+    said = (r"^error: render: RenderConfig\(pixel_outputs=False\) leaves out the per-pixel "
+            r"depth, depth_sq, normal\.x, normal\.y, normal\.z the 2DGS regularisers read "
+            r"\(regularisers 'auto' for Surfel2D\): keep pixel_outputs=True, or set "
+            r"regularisers 'off'$")  # fmt: skip
+    with pytest.raises(TrainError, match=said):
+        train_spec(surfels, steps=6, render=lean, distortion_form=form)
+    assert not TrainConfig(render=lean, regularisers="off").regularised(surfels)
+
+
+def test_the_distributed_losses_refuse_it_where_the_depth_is_read(surfels):
+    """xprc.distributed renders through the compiled render, not `render`: a sharded or
+    reference loss of mode "RGB+D" with the outputs left out read the sort depth silently."""
+    from xprc.distributed import data_parallel_loss, device_mesh, reference_loss
+
+    lean = _config("xla", pixel_outputs=False)
+    loss = lambda out, target: jnp.mean(out.depth)  # noqa: E731
+    said = "pixel_outputs=False.*depth.*mode 'RGB\\+D'.*keep pixel_outputs=True"
+    with pytest.raises(XprError, match=said):
+        data_parallel_loss(surfels, loss, device_mesh(1), "RGB+D", lean)
+    with pytest.raises(XprError, match=said):
+        reference_loss(surfels, loss, "RGB+D", lean)
+    data_parallel_loss(surfels, loss, device_mesh(1), "RGB", lean)  # nothing reads the depth

@@ -225,6 +225,28 @@ def test_resume_refuses_training_images_changed_in_place(scene, base, tmp_path):
     assert "does not record a digest of its training images (written before xprc did)" in log
 
 
+def test_resume_does_not_compare_the_render_options_the_trainer_sets(scene, base, tmp_path):
+    """RenderConfig.pixel_outputs is set by the trainer itself (on exactly when the 2DGS
+    regularisers read the outputs), so it is no option of the run's trajectory: a checkpoint
+    written before it existed resumed as "written with other options (render.pixel_outputs:
+    None -> True)", and so did one that recorded it, with another value in the config."""
+    train_set, test_set = scene
+    out = _copy(base, tmp_path)
+    path = out / "checkpoint.npz"
+    tree, meta = load_checkpoint(path)
+    meta["config"].pop("render.pixel_outputs", None)  # as a checkpoint of an earlier xprc
+    _write_raw(path, tree, meta)
+    tr.train(METHOD, train_set, test_set, out, _cfg(steps=4), resume=True)
+    tree, meta = load_checkpoint(path)
+    meta["config"]["render.pixel_outputs"] = True  # as xprc recorded it for a while
+    _write_raw(path, tree, meta)
+    render = dataclasses.replace(RENDER, pixel_outputs=False)
+    config = dataclasses.replace(_cfg(steps=5), render=render)
+    tr.train(METHOD, train_set, test_set, out, config, resume=True)
+    meta = load_checkpoint(path)[1]
+    assert meta["steps"] == 5 and "render.pixel_outputs" not in meta["config"]
+
+
 def test_cli_resume_refuses_an_image_file_flipped_in_place(disk_scene, tmp_path, capsys):
     """The issue's case through the command line: one training PNG flipped on disk (same path,
     same cameras) between a run and its --resume. Refused with one error line, the checkpoint

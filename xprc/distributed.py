@@ -29,9 +29,10 @@ from jax.sharding import PartitionSpec as P
 
 from .conventions import HOST_NAME_PATTERN, IP_ADDRESS_PATTERN
 from .errors import XprError
+from .method_info import MethodInfo
 from .pipeline import RenderConfig
 from .pipeline.params import prepare_params
-from .pipeline.render import _compiled
+from .pipeline.render import _compiled, check_outputs
 
 AXIS = "devices"
 
@@ -293,6 +294,7 @@ def sharded_views(method, per_view, mesh: Mesh, mode="RGB", config: RenderConfig
     already be checked (`prepare_params`).
     """
     config = config or RenderConfig()
+    check_outputs(MethodInfo.of(method), mode, config)  # as `render` does: no silent sort depth
     render_batch = _compiled(method, mode, config, True)
 
     def local(params, cameras, targets, background, extra):
@@ -352,6 +354,7 @@ def _single_loss(method, loss_fn, mode, config):
 def reference_loss(method, loss_fn, mode="RGB", config: RenderConfig | None = None):
     """The same mean loss on one device, for comparison with the sharded versions."""
     config = config or RenderConfig()
+    check_outputs(MethodInfo.of(method), mode, config)
     inner = _single_loss(method, loss_fn, mode, config)
 
     def loss(params, cameras, targets, background):

@@ -325,10 +325,26 @@ def _count_fn(method, config: RenderConfig, batched: bool):
     return jax.jit(many)
 
 
+def check_batch(camera) -> None:
+    """An XprError for a camera batch a render cannot take: a stack of stacks, or no cameras
+    (an empty slice of a stack: the count's max over none failed with a ValueError)."""
+    shape = tuple(camera.batch_shape)
+    if len(shape) > 1:
+        raise XprError(
+            f"camera: a stack of {shape} cameras; render takes one camera or one "
+            "Camera.stack of them (stack the cameras themselves, not stacks)"
+        )
+    if shape and not shape[0]:
+        raise XprError(
+            f"camera: a Camera.stack of no cameras (batch shape {shape}): give at least one"
+        )
+
+
 def count_entries(method, params: dict, camera, config: RenderConfig | None = None) -> int:
     """Exact (primitive, tile) entries a render of `params` from `camera` needs (max over a
     batch of cameras), in footprint rectangles (before any ellipse culling). Cheap: projection
     and footprint rectangles only."""
+    check_batch(camera)
     config = config or RenderConfig()
     params = prepare_params(method, params)
     if not next(iter(params.values())).shape[0]:

@@ -127,7 +127,7 @@ def use_pallas(method, dtype, config: RenderConfig) -> bool:
                 f"RenderConfig(compositor='pallas') cannot render {MethodInfo.of(method).name}: "
                 f"{reason}"
             )
-        _warn_if_stacked(method)
+        _warn_if_stacked(method, config)
         return True
     if jax.default_backend() != "tpu":
         return False
@@ -135,15 +135,16 @@ def use_pallas(method, dtype, config: RenderConfig) -> bool:
         _warn_once(f"{MethodInfo.of(method).name}: composited by the XLA path, not the Pallas "
                    f"kernels: {reason}")  # fmt: skip
         return False
-    _warn_if_stacked(method)
+    _warn_if_stacked(method, config)
     return True
 
 
-def _warn_if_stacked(method) -> None:
+def _warn_if_stacked(method, config: RenderConfig) -> None:
     """A response with per-pixel outputs but no `stack` keyword (hand-written) gives them
-    stacked on a trailing axis, which the kernels must split: slow on a TPU, so say so."""
+    stacked on a trailing axis, which the kernels must split: slow on a TPU, so say so (not
+    with `pixel_outputs=False`: the kernels then take its alpha alone)."""
     info = MethodInfo.of(method)
-    if info.pixel_outputs and not _takes_stack(method.response):
+    if info.pixel_outputs and config.pixel_outputs and not _takes_stack(method.response):
         _warn_once(
             f"{info.name}: its response takes no `stack` keyword, so the Pallas kernels split "
             f"its {len(info.pixel_outputs)} per-pixel outputs from a trailing axis, which a TPU "

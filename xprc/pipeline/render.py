@@ -129,7 +129,7 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
             rays = (rays[0][:, :1], rays[1])  # are then computed per entry, not per pixel
     names, signed = info.pixel_outputs, info.signed_alpha
     response = method.response
-    if names and not config.pixel_outputs:  # alpha alone: the outputs' maths is never traced
+    if names and not config.pixel_outputs:  # alpha alone: the outputs' maths is dead code
         names, response = (), alpha_only(method.response)
     # the distortion's z: the response's per-pixel depth when it emits one, else the sort depth
     channels = values.shape[-1] - 1
@@ -385,18 +385,14 @@ def check_outputs(info: MethodInfo, mode: str, config: RenderConfig) -> None:
 
 
 def _check_camera_type(camera) -> None:
-    """An `xprc.Camera`, one or a `Camera.stack` (a list, a bare matrix or a stack of stacks
-    failed deep inside the pipeline)."""
+    """An `xprc.Camera`, one or a `Camera.stack` of at least one (a list, a bare matrix or a
+    stack of stacks failed deep inside the pipeline)."""
     if not isinstance(camera, Camera):
         raise XprError(
             f"camera must be an xprc.Camera (Camera(...), look_at(...) or Camera.stack([...]) "
             f"of them), got {type(camera).__name__}"
         )
-    if len(camera.batch_shape) > 1:
-        raise XprError(
-            f"camera: a stack of {camera.batch_shape} cameras; render takes one camera or one "
-            "Camera.stack of them (stack the cameras themselves, not stacks)"
-        )
+    cap.check_batch(camera)  # a stack of stacks, or of no cameras
 
 
 def fit_config(method, params: dict, cameras, config: RenderConfig | None = None, margin=1.25):

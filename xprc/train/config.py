@@ -23,6 +23,10 @@ _REPORTING = ("steps", "eval_every", "checkpoint_every", "log_every", "progress"
               "sheet_views")  # fmt: skip
 # render options that bound or report, and leave every rendered value unchanged
 _RENDER_POLICY = ("memory_budget", "on_overflow")
+# render options the trainer sets itself (pixel_outputs: on exactly when the 2DGS regularisers
+# read the outputs), so no part of a run's trajectory; not compared on resume (a checkpoint
+# written before pixel_outputs existed has none, one of 9d69eee records it)
+TRAINER_SET = ("render.pixel_outputs",)
 # seeds a run accepts: jax.random.PRNGKey keeps 32 bits without x64 (larger seeds would collide)
 SEED_MAX = 2**32 - 1
 
@@ -190,7 +194,15 @@ class TrainConfig:
                 f"regularisers 'on': method {MethodInfo.of(method).name} emits no per-pixel "
                 f"{', '.join(OUTPUTS)} (the 2DGS regularisers need them)"
             )
-        return has and self.regularisers != "off"
+        on = has and self.regularisers != "off"
+        if on and not self.render.pixel_outputs:  # the step's render would not composite them
+            raise TrainError(
+                "render: RenderConfig(pixel_outputs=False) leaves out the per-pixel "
+                f"{', '.join(OUTPUTS)} the 2DGS regularisers read (regularisers "
+                f"{self.regularisers!r} for {MethodInfo.of(method).name}): keep "
+                "pixel_outputs=True, or set regularisers 'off'"
+            )
+        return on
 
     def regulariser_form(self, method) -> str | None:
         """The distortion form the train step uses for `method`, None without regularisers."""
@@ -227,12 +239,13 @@ class TrainConfig:
 
     def trajectory(self) -> dict:
         """The options a resumed run must share with the checkpoint's to continue it exactly:
-        all but the reporting ones, `steps` (a longer run may extend a shorter one) and the
-        render's memory budget and overflow policy, as JSON values (what a checkpoint's
-        metadata holds)."""
+        all but the reporting ones, `steps` (a longer run may extend a shorter one), the
+        render's memory budget and overflow policy and what the trainer sets itself
+        (`TRAINER_SET`), as JSON values (what a checkpoint's metadata holds)."""
         out = {k: v for k, v in self.to_json().items() if k not in _REPORTING}
         render = out.pop("render")  # one key per render option: a difference names the option
         out.update({f"render.{k}": v for k, v in render.items() if k not in _RENDER_POLICY})
+        out = {k: v for k, v in out.items() if k not in TRAINER_SET}
         return json.loads(json.dumps(out, default=str))
 
 

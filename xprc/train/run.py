@@ -28,6 +28,7 @@ from . import health, losses_2dgs
 from .appearance import appearance_note, appearance_optimizer, init_appearance
 from .camera_opt import corrections_optimizer, init_corrections, pivot_depths
 from .config import (
+    TRAINER_SET,
     TrainConfig,
     TrainError,
     method_lrs,
@@ -325,6 +326,7 @@ class Run:
         if theirs is None:  # written before checkpoints recorded their options
             self.log(f"{path} does not record its options: assuming this run's", always=True)
             theirs = mine
+        theirs = {k: v for k, v in theirs.items() if k not in TRAINER_SET}
         if "inputs" in meta:
             mine, theirs = {**mine, **self.inputs}, {**theirs, **meta["inputs"]}
             from ..trained import earlier_version, legacy_sha  # (trained.py imports this)
