@@ -13,7 +13,7 @@ from conftest import ROOT, heavy_ids
 def collected(marks: str, files: list[str]) -> set[str]:
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:xdist", "-o", "addopts=",
-         "-p", "no:cacheprovider", "-m", marks, *files],
+         "-p", "no:cacheprovider", "-p", "no:benchmark", "-m", marks, *files],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode in (0, 5), out.stdout[-2000:] + out.stderr[-2000:]  # 5: none collected
