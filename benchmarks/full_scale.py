@@ -132,13 +132,27 @@ class Clock:
         return [[s, n] for s, _t, n in self.marks if s % every == 0 or s == self.marks[-1][0]]
 
 
-def compile_counter():
-    """A list that grows by one per XLA backend compile (jax.monitoring's event)."""
-    seen: list[float] = []
+class CompileLog(list):
+    """Seconds of each XLA backend compile, in order; `names` the compiled functions'."""
 
-    def listen(event: str, seconds: float, **_kw) -> None:
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def slowest(self, since: int, most: int = 8) -> list:
+        """[name, seconds] of the `most` slowest compiles from the `since`-th on."""
+        rows = sorted(zip(self.names[since:], self[since:]), key=lambda r: -r[1])
+        return [[name, round(s, 1)] for name, s in rows[:most]]
+
+
+def compile_counter() -> CompileLog:
+    """A list that grows by one per XLA backend compile (jax.monitoring's event)."""
+    seen = CompileLog()
+
+    def listen(event: str, seconds: float, **kw) -> None:
         if "backend_compile" in event:
             seen.append(seconds)
+            seen.names.append(str(kw.get("fun_name", "?")))
 
     jax.monitoring.register_event_duration_secs_listener(listen)
     return seen
@@ -171,6 +185,7 @@ def run_training(method, train_set, test_set, config, out: Path, compiles: list,
         "entry_capacity": result.entry_capacity,
         "xla_compiles": len(compiles) - before[0],
         "xla_compile_s": round(sum(compiles) - before[1], 1),
+        "slowest_compiles": compiles.slowest(before[0]),
         "step_traces": TRACE_COUNT["train_step"] - before[2]["train_step"],
         "eval_traces": TRACE_COUNT["eval"] - before[2]["eval"],
         "checkpoint_s": [round(s, 2) for s in saves.calls],
