@@ -317,12 +317,12 @@ def _count_fn(method, config: RenderConfig, batched: bool):
     if not batched:
         return jax.jit(one)
 
-    def many(params, cameras):
+    def count_batched(params, cameras):
         prims = next(iter(params.values())).shape[0]
         per_batch = max(1, min(cameras.batch_shape[0], COUNT_PAIRS // max(prims, 1)))
         return jax.lax.map(lambda cam: one(params, cam), cameras, batch_size=per_batch)
 
-    return jax.jit(many)
+    return jax.jit(count_batched)
 
 
 def check_batch(camera) -> None:
