@@ -120,7 +120,7 @@ def test_a_spec_without_outputs_says_so():
 def test_the_viewer_offers_the_outputs(surfel_scene):
     """`xprc view` shows the same pictures: its menu lists the spec's outputs, and a frame of
     one is what `render --kind` writes (its FrameRenderer, without a server)."""
-    from xprc.plots import output_image
+    from xprc.plots import kind_image, output_image
     from xprc.viewer import FrameRenderer, viewer_camera, viewer_kinds
 
     _, _, method, params = surfel_scene
@@ -138,3 +138,13 @@ def test_the_viewer_offers_the_outputs(surfel_scene):
     want, _ = output_image(out, [names.index(f"normal.{c}") for c in "xyz"])
     np.testing.assert_allclose(frame, want, atol=1e-6)
     assert np.abs(frame - 0.5).max() > 0.1  # surfels in view, not the empty mid grey
+    # RGB and depth frames: the RGB without the outputs (nothing reads them), the depth with
+    # them (2DGS's depth is its emitted ray distance); each equal to a direct render
+    rgb = frames.render(wxyz, position, fov, 40, 32, "rgb")
+    np.testing.assert_allclose(rgb, kind_image(out, "rgb"), atol=1e-6)
+    depth = frames.render(wxyz, position, fov, 40, 32, "depth")
+    cam = viewer_camera(wxyz, position, fov, 40, 32)
+    full = xprc.render(method, params, cam, background=bg, mode="RGB+ED")
+    np.testing.assert_allclose(depth, kind_image(full, "depth"), atol=1e-6)
+    assert sorted(frames.capacity) == [(40, 32, "RGB", False), (40, 32, "RGB", True),
+                                       (40, 32, "RGB+ED", True)]  # fmt: skip

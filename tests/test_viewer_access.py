@@ -181,7 +181,7 @@ def test_a_moving_camera_gets_small_frames_of_one_size_and_a_resting_one_the_ful
         client.look(*poses[0])
         viewer._serve(client)  # the first frame of the reduced size compiles
         viewer.frames.wait_warm()  # the full size's compile, started by that frame
-        assert list(viewer.frames.capacity) == [(56, 32, "RGB"), (W, H, "RGB")]
+        assert list(viewer.frames.capacity) == [(56, 32, "RGB", False), (W, H, "RGB", False)]
         traced = RENDER.TRACE_COUNT["render"]
         for pose in poses[1:]:
             client.look(*pose)
@@ -278,9 +278,9 @@ def test_a_frame_that_needs_more_entries_grows_its_capacity_and_drops_nothing():
     far, near = np.array([0.0, 0.0, -12.0]), np.array([0.0, 0.0, 1.0])
     wxyz = np.array([1.0, 0.0, 0.0, 0.0])
     frames.render(wxyz, far, 0.9, 128, 96, "rgb")  # 2,219 entries: capacity 2,560
-    small = frames.capacity[(128, 96, "RGB")]
+    small = frames.capacity[(128, 96, "RGB", False)]
     image = frames.render(wxyz, near, 0.9, 128, 96, "rgb")  # 7,741 entries
-    assert frames.regrown == 1 and frames.capacity[(128, 96, "RGB")] > small
+    assert frames.regrown == 1 and frames.capacity[(128, 96, "RGB", False)] > small
     ref = xprc.render(method, params, _camera(near, 0.9, 128, 96)).image
     np.testing.assert_allclose(image, np.asarray(ref), atol=2e-5)
 
