@@ -17,7 +17,7 @@ from xprc.data.demo_scene import generate_demo_scene
 from xprc.data.scene_folder import load_scene
 from xprc.data.spec_ply import save_params_ply, spec_comments
 from xprc.method_info import MethodInfo
-from xprc.plots import output_kinds
+from xprc.plots import needs_outputs, output_kinds
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,28 @@ def test_output_kinds_group_components():
         "depth_sq": [1],
         "normal": [2, 3, 4],
     }
+
+
+def test_which_kinds_need_the_outputs():
+    surfel = ("depth", "depth_sq", "normal.x", "normal.y", "normal.z")
+    assert [needs_outputs(surfel, k) for k in ("rgb", "alpha", "depth", "normal", "depth_sq")] == [
+        False, False, True, True, True]  # fmt: skip
+    assert not needs_outputs((), "depth") and not needs_outputs(("sdf",), "depth")
+    assert needs_outputs(("sdf",), "sdf")
+
+
+def test_rgb_and_depth_of_a_2dgs_scene_equal_the_full_render(surfel_scene, tmp_path):
+    """`xprc render --kind rgb` leaves the per-pixel outputs out, `--kind depth` keeps them (the
+    emitted ray distance is the depth): each equals a render with all of them."""
+    scene, ply, method, params = surfel_scene
+    for kind in ("rgb", "depth"):
+        assert _render(scene, ply, tmp_path / f"{kind}.npy", "--kind", kind,
+                       "--background", "1,1,1") == 0  # fmt: skip
+    cam = load_scene(scene)[1].views[0].camera()
+    ref = xprc.render(method, params, cam, background=np.ones(3, np.float32), mode="RGB+ED")
+    np.testing.assert_allclose(np.load(tmp_path / "rgb.npy"), np.asarray(ref.image), atol=1e-6)
+    np.testing.assert_allclose(np.load(tmp_path / "depth.npy"), np.asarray(ref.depth), atol=1e-6)
+    assert float(np.asarray(ref.alpha).max()) > 0.5
 
 
 def _render(scene, ply, out, *extra):

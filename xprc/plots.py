@@ -72,6 +72,13 @@ def output_kinds(pixel_outputs) -> dict[str, list[int]]:
     return {k: v for k, v in kinds.items() if k not in BUILT_IN_KINDS}
 
 
+def needs_outputs(pixel_outputs, kind: str) -> bool:
+    """Whether a picture of `kind` reads a spec's per-pixel outputs (its PIXEL_OUTPUTS): one of
+    them, or the depth of a spec that emits `depth` (which replaces the sort depth). A render
+    for any other kind can leave them out (`RenderConfig.pixel_outputs=False`)."""
+    return kind in output_kinds(pixel_outputs) or (kind == "depth" and "depth" in pixel_outputs)
+
+
 def output_image(out, channels, raw: bool = False) -> tuple[np.ndarray, str]:
     """A per-pixel output (`channels` of `out.extra`) as a picture, and what its levels mean.
 

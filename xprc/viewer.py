@@ -160,13 +160,11 @@ def _mode(kind: str) -> str:
 
 
 def _needs_outputs(method, kind: str) -> bool:
-    """Whether a frame of `kind` reads the spec's per-pixel outputs: one of them, or the depth
-    (which a spec that emits `depth` draws from it). Other frames render without them
-    (`RenderConfig.pixel_outputs`), 2DGS's RGB frames about twice as fast."""
-    from .plots import output_kinds
+    """Whether a frame of `kind` reads the spec's per-pixel outputs (`plots.needs_outputs`);
+    the others render without them, 2DGS's RGB frames about twice as fast."""
+    from .plots import needs_outputs
 
-    names = MethodInfo.of(method).pixel_outputs
-    return kind in output_kinds(names) or (kind == "depth" and "depth" in names)
+    return needs_outputs(MethodInfo.of(method).pixel_outputs, kind)
 
 
 class FrameRenderer:
