@@ -148,3 +148,38 @@ def test_the_distributed_losses_refuse_it_where_the_depth_is_read(surfels):
     with pytest.raises(XprError, match=said):
         reference_loss(surfels, loss, "RGB+D", lean)
     data_parallel_loss(surfels, loss, device_mesh(1), "RGB", lean)  # nothing reads the depth
+
+
+def test_evaluation_renders_the_image_alone_and_equals_a_full_render(surfels, monkeypatch):
+    """The trainer's evaluation reads only the image: it renders without the outputs and the
+    distortion sum, even with a render config that asks for the distortion (the l1 form's),
+    and its image and PSNR are those of a full render (PSNR computed here)."""
+    from xprc.camera import Camera
+    from xprc.train import step
+
+    seen = []
+
+    def spy(method, params, camera, background=None, mode="RGB", config=None):
+        seen.append((config.pixel_outputs, config.distortion))
+        return render(method, params, camera, background, mode, config)
+
+    monkeypatch.setattr(step, "render", spy)
+    step.eval_fn.cache_clear()
+    raw, cam = _scene(surfels), _camera()
+    bg = jnp.asarray([0.2, 0.3, 0.4], jnp.float32)
+    full = render(surfels, raw, cam, background=bg, config=_config("xla"))
+    gt = np.random.default_rng(0).uniform(0, 1, (H, W, 3)).astype(np.float32)
+    try:
+        fn = step.eval_fn(surfels, _config("xla", distortion=True))
+        img, psnr, _ssim, dropped, _needed = fn(
+            raw, jnp.int32(10**6), jnp.int32(1000), bg, jnp.asarray(gt[None]),
+            Camera.stack([cam]), 0,
+        )  # fmt: skip
+    finally:
+        step.eval_fn.cache_clear()
+    assert seen == [(False, False)]
+    want = np.clip(np.asarray(full.image, np.float64), 0, 1)
+    np.testing.assert_allclose(np.asarray(img), want, atol=1e-6)
+    mse = np.mean((want - gt) ** 2)
+    assert float(psnr) == pytest.approx(-10 * np.log10(mse), abs=1e-4)
+    assert int(dropped) == 0
