@@ -141,7 +141,7 @@ class CompileLog(list):
 
     def slowest(self, since: int, most: int = 8) -> list:
         """[name, seconds] of the `most` slowest compiles from the `since`-th on."""
-        rows = sorted(zip(self.names[since:], self[since:]), key=lambda r: -r[1])
+        rows = sorted(zip(self.names[since:], self[since:], strict=True), key=lambda r: -r[1])
         return [[name, round(s, 1)] for name, s in rows[:most]]
 
 
