@@ -35,7 +35,7 @@ from .data.colmap import qvec_to_rotmat
 from .data.colmap_write import rotmat_to_qvec
 from .errors import XprError, printable
 from .method_info import MethodInfo
-from .plots import BUILT_IN_KINDS
+from .plots import BUILT_IN_KINDS, needs_outputs
 
 # the "Show" menu's labels of the built-in kinds (`xprc.plots.BUILT_IN_KINDS`): RGB, Depth, Alpha
 KINDS = {kind.upper() if kind == "rgb" else kind.capitalize(): kind for kind in BUILT_IN_KINDS}
@@ -159,14 +159,6 @@ def _mode(kind: str) -> str:
     return "RGB+ED" if kind == "depth" else "RGB"
 
 
-def _needs_outputs(method, kind: str) -> bool:
-    """Whether a frame of `kind` reads the spec's per-pixel outputs (`plots.needs_outputs`);
-    the others render without them, 2DGS's RGB frames about twice as fast."""
-    from .plots import needs_outputs
-
-    return needs_outputs(MethodInfo.of(method).pixel_outputs, kind)
-
-
 class FrameRenderer:
     """The viewer's frames, rendered with programs compiled once: the scene's parameters go to
     the device once per scene (not per frame), and each frame size and mode keeps one entry
@@ -221,7 +213,7 @@ class FrameRenderer:
         from .pipeline.capacity import report_overflow
 
         camera = viewer_camera(wxyz, position, fov, width, height, aspect)
-        mode, outputs = _mode(kind), _needs_outputs(self.method, kind)
+        mode, outputs = _mode(kind), needs_outputs(MethodInfo.of(self.method).pixel_outputs, kind)
         warming = self._warming.get((width, height, mode, outputs))
         if warming is not None:
             warming.join()  # its program, compiled in the background
@@ -252,7 +244,7 @@ class FrameRenderer:
         so that the first such frame (the full one when the camera rests) need not wait for
         the compiler; `render` of the size waits for its warm-up. A warm-up that fails leaves
         the error to that render, which meets it again and reports it."""
-        mode, outputs = _mode(kind), _needs_outputs(self.method, kind)
+        mode, outputs = _mode(kind), needs_outputs(MethodInfo.of(self.method).pixel_outputs, kind)
         key = (width, height, mode, outputs)
         with self._lock:
             busy = any(t.is_alive() for t in self._warming.values())
