@@ -37,7 +37,7 @@ from benchmarks.run import SPECS  # noqa: E402
 from xprc.camera import look_at  # noqa: E402
 from xprc.compiler.driver import load  # noqa: E402
 from xprc.data.datasets import Dataset, View  # noqa: E402
-from xprc.pipeline import entry_bucket  # noqa: E402
+from xprc.pipeline import entry_bucket, gather  # noqa: E402
 from xprc.train.config import preset  # noqa: E402
 from xprc.train.run import Run  # noqa: E402
 from xprc.train.step import step_fn  # noqa: E402
@@ -158,8 +158,14 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--views", type=int, default=131)
     ap.add_argument("--spec", default="3dgs")
     ap.add_argument("--tpu", action="store_true", help="compile for a TPU v5e (needs libtpu)")
+    ap.add_argument(
+        "--transpose", choices=gather.TRANSPOSES, default=None,
+        help="the row gather's transpose in the backward (default: xprc/pipeline/gather.py's)",
+    )  # fmt: skip
     ap.add_argument("--out", default=None, help="write the rows to this JSON file")
     args = ap.parse_args(argv)
+    if args.transpose:
+        gather.TRANSPOSE = args.transpose  # read when the step is traced: before it is
     size = tuple(int(v) for v in args.size.split("x"))
     method = load(ROOT / SPECS[args.spec])
     rows = []

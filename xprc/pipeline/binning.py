@@ -48,6 +48,18 @@ INT32_MAX = 2**31 - 1
 ELLIPSE_SLACK = 256
 
 
+class Runs(NamedTuple):
+    """Where the sorted entries were before the sort: each primitive's entries were one run of
+    slots, primitives in depth order (`rank`). What `gather.take_rows`'s "runs" transpose needs
+    to sum an entry gradient per primitive without a scatter."""
+
+    slot: jax.Array  # [E] int32, the slot each sorted entry had before the sort
+    back: jax.Array  # [E] int32, per slot (before the sort): its distance to its run's start
+    first: jax.Array  # [N] int32, per rank: the run's first slot
+    count: jax.Array  # [N] int32, per rank: the run's length (a run may end past the capacity)
+    order: jax.Array  # [N] int32, per rank: the primitive's index
+
+
 class Bins(NamedTuple):
     """Entries sorted by (tile, depth). Slots past the kept entries carry ids >= `num_tiles`:
     `num_tiles` an empty slot, `num_tiles + 1 + t` an entry of tile t the ellipse test culled."""
@@ -61,6 +73,7 @@ class Bins(NamedTuple):
     kept: jax.Array  # [T] int32, entries each tile got (after the ellipse test)
     culled: jax.Array  # [T] int32, entries of each tile in the buffer the ellipse test rejected
     fallback: jax.Array  # [] int32, usable primitives whose ellipse is unusable (rectangle kept)
+    runs: Runs | None = None  # with `bin_and_sort(..., runs=True)`: the slots before the sort
 
 
 def exact_total(count: jax.Array) -> jax.Array:
@@ -175,7 +188,7 @@ def _ellipse_hits(cx, cy, a, b, c, tile_x, tile_y, grid: TileGrid) -> jax.Array:
 
 def bin_and_sort(
     box, valid, depth, grid: TileGrid, capacity: int, ellipse=None, centre=None,
-    carry_prim: bool | None = None,
+    carry_prim: bool | None = None, runs: bool = False,
 ) -> Bins:  # fmt: skip
     """Emit (tile, primitive) entries into a buffer of `capacity` and sort them by (tile, depth).
 
@@ -194,7 +207,8 @@ def bin_and_sort(
     is sorted alone and the primitive read back by slot; on a TPU (garden frame) that gather of
     `capacity` int32 took 4.5 ms and carrying it in the sort 0.5 ms (wall-clock timings of
     single calls, which include about 1 ms of dispatch: docs/tpu.md; the order held, the sizes
-    are not re-measured). The result is the same.
+    are not re-measured). The result is the same. runs: also return where each sorted entry
+    was before the sort (`Runs`, for the gradient's sums by run: xprc/pipeline/gather.py).
     """
     n = box.shape[0]
     num_tiles = grid.num_tiles
@@ -234,7 +248,7 @@ def bin_and_sort(
         tile = jnp.where(live & ~hit, num_tiles + 1 + tile_id, tile)
         fallback = jnp.sum(valid & ~usable).astype(jnp.int32)
     ids = 2 * num_tiles + 2 if ellipse is not None else num_tiles + 1
-    tile, prim = _sort_entries(tile, prim, ids, carry_prim)
+    tile, prim, before = _sort_entries(tile, prim, ids, carry_prim, runs)
     bounds = id_bounds(tile, ids)
     tile_start = bounds[: num_tiles + 1]
     kept = tile_start[1:] - tile_start[:-1]
@@ -250,7 +264,8 @@ def bin_and_sort(
         lambda: tile_demand(rx0, ry0, rw, rh, grid),
         lambda: kept + culled,
     )
-    return Bins(tile, prim, tile_start, needed, exact, demand, kept, culled, fallback)
+    where = Runs(before, local, first, count, order) if runs else None
+    return Bins(tile, prim, tile_start, needed, exact, demand, kept, culled, fallback, where)
 
 
 def _first_slots(count, rcount, num_tiles: int):
@@ -313,11 +328,16 @@ def spread(prim: jax.Array, live: jax.Array, n: int) -> jax.Array:
     return jnp.where(live, prim, position % max(n, 1))
 
 
-def _sort_entries(tile, prim, ids: int, carry_prim: bool | None):
-    """The slots sorted by (sort id, slot): (sorted ids [E] int32, their primitives [E])."""
+def _sort_entries(tile, prim, ids: int, carry_prim: bool | None, with_slot: bool = False):
+    """The slots sorted by (sort id, slot): (sorted ids [E] int32, their primitives [E], and
+    with `with_slot` the slot each had before the sort [E] int32, else None)."""
     capacity = tile.shape[0]
     if ids * capacity >= 2**32:
-        return jax.lax.sort((tile.astype(jnp.int32), prim), num_keys=1, is_stable=True)
+        operands = (tile.astype(jnp.int32), prim)
+        if with_slot:
+            operands += (jnp.arange(capacity, dtype=jnp.int32),)
+        out = jax.lax.sort(operands, num_keys=1, is_stable=True)
+        return out[0], out[1], out[2] if with_slot else None
     # One unsigned key (id, slot): unique, so a plain sort keeps slot (= depth) order.
     slot = jnp.arange(capacity, dtype=jnp.uint32)
     key = tile.astype(jnp.uint32) * jnp.uint32(capacity) + slot
@@ -325,10 +345,12 @@ def _sort_entries(tile, prim, ids: int, carry_prim: bool | None):
         carry_prim = jax.default_backend() != "cpu"
     if carry_prim:
         key, prim = jax.lax.sort((key, prim), num_keys=1)
+        before = (key % jnp.uint32(capacity)).astype(jnp.int32)
     else:
         key = jax.lax.sort(key)
-        prim = prim[(key % jnp.uint32(capacity)).astype(jnp.int32)]
-    return (key // jnp.uint32(capacity)).astype(jnp.int32), prim
+        before = (key % jnp.uint32(capacity)).astype(jnp.int32)
+        prim = prim[before]
+    return (key // jnp.uint32(capacity)).astype(jnp.int32), prim, before if with_slot else None
 
 
 def _cull_bits(ellipse, centre):

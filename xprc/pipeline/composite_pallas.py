@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import warnings
 
 import jax
@@ -112,6 +113,14 @@ def response_reads_camera(method) -> bool:
     read = [v for eqn in jaxpr.eqns for v in eqn.invars] + list(jaxpr.outvars)
     read = {id(v) for v in read if isinstance(v, Var)}
     return any(id(v) in read for v in jaxpr.invars)
+
+
+def may_use_pallas(config: RenderConfig) -> bool:
+    """Whether `use_pallas` can choose the kernels for `config` (before it checks the method):
+    what a caller that prepares for them (the binning's runs) asks."""
+    return config.compositor == "pallas" or (
+        config.compositor == "auto" and jax.default_backend() == "tpu"
+    )
 
 
 def use_pallas(method, dtype, config: RenderConfig) -> bool:
@@ -215,7 +224,9 @@ def composite_pallas(
         prim = jnp.concatenate([prim, jnp.zeros((pad,), prim.dtype)])
     kept = jnp.arange(prim.shape[0], dtype=jnp.int32) < bins.tile_start[-1]
     index = spread(prim, kept, table.shape[0]).reshape(-1, b)  # [E / B, B]
-    lanes = take_rows(table, index).transpose(0, 2, 1)  # [E / B, C, B]
+    steps = max(1, math.ceil(math.log2(max(grid.num_tiles, 2))))  # no run passes the grid
+    lanes = take_rows(table, index, runs=bins.runs, live=kept.reshape(-1, b), steps=steps)
+    lanes = lanes.transpose(0, 2, 1)  # [E / B, C, B]
     first, count = tile_runs(bins, b)
     num_attrs, num_values = attrs.shape[-1], values.shape[-1]
     rows = pixel_rows(rays, grid, dtype)

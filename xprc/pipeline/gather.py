@@ -1,18 +1,29 @@
-"""The compositors' row gather (`table[index]`: one row per entry) and two ways to transpose it.
+"""The compositors' row gather (`table[index]`: one row per entry) and three ways to transpose it.
 
 The gradient of a row gather is a scatter-add of the entries' cotangents into their rows. On a
-TPU v5e XLA's scatter-add of 5,242,880 rows of 8 float32 into 1,000,000 rows took 446 ms, nearly
-all of a 1M-primitive backward (docs/dev/tpu-log.md, 2026-12-07), while a sort of the same
+TPU v5e XLA's scatter-add of 5,242,880 rows of 8 float32 into 1,000,000 rows took 446 ms, most
+of a 1M-primitive backward (docs/dev/tpu-log.md, 2026-12-07), while a sort of the same
 number of int32 keys took 12 ms and a gather of the rows 27 ms. `transpose_sorted` gives the
 same sums without a scatter: the entries sorted by row, a segmented inclusive scan (each sum
 only within its row's run, so no cancellation against other rows), and each row read at its
 run's last entry, found by sorting the queries into the sorted rows.
 
-`TRANSPOSE` picks the transpose `take_rows` uses: "scatter" (XLA's, the default) or "sorted".
+`transpose_runs` needs no search at all: the binning emits each primitive's entries as one run of
+slots before its sort (`binning.Runs`), so the cotangents go back to that order (one row gather
+by the sort's inverse permutation), each run is summed in place by doubling (x[i] += x[i - 2^k]
+while i - 2^k is in i's run: ceil(log2 T) steps over lane-dense columns, T tiles, as no run is
+longer than the grid) and read at its end. Sums in a tree order, not a sequence.
+
+`TRANSPOSE` picks the transpose `take_rows` uses: "runs" (the default: where the caller passes
+the binning's runs, that is the Pallas compositor; elsewhere XLA's scatter-add), "scatter" or
+"sorted". On a TPU v5e (3DGS, forward + backward, one run each): the garden frame 27.0 ms with
+the scatter-add, 24.3 with the runs; one 1296x840 view of 1M primitives (5,242,880 entries)
+655.7 against 472.8 ms; the sorted transpose there did not finish compiling in three minutes
+(docs/dev/tpu-log.md, 2026-12-07, fourteenth session).
 It is read when a render is traced and is in no cache key: set it before the first render of
-a process (the benchmarks' --transpose does). Which is faster where is not yet measured on a TPU
-beyond the microbenchmark above: `benchmarks/gather_transpose.py` times both through the
-renderer and alone. The sorted one is reverse-mode only (a custom VJP: no jvp through it).
+a process (the benchmarks' --transpose does). `benchmarks/gather_transpose.py` times them through
+the renderer (and the scatter-add against the sorted one alone). "sorted" and "runs" are
+reverse-mode only (custom VJPs: no jvp through them).
 """
 
 from __future__ import annotations
@@ -23,18 +34,35 @@ import math
 import jax
 import jax.numpy as jnp
 
-TRANSPOSES = ("scatter", "sorted")
-TRANSPOSE = "scatter"
+TRANSPOSES = ("scatter", "sorted", "runs")
+TRANSPOSE = "runs"
+# "runs" up to this many entries per view, the scatter-add beyond: the 3M-primitive training step
+# (16,777,216 entries) compiled for a TPU v5e from the CPU takes 15.75 GB by XLA's accounting with
+# the runs (10.89 of temporaries) against 13.59 with the scatter-add, and the chip has 15.75; only
+# the latter was run there (docs/dev/tpu-log.md, fourteenth session).
+RUNS_MAX_ENTRIES = 2**23
 
 
-def take_rows(table: jax.Array, index: jax.Array, transpose: str | None = None) -> jax.Array:
+def wants_runs(capacity: int) -> bool:
+    """Whether a render of `capacity` entries per view should carry the binning's runs (when its
+    compositor is the Pallas one): TRANSPOSE is "runs" and the capacity at most RUNS_MAX_ENTRIES."""
+    return TRANSPOSE == "runs" and capacity <= RUNS_MAX_ENTRIES
+
+
+def take_rows(table: jax.Array, index: jax.Array, transpose: str | None = None, *,
+              runs=None, live: jax.Array | None = None, steps: int = 0) -> jax.Array:  # fmt: skip
     """table[index] for table [N, ...] and int32 index [...] in [0, N); its gradient with
-    respect to `table` by `transpose` ("scatter" or "sorted"; None: the module's TRANSPOSE)."""
+    respect to `table` by `transpose` ("scatter", "sorted" or "runs"; None: the module's
+    TRANSPOSE). "runs" needs `runs` (binning.Runs of the sorted entries that index [...] flat
+    starts with), `live` [...] (the entries whose cotangent counts: the others' must be zero)
+    and `steps` (ceil(log2) of the longest run); without runs it is the scatter-add."""
     how = TRANSPOSE if transpose is None else transpose
     if how not in TRANSPOSES:
         raise ValueError(f"transpose must be one of {TRANSPOSES}, not {how!r}")
-    if how == "scatter":
+    if how == "scatter" or (how == "runs" and runs is None):
         return table[index]
+    if how == "runs":
+        return _take_runs(tuple(table.shape), steps, table, index, live, runs)
     return _take_sorted(tuple(table.shape), table, index)
 
 
@@ -54,6 +82,50 @@ def _take_sorted_bwd(shape, index, g):
 
 
 _take_sorted.defvjp(_take_sorted_fwd, _take_sorted_bwd)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _take_runs(shape, steps, table, index, live, runs):
+    return table[index]
+
+
+def _take_runs_fwd(shape, steps, table, index, live, runs):
+    return table[index], (live, runs)
+
+
+def _take_runs_bwd(shape, steps, residuals, g):
+    live, runs = residuals
+    flat = g.reshape((live.size, math.prod(shape[1:])))
+    flat = jnp.where(live.reshape(-1)[:, None], flat, 0)[: runs.slot.shape[0]]
+    rows = transpose_runs(flat, runs, steps)
+    return rows.reshape(shape), None, None, None
+
+
+_take_runs.defvjp(_take_runs_fwd, _take_runs_bwd)
+
+
+def inverse_permutation(perm: jax.Array) -> jax.Array:
+    """inv with inv[perm[i]] = i, by a sort (on a TPU a scatter of millions of indices costs
+    hundreds of milliseconds: docs/dev/tpu-log.md)."""
+    iota = jnp.arange(perm.shape[0], dtype=jnp.int32)
+    return jax.lax.sort((perm.astype(jnp.int32), iota), num_keys=1)[1]
+
+
+def transpose_runs(g: jax.Array, runs, steps: int) -> jax.Array:
+    """[N, L]: per primitive the sum of g [E, L] over its sorted entries (`runs`:
+    binning.Runs, N = runs.order.size); `steps` >= ceil(log2) of the longest run."""
+    e = runs.slot.shape[0]
+    x = g[inverse_permutation(runs.slot)].T  # [L, E]: slots in their order before the sort
+    for k in range(steps):
+        s = 2**k
+        if s >= e:
+            break
+        shifted = jnp.pad(x[:, :-s], ((0, 0), (s, 0)))
+        x = x + jnp.where((runs.back >= s)[None, :], shifted, 0)
+    end = jnp.minimum(runs.first + runs.count, e) - 1
+    has = (runs.count > 0) & (runs.first < e)
+    sums = jnp.where(has[:, None], x.T[jnp.clip(end, 0, e - 1)], 0)  # [N, L] by depth rank
+    return sums[inverse_permutation(runs.order)]
 
 
 def transpose_sorted(g: jax.Array, index: jax.Array, n: int) -> jax.Array:

@@ -20,8 +20,10 @@ from ..errors import XprError
 from ..method_info import MethodInfo
 from ..runtime import check_camera
 from . import capacity as cap
+from . import gather
 from .binning import INT32_MAX, TileGrid, bin_and_sort
 from .composite import composite
+from .composite_pallas import may_use_pallas
 from .composite_scan import tile_pixels
 from .config import MODES, RenderConfig, entry_bucket
 from .params import prepare_params, split_params
@@ -120,7 +122,8 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
     finite, valid = cap.usable(proj, params)
     capacity = config.entry_capacity(n, grid.num_tiles)
     ellipse = proj.get("ellipse")  # optional: culls the box's tiles that miss it
-    bins = bin_and_sort(proj["box"], valid, depth, grid, capacity, ellipse, proj["centre"])
+    bins = bin_and_sort(proj["box"], valid, depth, grid, capacity, ellipse, proj["centre"],
+                        runs=gather.wants_runs(capacity) and may_use_pallas(config))  # fmt: skip
     rays = None
     if info.uses_ray:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
