@@ -28,7 +28,7 @@ from xprc.compiler.driver import load
 from xprc.data.workloads import adapt_params, garden_workload, random_scene
 from xprc.errors import XprError
 from xprc.pipeline import RenderConfig, count_entries, entry_bucket, fit_config, render
-from xprc.pipeline.binning import INT32_MAX, TileGrid, bin_and_sort, exact_total
+from xprc.pipeline.binning import INT32_MAX, TileGrid, bin_and_sort, exact_total, running_max
 from xprc.pipeline.capacity import parse_bytes
 
 W, H = 96, 64
@@ -298,6 +298,20 @@ def test_bad_config_is_a_clear_error(gs, options, message):
 
 
 # ------------------------------------------------------------------------ overflow-safe count
+
+
+@pytest.mark.parametrize("n", [1, 7, 128, 129, 16_384, 16_385, 40_000])
+def test_running_max_by_doubling_equals_numpy(n, monkeypatch):
+    """The slot owners' running max by doubling, against NumPy's,
+    with int32's extremes and long flat stretches (the owners' shape)."""
+    rng = np.random.default_rng(n)
+    x = rng.integers(-(2**31), 2**31, n, dtype=np.int64).astype(np.int32)
+    x[rng.uniform(size=n) < 0.7] = np.iinfo(np.int32).min
+    x[: min(n, 3)] = [np.iinfo(np.int32).min, 2**31 - 1, 0][: min(n, 3)]
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")  # the doubling, as on a TPU
+    for values in (x, np.sort(x), x[::-1].copy()):
+        got = np.asarray(jax.jit(running_max)(jnp.asarray(values)))
+        np.testing.assert_array_equal(got, np.maximum.accumulate(values))
 
 
 def test_exact_total_does_not_wrap():
