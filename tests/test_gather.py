@@ -78,34 +78,40 @@ def test_take_rows_gradients_agree_and_the_choice_is_checked():
     assert g.shape == table.shape and not np.any(np.asarray(g))
 
 
+def _gradients_agree(how, loss, params, monkeypatch):
+    """`loss`'s parameter gradients traced with the scatter-add and with `how`: equal, not all
+    zero, and `how`'s trace really ran (its gradient holds fewer scatter-adds)."""
+    grads, scatters = {}, {}
+    for h in ("scatter", how):
+        monkeypatch.setattr(gather, "TRANSPOSE", h)
+        # the transpose is read when a render is traced (the module, not the function)
+        sys.modules["xprc.pipeline.render"]._jitted.cache_clear()
+        grads[h] = jax.grad(loss)(params)
+        scatters[h] = str(jax.make_jaxpr(jax.grad(loss))(params)).count("scatter-add")
+    assert scatters[how] < scatters["scatter"], scatters
+    for name, g in grads["scatter"].items():
+        assert np.count_nonzero(np.asarray(g)) > 0, name
+        np.testing.assert_allclose(
+            np.asarray(grads[how][name]), np.asarray(g), rtol=2e-5, atol=2e-6, err_msg=name
+        )
+
+
 @pytest.mark.parametrize("compositor", ["xla", "pallas"])
 def test_render_gradients_with_the_sorted_transpose(compositor, monkeypatch):
-    """The same loss's parameter gradients, traced once with each transpose (distinct entry
-    capacities keep the two traces apart in the renderer's caches)."""
+    """The same loss's parameter gradients with the sorted transpose and the scatter-add."""
     method = load(ROOT / "specs" / "3dgs.xpr")
     raw = verify.scene(method, "random", 40, seed=3)
     params = {k: jnp.asarray(v, jnp.float32) for k, v in raw.items()}
     cam = look_at([0.4, -0.3, -4.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0], 24, 20, 60.0,
                   dtype=np.float32)  # fmt: skip
     weights = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (20, 24, 3)), jnp.float32)
-    grads, scatters = {}, {}
-    for how, entries in (("scatter", 4096 + 8), ("sorted", 4096 + 16)):
-        monkeypatch.setattr(gather, "TRANSPOSE", how)
-        config = RenderConfig(compositor=compositor, tile_size=8, chunk=4, group=2,
-                              max_entries=entries)  # fmt: skip
+    config = RenderConfig(compositor=compositor, tile_size=8, chunk=4, group=2,
+                          max_entries=4096 + 8)  # fmt: skip
 
-        def loss(p, config=config):
-            return jnp.sum(render(method, p, cam, config=config).image * weights)
+    def loss(p):
+        return jnp.sum(render(method, p, cam, config=config).image * weights)
 
-        grads[how] = jax.grad(loss)(params)
-        scatters[how] = str(jax.make_jaxpr(jax.grad(loss))(params)).count("scatter-add")
-    # the sorted trace really ran: the gathers' transposes left no scatter-add behind
-    assert scatters["sorted"] < scatters["scatter"], scatters
-    for name, g in grads["scatter"].items():
-        assert np.count_nonzero(np.asarray(g)) > 0, name
-        np.testing.assert_allclose(
-            np.asarray(grads["sorted"][name]), np.asarray(g), rtol=2e-5, atol=2e-6, err_msg=name
-        )
+    _gradients_agree("sorted", loss, params, monkeypatch)
 
 
 # --- the "runs" transpose: the binning's runs of slots summed by doubling, no scatter ---
@@ -183,27 +189,15 @@ def test_render_gradients_with_the_runs_transpose(entries, monkeypatch):
                     dtype=np.float32) for x in (0.4, -0.5)]  # fmt: skip
     batch = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *cams)
     weights = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (20, 24, 3)), jnp.float32)
-    grads, scatters = {}, {}
     config = RenderConfig(compositor="pallas", tile_size=8, chunk=4, group=2,
                           max_entries=entries, on_overflow="ignore")  # fmt: skip
-    for how in ("scatter", "runs"):
-        monkeypatch.setattr(gather, "TRANSPOSE", how)
-        # the transpose is read when a render is traced (the module, not the function)
-        sys.modules["xprc.pipeline.render"]._jitted.cache_clear()
 
-        def loss(p, config=config):
-            one = render(method, p, cams[0], config=config).image
-            two = render(method, p, batch, config=config).image
-            return jnp.sum(one * weights) + jnp.sum(two * weights[None])
+    def loss(p):
+        one = render(method, p, cams[0], config=config).image
+        two = render(method, p, batch, config=config).image
+        return jnp.sum(one * weights) + jnp.sum(two * weights[None])
 
-        grads[how] = jax.grad(loss)(params)
-        scatters[how] = str(jax.make_jaxpr(jax.grad(loss))(params)).count("scatter-add")
-    assert scatters["runs"] < scatters["scatter"], scatters
-    for name, g in grads["scatter"].items():
-        assert np.count_nonzero(np.asarray(g)) > 0, name
-        np.testing.assert_allclose(
-            np.asarray(grads["runs"][name]), np.asarray(g), rtol=2e-5, atol=2e-6, err_msg=name
-        )
+    _gradients_agree("runs", loss, params, monkeypatch)
 
 
 def test_runs_only_up_to_the_entry_limit(monkeypatch):
