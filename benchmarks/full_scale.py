@@ -118,6 +118,8 @@ class Clock:
 
     def __call__(self, step: int, info) -> None:
         self.marks.append((step, time.perf_counter(), int(info["live"])))
+        if step % 10 == 0:  # a call cut short still shows how far it got
+            _say(f"[step {step}] {int(info['live']):,} primitives")
 
     def window(self, first: int, last: int) -> dict | None:
         """steps/s from the end of step `first` to the end of step `last`."""
@@ -328,6 +330,7 @@ def main(argv=None):
         out = Path(tempfile.mkdtemp(prefix="xprc-mcmc-"))
         cfg = preset("3dgs-30k", steps=args.steps, strategy="mcmc", capacity=args.prims, **base)
         row = run_training(method, full, test_set, cfg, out, compiles, "mcmc")
+        done(f"mcmc_{args.prims}", row)  # kept if the legs below are cut short
         if "error" not in row:
             more = dataclasses.replace(cfg, steps=args.steps + 20)
             res = run_training(method, full, test_set, more, out, compiles, "resume", True)
