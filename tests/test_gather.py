@@ -219,3 +219,13 @@ def test_runs_only_up_to_the_entry_limit(monkeypatch):
 
     assert scatter_adds("runs", 512) < scatter_adds("scatter", 512)
     assert scatter_adds("runs", 511) == scatter_adds("scatter", 512)
+
+
+def test_runs_transpose_without_its_inputs_is_an_error():
+    """Without `live` or with no doubling step the sums would be wrong, silently: refused."""
+    table = jnp.zeros((4, 2))
+    index = jnp.zeros((3,), jnp.int32)
+    runs = object()  # never read: the check comes first
+    for kw in ({"steps": 2}, {"live": jnp.ones((3,), bool), "steps": 0}):
+        with pytest.raises(ValueError, match="needs `live` and `steps`"):
+            take_rows(table, index, "runs", runs=runs, **kw)

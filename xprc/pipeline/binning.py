@@ -55,6 +55,7 @@ class Runs(NamedTuple):
 
     slot: jax.Array  # [E] int32, the slot each sorted entry had before the sort
     back: jax.Array  # [E] int32, per slot (before the sort): its distance to its run's start
+    # (meaningless past `needed`, where no run is: never read there)
     first: jax.Array  # [N] int32, per rank: the run's first slot
     count: jax.Array  # [N] int32, per rank: the run's length (a run may end past the capacity)
     order: jax.Array  # [N] int32, per rank: the primitive's index

@@ -54,14 +54,16 @@ def take_rows(table: jax.Array, index: jax.Array, transpose: str | None = None, 
     """table[index] for table [N, ...] and int32 index [...] in [0, N); its gradient with
     respect to `table` by `transpose` ("scatter", "sorted" or "runs"; None: the module's
     TRANSPOSE). "runs" needs `runs` (binning.Runs of the sorted entries that index [...] flat
-    starts with), `live` [...] (the entries whose cotangent counts: the others' must be zero)
-    and `steps` (ceil(log2) of the longest run); without runs it is the scatter-add."""
+    starts with), `live` [...] (the entries whose cotangent counts: the others' are dropped)
+    and `steps` >= 1 (ceil(log2) of the longest run); without runs it is the scatter-add."""
     how = TRANSPOSE if transpose is None else transpose
     if how not in TRANSPOSES:
         raise ValueError(f"transpose must be one of {TRANSPOSES}, not {how!r}")
     if how == "scatter" or (how == "runs" and runs is None):
         return table[index]
     if how == "runs":
+        if live is None or steps < 1:
+            raise ValueError("take_rows: the runs transpose needs `live` and `steps` >= 1")
         return _take_runs(tuple(table.shape), steps, table, index, live, runs)
     return _take_sorted(tuple(table.shape), table, index)
 
@@ -113,7 +115,9 @@ def inverse_permutation(perm: jax.Array) -> jax.Array:
 
 def transpose_runs(g: jax.Array, runs, steps: int) -> jax.Array:
     """[N, L]: per primitive the sum of g [E, L] over its sorted entries (`runs`:
-    binning.Runs, N = runs.order.size); `steps` >= ceil(log2) of the longest run."""
+    binning.Runs, N = runs.order.size); `steps` >= ceil(log2) of the longest run. A run holds
+    every slot of the primitive's rectangle, culled ones included: g must be zero at sorted
+    entries that are not kept (culled, empty, past the capacity's kept entries)."""
     e = runs.slot.shape[0]
     x = g[inverse_permutation(runs.slot)].T  # [L, E]: slots in their order before the sort
     for k in range(steps):
