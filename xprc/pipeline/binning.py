@@ -315,7 +315,7 @@ def running_max(x: jax.Array) -> jax.Array:
     """jax.lax.cummax of a vector; on a TPU by doubling: x = max(x, x shifted by 2^k) for k = 0,
     1, ... (ceil(log2 n) elementwise steps), the same values. XLA's TPU compile of `cummax` over
     the garden frame's 458,752 slots took 17-24 s (compiled for a v5e from the CPU), of the
-    doubling 3.3 s (docs/dev/tpu-log.md, fourteenth session). On a CPU the doubling's 19 passes
+    doubling 3.3 s (docs/dev/tpu-log.md). On a CPU the doubling's 19 passes
     cost 4x the cummax (102 against 25 ms there), so the CPU keeps the cummax."""
     if jax.default_backend() != "tpu":
         return jax.lax.cummax(x)

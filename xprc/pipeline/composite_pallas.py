@@ -126,11 +126,10 @@ def may_use_pallas(config: RenderConfig) -> bool:
 def use_pallas(method, dtype, config: RenderConfig) -> bool:
     """The backend `config.compositor` selects for this method; "pallas" that cannot run is an
     error, "auto" on a TPU that cannot run warns once and uses XLA."""
-    choice = config.compositor
-    if choice == "xla":
+    if not may_use_pallas(config):
         return False
     reason = unsupported_reason(method, dtype, config)
-    if choice == "pallas":
+    if config.compositor == "pallas":
         if reason:
             raise XprError(
                 f"RenderConfig(compositor='pallas') cannot render {MethodInfo.of(method).name}: "
@@ -138,8 +137,6 @@ def use_pallas(method, dtype, config: RenderConfig) -> bool:
             )
         _warn_if_stacked(method, config)
         return True
-    if jax.default_backend() != "tpu":
-        return False
     if reason:
         _warn_once(f"{MethodInfo.of(method).name}: composited by the XLA path, not the Pallas "
                    f"kernels: {reason}")  # fmt: skip

@@ -16,10 +16,10 @@ longer than the grid) and read at its end. Sums in a tree order, not a sequence.
 
 `TRANSPOSE` picks the transpose `take_rows` uses: "runs" (the default: where the caller passes
 the binning's runs, that is the Pallas compositor; elsewhere XLA's scatter-add), "scatter" or
-"sorted". On a TPU v5e (3DGS, forward + backward, one run each): the garden frame 27.0 ms with
-the scatter-add, 24.3 with the runs; one 1296x840 view of 1M primitives (5,242,880 entries)
-655.7 against 472.8 ms; the sorted transpose there did not finish compiling in three minutes
-(docs/dev/tpu-log.md, 2026-12-07, fourteenth session).
+"sorted". On a TPU v5e (3DGS, forward + backward of `jax.jit(xprc.render)`, one run each): the
+garden frame 27.0 ms with the scatter-add, 24.3 with the runs; one 1296x840 view of 1M
+primitives (5,242,880 entries) 655.7 against 472.8 ms; the sorted transpose there did not finish
+compiling in three minutes (docs/dev/tpu-log.md).
 It is read when a render is traced and is in no cache key: set it before the first render of
 a process (the benchmarks' --transpose does). `benchmarks/gather_transpose.py` times them through
 the renderer (and the scatter-add against the sorted one alone). "sorted" and "runs" are
@@ -39,7 +39,7 @@ TRANSPOSE = "runs"
 # "runs" up to this many entries per view, the scatter-add beyond: the 3M-primitive training step
 # (16,777,216 entries) compiled for a TPU v5e from the CPU takes 15.75 GB by XLA's accounting with
 # the runs (10.89 of temporaries) against 13.59 with the scatter-add, and the chip has 15.75; only
-# the latter was run there (docs/dev/tpu-log.md, fourteenth session).
+# the latter was run there (docs/dev/tpu-log.md).
 RUNS_MAX_ENTRIES = 2**23
 
 
