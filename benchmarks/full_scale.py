@@ -5,7 +5,8 @@ checkpoint and PLY, on one device, through `xprc.train` as a user calls it.
     python benchmarks/full_scale.py --capture DIR --phases stages,mcmc --prims 1000000
     python benchmarks/full_scale.py --quick          # a small capture: a smoke run (CPU)
 
-Phases (each appends to the JSON as it ends, so a run cut short keeps what it measured):
+Phases (each appends to the JSON as it ends, a training run also every 10 steps, so a run cut
+short keeps what it measured):
   capture  write the capture (`xprc capture`'s generator) or reuse the one in DIR; its seconds.
   stages   one training view at --prims primitives (the sparse points replicated with jitter):
            count, projection, binning + sort, forward, forward + backward (benchmarks/stages.py).
@@ -13,8 +14,9 @@ Phases (each appends to the JSON as it ends, so a run cut short keeps what it me
            steps/s over a window at the start and at the end, the device-only rate of the same
            compiled step (no host read per step), peak device memory, compiles, the seconds and
            MB of the checkpoint and the PLY, and a resume that continues the run.
-  adc      ADC from the capture's sparse points (capacity --adc-capacity), densifying every
-           --refine-every steps from --refine-from: primitives over time, windows, compiles.
+  adc      ADC from the capture's sparse points, or from --adc-init primitives replicated from
+           them (capacity --adc-capacity), densifying every --refine-every steps from
+           --refine-from: primitives over time, windows, compiles.
   mcmc3m   MCMC at capacity --big, started full: does it fit, steps/s, peak memory.
   memory   the MCMC training step at capacity --prims on --views views of --size, compiled for
            abstract inputs and not run (no capture needed): XLA's memory analysis (arguments,
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -111,15 +114,30 @@ class Timed:
 
 class Clock:
     """The trainer's callback: each step's end time and primitive count (no device read: the
-    trainer already reads the step's numbers)."""
+    trainer already reads the step's numbers). Every 10 steps a line with the rate over those
+    steps, and `partial` (if given) gets the row so far: a run cut short by a device call's time
+    limit keeps what it measured."""
 
-    def __init__(self) -> None:
+    def __init__(self, partial=None) -> None:
         self.marks: list[tuple[int, float, int]] = []
+        self.partial = partial
 
     def __call__(self, step: int, info) -> None:
         self.marks.append((step, time.perf_counter(), int(info["live"])))
-        if step % 10 == 0:  # a call cut short still shows how far it got
-            _say(f"[step {step}] {int(info['live']):,} primitives")
+        if step % 10 == 0:
+            rate = self.window(step - 10, step)
+            per_s = f", {rate['steps_per_s']} steps/s over the last 10" if rate else ""
+            _say(f"[step {step}] {int(info['live']):,} primitives{per_s}")
+            if self.partial is not None:
+                self.partial(self.so_far())
+
+    def so_far(self) -> dict:
+        """The run's numbers up to its last step (for a row written before it ends)."""
+        first, last = self.marks[0][0], self.marks[-1][0]
+        w = max(min(50, (last - first) // 3), 1)
+        return {"partial": f"steps {first}-{last} (the run had not ended)",
+                "window_end": self.window(last - w, last),
+                "primitives_over_time": self.curve(max((last - first) // 20, 1))}  # fmt: skip
 
     def window(self, first: int, last: int) -> dict | None:
         """steps/s from the end of step `first` to the end of step `last`."""
@@ -161,8 +179,8 @@ def compile_counter() -> CompileLog:
 
 
 def run_training(method, train_set, test_set, config, out: Path, compiles: list, label: str,
-                 resume: bool = False) -> dict:  # fmt: skip
-    clock = Clock()
+                 resume: bool = False, partial=None) -> dict:  # fmt: skip
+    clock = Clock(partial)
     before = (len(compiles), sum(compiles), dict(TRACE_COUNT))
     t0 = time.perf_counter()
     with Timed(ckpt_module, "save") as saves, Timed(outputs_module, "_write_ply") as plys:
@@ -249,6 +267,10 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=200, help="steps of each MCMC run")
     ap.add_argument("--adc-steps", type=int, default=400)
     ap.add_argument("--adc-capacity", type=int, default=2_000_000)
+    ap.add_argument("--adc-init", type=int, default=0,
+                    help="ADC starts from this many primitives (the sparse points replicated "
+                         "as for MCMC) rather than the sparse points: its steps/s at scale "
+                         "within one device call")  # fmt: skip
     ap.add_argument("--refine-from", type=int, default=100)
     ap.add_argument("--refine-every", type=int, default=50)
     ap.add_argument(
@@ -329,7 +351,8 @@ def main(argv=None):
     if "mcmc" in phases:
         out = Path(tempfile.mkdtemp(prefix="xprc-mcmc-"))
         cfg = preset("3dgs-30k", steps=args.steps, strategy="mcmc", capacity=args.prims, **base)
-        row = run_training(method, full, test_set, cfg, out, compiles, "mcmc")
+        row = run_training(method, full, test_set, cfg, out, compiles, "mcmc",
+                           partial=functools.partial(done, f"mcmc_{args.prims}"))  # fmt: skip
         done(f"mcmc_{args.prims}", row)  # kept if the legs below are cut short
         if "error" not in row:
             more = dataclasses.replace(cfg, steps=args.steps + 20)
@@ -341,11 +364,13 @@ def main(argv=None):
 
     if "adc" in phases:
         out = Path(tempfile.mkdtemp(prefix="xprc-adc-"))
+        start = densified(train_set, args.adc_init) if args.adc_init else train_set
         cfg = preset("3dgs-30k", steps=args.adc_steps, strategy="adc",
                      capacity=args.adc_capacity, refine_from=args.refine_from,
                      refine_every=args.refine_every, refine_until=args.adc_steps,
                      reset_every=0, **base)  # fmt: skip
-        done("adc", run_training(method, train_set, test_set, cfg, out, compiles, "adc"))
+        done("adc", run_training(method, start, test_set, cfg, out, compiles, "adc",
+                                 partial=functools.partial(done, "adc")))  # fmt: skip
 
     if "mcmc3m" in phases:
         out = Path(tempfile.mkdtemp(prefix="xprc-big-"))

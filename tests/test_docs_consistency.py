@@ -268,10 +268,10 @@ FACTS += [
         "full-scale training: 30,000 steps at that rate (hours)",
         None,
         (
-            ("README.md", r"schedule would take about (\d+) hours at that rate"),
-            ("README.md", r"schedule would take\s+about (\d+) hours \(gsplat"),
-            ("README.md", r"about (\d+) hours on one TPU v5e \(1\.40"),
-            (FULL_SCALE, r"at that rate \| about (\d+) hours"),
+            ("README.md", r"schedule would take about (\d+(?:\.\d)?) hours at that rate"),
+            ("README.md", r"schedule would take\s+about (\d+(?:\.\d)?) hours \(gsplat"),
+            ("README.md", r"about (\d+(?:\.\d)?) hours on one TPU v5e \(\d\.\d\d steps/s"),
+            (FULL_SCALE, r"at that rate \| about (\d+(?:\.\d)?) hours"),
         ),
     ),
     Fact(
@@ -279,7 +279,7 @@ FACTS += [
         None,
         (
             ("README.md", r"\| one TPU v5e \| [\d.]+ steps/s \| (\d+\.\d) ms \|"),
-            (FULL_SCALE, r"forward \| (\d+\.\d) ms \(binning"),
+            (FULL_SCALE, r"forward \| (\d+\.\d) ms \("),
         ),
     ),
     Fact(
@@ -287,14 +287,14 @@ FACTS += [
         None,
         (
             ("README.md", r"\| one TPU v5e \| [\d.]+ steps/s \| [\d.]+ ms \| (\d+\.\d) ms \|"),
-            ("README.md", r"\((\d+\.\d) ms of its \d+\)"),
-            (FULL_SCALE, r"forward \+ backward \| (\d+\.\d) ms \|"),
+            ("README.md", r"\((\d+\.\d) ms of its \d+[,)]"),
+            (FULL_SCALE, r"forward \+ backward \| (\d+\.\d) ms[ |]"),
         ),
     ),
     Fact(
         "full-scale step, one TPU v5e (ms)",
         None,
-        (("README.md", r"ms of its (\d+)\)"), (FULL_SCALE, r"= (\d+) ms\) is the render")),
+        (("README.md", r"ms of its (\d+)[,)]"), (FULL_SCALE, r"= (\d+) ms\) is the render")),
     ),
     Fact(
         "full-scale checkpoint write (s)",
