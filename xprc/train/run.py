@@ -53,7 +53,7 @@ from .init import (
 from .optim import lr_arrays, optimizer
 from .outputs import view_names
 from .reports import StepReports
-from .step import StepKey, eval_fn, step_fn
+from .step import StepKey, eval_fn, eval_metrics, step_fn
 from .step_memory import check_step_memory
 from .strategies.make import make_strategy
 
@@ -443,10 +443,9 @@ class Run:
                 key = (self.method, self.eval_capacity.config())
                 fn = eval_fn(*key)
                 try:
-                    img, p, s, dropped, needed = fn(
+                    img, dropped, needed = fn(
                         st["params"], st["step"], self.hyper["sh_interval"],
-                        self.hyper["background"], self.test_data["images"],
-                        self.test_data["cameras"], np.int32(i),
+                        self.hyper["background"], self.test_data["cameras"], np.int32(i),
                     )  # fmt: skip
                 except jax.errors.JaxRuntimeError as err:
                     if not self._switch_to_xla(err, key):
@@ -456,6 +455,7 @@ class Run:
                 if int(dropped) == 0:
                     break
                 self.eval_capacity.grow(int(needed), self.step, "eval")
+            p, s = eval_metrics(img, self.test_data["images"], np.int32(i))
             rows.append({"name": names[i], "psnr": float(p), "ssim": float(s)})
             if keep_images:
                 images.append(np.asarray(img))

@@ -291,24 +291,30 @@ def _finite(params, cams, app):
 
 @functools.cache
 def eval_fn(method, rconfig: RenderConfig):
-    """Jitted `(params, step, sh_interval, background, images, cameras, i) -> (image, psnr,
-    ssim, dropped, entries_needed)` for test view i. Only the image is read: rendered without
-    the spec's per-pixel outputs and the distortion sum (2DGS: about twice as fast)."""
+    """Jitted `(params, step, sh_interval, background, cameras, i) -> (image, dropped,
+    entries_needed)` for test view i, the image clipped to [0, 1]; `eval_metrics` scores it.
+    Only the image is read: rendered without the spec's per-pixel outputs and the distortion sum
+    (2DGS: about twice as fast)."""
     rconfig = dataclasses.replace(rconfig, pixel_outputs=False, distortion=False)
 
-    def evaluate(params, step, sh_interval, background, images, cameras, i):
+    def evaluate(params, step, sh_interval, background, cameras, i):
         TRACE_COUNT["eval"] += 1
         cam = jax.tree_util.tree_map(lambda a: a[i], cameras)
         masked = sh_masked(method, params, step, sh_interval)
         out = render(method, masked, cam, background, config=rconfig)
-        img = jnp.clip(out.image, 0.0, 1.0)
-        gt = float_images(images[i])
         return (
-            img,
-            psnr(img, gt),
-            ssim(img, gt),
+            jnp.clip(out.image, 0.0, 1.0),
             out.stats["dropped"].astype(jnp.int32),
             out.stats["entries_needed"].astype(jnp.int32),
         )
 
     return jax.jit(evaluate)
+
+
+@jax.jit
+def eval_metrics(image, images, i):
+    """(PSNR, SSIM) of a test view's render `image` against `images[i]`. A program of its own:
+    compiled into the render's, the two metrics made its compile 40% longer (for a TPU v5e,
+    garden frame: 54-58 s against 41 s; alone they compile in 3.3 s: docs/dev/tpu-log.md)."""
+    gt = float_images(images[i])
+    return psnr(image, gt), ssim(image, gt)
