@@ -44,6 +44,10 @@ def _demo_size() -> str:
 def _compile_range() -> str:
     data = _json("tpu-v5e-2026-12-06-eighth.json")
     rows = data["stages_py_after"]["rows"] + data["stages_py_after_more_specs"]["rows"]
+    # 3DGS re-measured with the running max by doubling (fifteenth session); the rest not
+    rows = [r for r in rows if r["method"] != "3dgs"]
+    rows.append(_json("tpu-v5e-2026-12-07-fifteenth.json")["calls"]["3_garden_running_max"]
+                ["doubling"])  # fmt: skip
     times = [r[k] for r in rows for k in ("compile_fwd_s", "compile_grad_s")]
     return f"{int(min(times))} to {int(max(times) + 1)}"  # the range, widened to whole seconds
 
