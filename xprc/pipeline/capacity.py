@@ -309,20 +309,42 @@ def _count_one(method, config: RenderConfig, params, camera):
 # runs in batches of about this many, so its memory does not grow with the cameras (a vmap
 # over a capture's 131 views of 3M primitives needed 17.95 GB on a TPU v5e, over its 15.75).
 COUNT_PAIRS = 1 << 24
+COUNT_BATCH_MAX = 64  # cameras one batch of a count takes at most
+
+
+def count_batch(prims: int) -> int:
+    """Cameras one batch of a count over a camera stack takes: COUNT_PAIRS (primitive, camera)
+    pairs, at most COUNT_BATCH_MAX cameras. It depends on the primitive count alone, so that
+    counts over stacks of any length (a run's training and test views) share one compiled
+    program: a second one cost 12 s of compiling at 1M primitives on a TPU v5e."""
+    return max(1, min(COUNT_BATCH_MAX, COUNT_PAIRS // max(prims, 1)))
 
 
 @functools.cache
 def _count_fn(method, config: RenderConfig, batched: bool):
+    """The jitted count of one camera, or with `batched` of a stack of count_batch(N) cameras."""
     one = functools.partial(_count_one, method, config)
     if not batched:
         return jax.jit(one)
+    return jax.jit(jax.vmap(one, in_axes=(None, 0)))
 
-    def count_batched(params, cameras):
-        prims = next(iter(params.values())).shape[0]
-        per_batch = max(1, min(cameras.batch_shape[0], COUNT_PAIRS // max(prims, 1)))
-        return jax.lax.map(lambda cam: one(params, cam), cameras, batch_size=per_batch)
 
-    return jax.jit(count_batched)
+def _count_stack(fn, params, camera, prims: int) -> np.ndarray:
+    """[V, 2] the count words of each camera of a stack, in batches of count_batch(prims)
+    cameras (the last one filled up with copies of its last camera)."""
+    per = count_batch(prims)
+    total = camera.batch_shape[0]
+    host = jax.tree_util.tree_map(np.asarray, camera)  # a few numbers a camera
+    words = []
+    for start in range(0, total, per):
+        part = host[start : start + per]
+        short = per - part.batch_shape[0]
+        if short:
+            part = jax.tree_util.tree_map(
+                lambda a: np.concatenate([a, np.repeat(a[-1:], short, axis=0)]), part
+            )
+        words.append(np.asarray(fn(params, part))[: per - short])
+    return np.concatenate(words)
 
 
 def check_batch(camera) -> None:
@@ -350,7 +372,9 @@ def count_entries(method, params: dict, camera, config: RenderConfig | None = No
     if not next(iter(params.values())).shape[0]:
         return 0
     batched = len(camera.batch_shape) > 0
-    words = np.asarray(_count_fn(method, _count_key(config), batched)(params, camera))
+    fn = _count_fn(method, _count_key(config), batched)
+    prims = next(iter(params.values())).shape[0]
+    words = _count_stack(fn, params, camera, prims) if batched else np.asarray(fn(params, camera))
     words = words.reshape(-1, 2).astype(np.uint64)
     return int(max(int(h) << 32 | int(lo) for h, lo in words))
 
