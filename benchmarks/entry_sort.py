@@ -33,14 +33,14 @@ from benchmarks.stages import timed  # noqa: E402
 def variants(entries: int, prims: int, tiles: int):
     """(name, function, operands) of each sort."""
     ids = 2 * tiles + 2  # kept, empty and culled ids, as the binning sorts them
-    k = jax.random.split(jax.random.PRNGKey(0), 3)
+    k = jax.random.split(jax.random.PRNGKey(0), 4)
     tile = jax.random.randint(k[0], (entries,), 0, ids, dtype=jnp.int32)
     prim = jax.random.randint(k[1], (entries,), 0, prims, dtype=jnp.int32)
     slot = jnp.arange(entries, dtype=jnp.int32)
     key = tile.astype(jnp.uint32) * jnp.uint32(entries) + slot.astype(jnp.uint32)  # wraps here
     depth = jax.random.uniform(k[2], (prims,), jnp.float32)
     index = jnp.arange(prims, dtype=jnp.int32)
-    count = jax.random.randint(k[2], (prims,), 0, 9, dtype=jnp.int32)
+    count = jax.random.randint(k[3], (prims,), 0, 9, dtype=jnp.int32)
 
     def sort(num_keys, stable=False):
         return jax.jit(lambda *ops: jax.lax.sort(ops, num_keys=num_keys, is_stable=stable))
@@ -63,6 +63,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "entry_sort.json"))
     args = ap.parse_args(argv)
+    jax.config.update("jax_enable_compilation_cache", False)  # every compile cold, every run
     result = {"machine": machine(), "args": vars(args), "rows": []}
     for name, fn, ops in variants(args.entries, args.prims, args.tiles):
         t0 = time.perf_counter()

@@ -189,7 +189,8 @@ def run_training(method, train_set, test_set, config, out: Path, compiles: list,
                            resume=resume)  # fmt: skip
         except Exception as err:  # an out-of-memory is a result here, not a crash
             _say(f"[{label}] failed: {type(err).__name__}: {str(err)[:500]}")
-            return {"error": f"{type(err).__name__}: {str(err)[:2000]}", "memory": memory()}
+            row = {"error": f"{type(err).__name__}: {str(err)[:2000]}", "memory": memory()}
+            return {**(clock.so_far() if clock.marks else {}), **row}  # what it measured
     wall = time.perf_counter() - t0
     steps = [s for s, _t, _n in clock.marks]
     first, last = steps[0], steps[-1]
@@ -292,6 +293,9 @@ def main(argv=None):
         args.views, args.size, args.prims, args.big = 16, "96x64", 4000, 8000
         args.steps, args.adc_steps, args.adc_capacity = 12, 12, 8000
         args.refine_from, args.refine_every = 4, 4
+    if not 0 <= args.adc_init <= args.adc_capacity:
+        ap.error(f"--adc-init {args.adc_init} must be in 0 .. --adc-capacity "
+                 f"({args.adc_capacity}): ADC would start full and never densify")  # fmt: skip
     width, height = (int(v) for v in args.size.split("x"))
     capture = Path(args.capture or tempfile.mkdtemp(prefix="xprc-capture-")) / "capture"
     phases = args.phases.split(",")
@@ -357,8 +361,9 @@ def main(argv=None):
         if "error" not in row:
             more = dataclasses.replace(cfg, steps=args.steps + 20)
             res = run_training(method, full, test_set, more, out, compiles, "resume", True)
-            row["resume"] = {k: res.get(k) for k in ("steps", "wall_s", "xla_compiles",
-                                                     "step_traces", "error")}  # fmt: skip
+            row["resume"] = {k: res.get(k) for k in ("steps", "wall_s", "steps_per_s_trainer",
+                             "window_end", "final", "xla_compiles", "xla_compile_s",
+                             "slowest_compiles", "step_traces", "memory", "error")}  # fmt: skip
             row["device_only"] = device_only_rate(method, full, test_set, cfg)
         done(f"mcmc_{args.prims}", row)
 
@@ -369,8 +374,10 @@ def main(argv=None):
                      capacity=args.adc_capacity, refine_from=args.refine_from,
                      refine_every=args.refine_every, refine_until=args.adc_steps,
                      reset_every=0, **base)  # fmt: skip
-        done("adc", run_training(method, start, test_set, cfg, out, compiles, "adc",
-                                 partial=functools.partial(done, "adc")))  # fmt: skip
+        name = f"adc_from_{args.adc_init or 'sparse'}"  # another start: another row
+        row = run_training(method, start, test_set, cfg, out, compiles, "adc",
+                           partial=functools.partial(done, name))  # fmt: skip
+        done(name, {"start_primitives": len(start.points), "capacity": args.adc_capacity, **row})
 
     if "mcmc3m" in phases:
         out = Path(tempfile.mkdtemp(prefix="xprc-big-"))

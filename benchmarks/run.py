@@ -247,7 +247,9 @@ def write_json(path, results: dict, note: str = "") -> dict:
     """Write `results` to `path` (folders made) and say so on stdout."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
+    tmp = out.with_name(out.name + ".tmp")  # replaced whole: a run killed mid-write keeps the last
+    tmp.write_text(json.dumps(results, indent=2))
+    os.replace(tmp, out)
     print(f"\n{note}wrote {out}")
     return results
 

@@ -314,7 +314,7 @@ def eval_fn(method, rconfig: RenderConfig):
 @jax.jit
 def eval_metrics(image, images, i):
     """(PSNR, SSIM) of a test view's render `image` against `images[i]`. A program of its own:
-    compiled into the render's, the two metrics made its compile 40% longer (for a TPU v5e,
+    compiled into the render's, the two metrics made its compile a third longer (for a TPU v5e,
     garden frame: 54-58 s against 41 s; alone they compile in 3.3 s: docs/dev/tpu-log.md)."""
     gt = float_images(images[i])
     return psnr(image, gt), ssim(image, gt)
