@@ -329,6 +329,11 @@ def _count_fn(method, config: RenderConfig, batched: bool):
     return jax.jit(jax.vmap(one, in_axes=(None, 0)))
 
 
+def _fill(a: np.ndarray, short: int) -> np.ndarray:
+    """`a` with `short` copies of its last row appended."""
+    return np.concatenate([a, np.repeat(a[-1:], short, axis=0)])
+
+
 def _count_stack(fn, params, camera, prims: int) -> np.ndarray:
     """[V, 2] the count words of each camera of a stack, in batches of count_batch(prims)
     cameras (the last one filled up with copies of its last camera)."""
@@ -340,9 +345,8 @@ def _count_stack(fn, params, camera, prims: int) -> np.ndarray:
         part = host[start : start + per]
         short = per - part.batch_shape[0]
         if short:
-            part = jax.tree_util.tree_map(
-                lambda a: np.concatenate([a, np.repeat(a[-1:], short, axis=0)]), part
-            )
+            fill = functools.partial(_fill, short=short)
+            part = jax.tree_util.tree_map(fill, part)
         words.append(np.asarray(fn(params, part))[: per - short])
     return np.concatenate(words)
 
