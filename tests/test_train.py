@@ -207,6 +207,29 @@ def test_run_folder(run):
         np.testing.assert_array_equal(value, result.params[name][used])
 
 
+def test_final_metrics_of_each_test_view_equal_skimage_on_a_fresh_render(run, scene):
+    """Each held-out view's PSNR and SSIM in the run's final evaluation (its render and its
+    metrics are two programs: xprc.train.step.eval_fn, eval_metrics) equal scikit-image's on
+    xprc.render of the final parameters, clipped to [0, 1], against the view's image."""
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+    result, _, _, _ = run
+    _, test_set = scene
+    rows = result.evals[-1]["per_view"]
+    assert result.evals[-1]["step"] == 300 and len(rows) == len(test_set.views) == 2
+    for row, view in zip(rows, test_set.views, strict=True):
+        image = render(METHOD, result.params, view.camera()).image
+        image = np.clip(np.asarray(image, np.float64), 0.0, 1.0)
+        gt = np.asarray(view.image, np.float64)
+        want_psnr = peak_signal_noise_ratio(gt, image, data_range=1.0)
+        want_ssim = structural_similarity(gt, image, gaussian_weights=True, sigma=1.5,
+                                          use_sample_covariance=False, data_range=1.0,
+                                          channel_axis=-1)  # fmt: skip
+        assert row["name"] == view.name
+        assert row["psnr"] == pytest.approx(want_psnr, abs=2e-3)
+        assert row["ssim"] == pytest.approx(want_ssim, abs=2e-4)
+
+
 def _interrupt_at(k):
     def callback(step, info):
         if step == k:
