@@ -131,13 +131,20 @@ class Clock:
             if self.partial is not None:
                 self.partial(self.so_far())
 
+    def summary(self) -> dict:
+        """Steps, the rate over a window after the first compiles and over one at the end (a
+        third of the run, at most 50 steps), and the primitives at about 20 steps."""
+        first, last = self.marks[0][0], self.marks[-1][0]
+        w = max(min(50, (last - first) // 3), 1)
+        return {"steps": [first, last],
+                "window_start": self.window(first + 2, first + 2 + w),
+                "window_end": self.window(last - w, last),
+                "primitives_over_time": self.curve(max((last - first) // 20, 1))}  # fmt: skip
+
     def so_far(self) -> dict:
         """The run's numbers up to its last step (for a row written before it ends)."""
         first, last = self.marks[0][0], self.marks[-1][0]
-        w = max(min(50, (last - first) // 3), 1)
-        return {"partial": f"steps {first}-{last} (the run had not ended)",
-                "window_end": self.window(last - w, last),
-                "primitives_over_time": self.curve(max((last - first) // 20, 1))}  # fmt: skip
+        return {"partial": f"steps {first}-{last} (the run had not ended)", **self.summary()}
 
     def window(self, first: int, last: int) -> dict | None:
         """steps/s from the end of step `first` to the end of step `last`."""
@@ -192,16 +199,10 @@ def run_training(method, train_set, test_set, config, out: Path, compiles: list,
             row = {"error": f"{type(err).__name__}: {str(err)[:2000]}", "memory": memory()}
             return {**(clock.so_far() if clock.marks else {}), **row}  # what it measured
     wall = time.perf_counter() - t0
-    steps = [s for s, _t, _n in clock.marks]
-    first, last = steps[0], steps[-1]
-    w = max(min(50, (last - first) // 3), 1)
     row = {
         "wall_s": round(wall, 1),
-        "steps": [first, last],
         "steps_per_s_trainer": result.steps_per_second,
-        "window_start": clock.window(first + 2, first + 2 + w),  # after the first compiles
-        "window_end": clock.window(last - w, last),
-        "primitives_over_time": clock.curve(max((last - first) // 20, 1)),
+        **clock.summary(),
         "final": {k: result.metrics.get(k) for k in ("psnr", "ssim", "primitives")},
         "entry_capacity": result.entry_capacity,
         "xla_compiles": len(compiles) - before[0],

@@ -53,8 +53,8 @@ from xprc.pipeline import (  # noqa: E402
 )
 from xprc.pipeline import capacity as cap  # noqa: E402
 from xprc.pipeline.binning import TileGrid, bin_and_sort  # noqa: E402
-from xprc.pipeline.composite_pallas import may_use_pallas  # noqa: E402
 from xprc.pipeline.params import prepare_params  # noqa: E402
+from xprc.pipeline.render import carries_runs  # noqa: E402
 
 
 def timed(fn, *args, repeat=5):
@@ -83,9 +83,9 @@ def stage_fns(method, config: RenderConfig, grid: TileGrid):
         proj = method.project(params, cam)
         _, valid = cap.usable(proj)
         depth = proj["depth"].astype(proj["attrs"].dtype)
-        runs = gather.wants_runs(config.max_entries) and may_use_pallas(config)  # as render's
         return bin_and_sort(proj["box"], valid, depth, grid, config.max_entries,
-                            proj.get("ellipse"), proj["centre"], runs=runs)  # fmt: skip
+                            proj.get("ellipse"), proj["centre"],
+                            runs=carries_runs(config, config.max_entries))  # fmt: skip
 
     return jax.jit(project), jax.jit(binned)
 

@@ -131,8 +131,9 @@ def test_batched_count_runs_in_bounded_batches(gs, monkeypatch):
     """A count over many cameras projects a bounded number of (primitive, camera) pairs at a
     time (a vmap over a capture's 131 views of 3M primitives needed 17.95 GB on a TPU): here
     two cameras a batch over five, the largest last (alone in its batch, filled up with a copy),
-    and still the max. Stacks of other lengths run the same compiled program (a run's training
-    and test views: a second program cost 12 s of compiling at 1M primitives on a TPU)."""
+    and still the max. Stacks at least a batch long run the same compiled program (a run's
+    training and test views: a second program cost 12 s of compiling at 1M primitives on a
+    TPU); a shorter one a batch of the power of two at or above its length."""
     from xprc.pipeline import capacity as cap
 
     params = large_scene(60)
@@ -141,7 +142,12 @@ def test_batched_count_runs_in_bounded_batches(gs, monkeypatch):
     monkeypatch.setattr(cap, "COUNT_PAIRS", 2 * 60)
     cap._count_fn.cache_clear()
     try:
-        assert cap.count_batch(60) == 2
+        assert cap.count_batch(60, 5) == 2
+        assert cap.count_batch(60, 1) == 1
+        monkeypatch.setattr(cap, "COUNT_PAIRS", 1 << 24)
+        assert cap.count_batch(1_000_000, 131) == cap.count_batch(1_000_000, 19) == 16
+        assert cap.count_batch(4000, 21) == 32 and cap.count_batch(4000, 2) == 2
+        monkeypatch.setattr(cap, "COUNT_PAIRS", 2 * 60)
         fn = cap._count_fn(gs, cap._count_key(RenderConfig()), True)
         prepared = cap.prepare_params(gs, params)
         words = cap._count_stack(fn, prepared, Camera.stack(cams), 60)
@@ -149,8 +155,9 @@ def test_batched_count_runs_in_bounded_batches(gs, monkeypatch):
         assert words.tolist() == want  # each camera's own count, none from the filling copy
         assert count_entries(gs, params, Camera.stack(cams)) == max(counts) == counts[-1]
         assert count_entries(gs, params, Camera.stack(cams[1:4])) == max(counts[1:4])
+        assert fn._cache_size() == 1  # one program for stacks of 5 and 3 cameras
         assert count_entries(gs, params, Camera.stack(cams[:1])) == counts[0]
-        assert fn._cache_size() == 1  # one program for stacks of 5, 3 and 1 cameras
+        assert fn._cache_size() == 2  # a batch of one for a stack of one
     finally:
         cap._count_fn.cache_clear()
 

@@ -293,7 +293,7 @@ FACTS += [
         lambda: _view_1m()["forward_s"],
         (
             ("README.md", r"\| one TPU v5e \| [\d.]+ steps/s \| (\d+\.\d) ms \|"),
-            (FULL_SCALE, r"forward \(runs transpose run\) \| (\d+\.\d) ms"),
+            (FULL_SCALE, r"million primitives: forward \| (\d+\.\d) ms"),
         ),
     ),
     Fact(
@@ -302,7 +302,7 @@ FACTS += [
         (
             ("README.md", r"\| one TPU v5e \| [\d.]+ steps/s \| [\d.]+ ms \| (\d+\.\d) ms \|"),
             ("README.md", r"\((\d+\.\d) ms of its \d+[,)]"),
-            (FULL_SCALE, r"forward \+ backward \(same run\) \| (\d+\.\d) ms"),
+            (FULL_SCALE, r"forward \+ backward \| (\d+\.\d) ms"),
         ),
     ),
     Fact(
@@ -331,7 +331,7 @@ FACTS += [
         None,
         (
             ("README.md", r"test PSNR (\d+\.\d) dB there"),
-            (FULL_SCALE, r"after 200 steps \(the earlier run, scatter-add\) \| (\d+\.\d) dB"),
+            (FULL_SCALE, r"after 200 steps \| (\d+\.\d) dB"),
         ),
     ),
     Fact(

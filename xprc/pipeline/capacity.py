@@ -312,17 +312,20 @@ COUNT_PAIRS = 1 << 24
 COUNT_BATCH_MAX = 64  # cameras one batch of a count takes at most
 
 
-def count_batch(prims: int) -> int:
-    """Cameras one batch of a count over a camera stack takes: COUNT_PAIRS (primitive, camera)
-    pairs, at most COUNT_BATCH_MAX cameras. It depends on the primitive count alone, so that
-    counts over stacks of any length (a run's training and test views) share one compiled
-    program: a second one cost 12 s of compiling at 1M primitives on a TPU v5e."""
-    return max(1, min(COUNT_BATCH_MAX, COUNT_PAIRS // max(prims, 1)))
+def count_batch(prims: int, cameras: int) -> int:
+    """Cameras one batch of a count over a stack of `cameras` takes: COUNT_PAIRS (primitive,
+    camera) pairs, at most COUNT_BATCH_MAX cameras, and no more than the power of two at or
+    above `cameras` (a short stack fills its batch with copies of its last camera). Stacks at
+    least that long share one compiled program (a run's training and test views at scale: a
+    second program cost 12 s of compiling at 1M primitives on a TPU v5e); shorter ones take one
+    of a few, and project at most twice their cameras."""
+    return max(1, min(COUNT_BATCH_MAX, COUNT_PAIRS // max(prims, 1),
+                      1 << max(cameras - 1, 0).bit_length()))  # fmt: skip
 
 
 @functools.cache
 def _count_fn(method, config: RenderConfig, batched: bool):
-    """The jitted count of one camera, or with `batched` of a stack of count_batch(N) cameras."""
+    """The jitted count of one camera, or with `batched` of a stack of cameras (count_batch)."""
     one = functools.partial(_count_one, method, config)
     if not batched:
         return jax.jit(one)
@@ -335,10 +338,10 @@ def _fill(a: np.ndarray, short: int) -> np.ndarray:
 
 
 def _count_stack(fn, params, camera, prims: int) -> np.ndarray:
-    """[V, 2] the count words of each camera of a stack, in batches of count_batch(prims)
-    cameras (the last one filled up with copies of its last camera)."""
-    per = count_batch(prims)
+    """[V, 2] the count words of each camera of a stack, in batches of count_batch cameras (the
+    last one filled up with copies of its last camera)."""
     total = camera.batch_shape[0]
+    per = count_batch(prims, total)
     host = jax.tree_util.tree_map(np.asarray, camera)  # a few numbers a camera
     words = []
     for start in range(0, total, per):
@@ -373,11 +376,11 @@ def count_entries(method, params: dict, camera, config: RenderConfig | None = No
     check_batch(camera)
     config = config or RenderConfig()
     params = prepare_params(method, params)
-    if not next(iter(params.values())).shape[0]:
+    prims = next(iter(params.values())).shape[0]
+    if not prims:
         return 0
     batched = len(camera.batch_shape) > 0
     fn = _count_fn(method, _count_key(config), batched)
-    prims = next(iter(params.values())).shape[0]
     words = _count_stack(fn, params, camera, prims) if batched else np.asarray(fn(params, camera))
     words = words.reshape(-1, 2).astype(np.uint64)
     return int(max(int(h) << 32 | int(lo) for h, lo in words))

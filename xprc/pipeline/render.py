@@ -109,6 +109,12 @@ def _empty_output(method, mode, config, camera, background, dtype=jnp.float32):
     return RenderOutput(image, weight, depth, stats, mode, extra, distortion)
 
 
+def carries_runs(config: RenderConfig, capacity: int) -> bool:
+    """Whether the binning returns its runs: for the gradient of the Pallas compositor's row
+    gather by runs (xprc/pipeline/gather.py), when the kernels may run and the capacity allows."""
+    return gather.wants_runs(capacity) and may_use_pallas(config)
+
+
 def _render_one(method, mode: str, config: RenderConfig, params, camera, background):
     TRACE_COUNT["render"] += 1
     info = MethodInfo.of(method)
@@ -123,7 +129,7 @@ def _render_one(method, mode: str, config: RenderConfig, params, camera, backgro
     capacity = config.entry_capacity(n, grid.num_tiles)
     ellipse = proj.get("ellipse")  # optional: culls the box's tiles that miss it
     bins = bin_and_sort(proj["box"], valid, depth, grid, capacity, ellipse, proj["centre"],
-                        runs=gather.wants_runs(capacity) and may_use_pallas(config))  # fmt: skip
+                        runs=carries_runs(config, capacity))  # fmt: skip
     rays = None
     if info.uses_ray:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)
