@@ -96,7 +96,7 @@ def response_step(method, params, cam, config: RenderConfig, repeat: int, rounds
     out = jax.jit(method.project)(prepare_params(method, params), cam)
     keep = np.asarray(out["valid"])
     attrs, centre = np.asarray(out["attrs"])[keep], np.asarray(out["centre"])[keep]
-    g, b, t = config.group, config.chunk, config.tile_size
+    g, b, t = config.group, config.chunk_for(False), config.tile_size
     rng = np.random.default_rng(0)
     pick = rng.integers(0, len(attrs), (g, b))  # a tile's lanes: primitives near its centre
     a = jnp.asarray(attrs[pick][:, None])  # [G, 1, B, A]

@@ -49,7 +49,7 @@ def dense_render(method, config: RenderConfig, params, camera):
     dtype = attrs.dtype
     values = jnp.concatenate([proj["features"].astype(dtype), proj["depth"][:, None]], -1)
     bins = bin_and_sort(proj["box"], proj["valid"], proj["depth"], grid, config.max_entries)
-    item_tile, safe, prim, ok = _chunk_layout(bins, grid, config.chunk)
+    item_tile, safe, prim, ok = _chunk_layout(bins, grid, config.chunk_for(False))
     rays = None
     if method.USES_RAY:
         pix = tile_pixels(jnp.arange(grid.num_tiles, dtype=jnp.int32), grid, dtype)

@@ -297,7 +297,7 @@ def test_eager_explicit_capacity_policies(gs):
         # these divided by zero deep in the pipeline, or rendered black without a word
         (dict(tile_size=0), r"tile_size=0: expected a whole number of pixels >= 1"),
         (dict(tile_size=16.0), r"tile_size=16.0: expected a whole number of pixels >= 1"),
-        (dict(chunk=0), r"chunk=0: expected a whole number >= 1"),
+        (dict(chunk=0), r"chunk=0: expected None or a whole number >= 1"),
         (dict(group=-1), r"group=-1: expected a whole number >= 1"),
         (dict(alpha_min=2.0), r"alpha_min=2.0: expected a number in \[0, 0.99\]"),
         (dict(alpha_min=float("nan")), r"alpha_min=nan: expected a number in \[0, 0.99\]"),

@@ -122,6 +122,22 @@ def test_pallas_equals_xla_when_tiles_saturate(spec):
     assert (np.asarray(want["alpha"]) > 0.99).mean() > 0.5
 
 
+@pytest.mark.parametrize("scan", ["doubling", "serial"])
+def test_pallas_equals_xla_at_the_default_chunks(scan, monkeypatch):
+    """RenderConfig.chunk=None: 64 entries a kernel step, 32 a step of the XLA path (the same
+    lists cut differently), with either way along a chunk (`SCAN`: the products and sums by
+    doubling over sublane rolls, or entry by entry); many chunks a tile, some saturating."""
+    monkeypatch.setattr(cp, "SCAN", scan)
+    method = load(ROOT / "specs" / "3dgs.xpr")
+    params = _scene(method, "random", 800, seed=6, opacity=1.0)
+    xla = dataclasses.replace(XLA, chunk=None, max_entries=8192)
+    assert (xla.chunk_for(True), xla.chunk_for(False)) == (64, 32)
+    out = render(method, params, _camera(), config=xla)
+    kept = int(np.sum(out.stats["entries_per_tile"]))
+    assert kept > 3 * 64 * 9 and int(out.stats["dropped"]) == 0  # tiles of several chunks
+    _compare("3dgs", params, _camera(), xla)
+
+
 def test_pallas_equals_xla_with_chunks_shared_by_many_tiles():
     """Tiles of 4x4 pixels and chunks of 16 entries: a chunk holds the entries of up to five
     tiles, each of which reads it back and writes its own lanes over it in the backward."""

@@ -379,12 +379,28 @@ def test_resume_rejects_other_options_and_names_them(scene, tmp_path):
     assert "ssim_weight: 0.2 -> 0.5" in said and "-> {'means': 0.0001}" in said, said
     assert said.startswith(str(tmp_path / "checkpoint.npz")), said
     chunked = dataclasses.replace(config, render=dataclasses.replace(config.render, chunk=16))
-    with pytest.raises(tr.TrainError, match=r"\(render\.chunk: 32 -> 16\)"):
+    with pytest.raises(tr.TrainError, match=r"\(render\.chunk: None -> 16\)"):
         tr.train(METHOD, train_set, test_set, tmp_path, chunked, resume=True)
     render = dataclasses.replace(config.render, memory_budget=2**30)
     longer = dataclasses.replace(config, steps=5, log_every=1, eval_every=5, render=render)
     resumed = tr.train(METHOD, train_set, test_set, tmp_path, longer, resume=True)
     assert resumed.step == 5
+
+
+def test_resume_of_a_checkpoint_from_when_chunk_defaulted_to_32(scene, tmp_path, capsys):
+    """RenderConfig.chunk was 32 by default until the Pallas kernels took 64 (None: per
+    compositor); a checkpoint written then records 32 and resumes under the new default, saying
+    so (the run then records None), while another explicit chunk is still refused."""
+    train_set, test_set = scene
+    old = _config(steps=2, eval_every=0, checkpoint_every=0, save_renders=False)
+    old = dataclasses.replace(old, render=dataclasses.replace(old.render, chunk=32))
+    tr.train(METHOD, train_set, test_set, tmp_path, old)
+    new = dataclasses.replace(old, steps=3, render=dataclasses.replace(old.render, chunk=None))
+    assert tr.train(METHOD, train_set, test_set, tmp_path, new, resume=True).step == 3
+    assert "written when render.chunk defaulted to 32" in (tmp_path / "train.log").read_text()
+    other = dataclasses.replace(new, render=dataclasses.replace(new.render, chunk=8))
+    with pytest.raises(tr.TrainError, match=r"\(render\.chunk: None -> 8\)"):
+        tr.train(METHOD, train_set, test_set, tmp_path, other, resume=True)
 
 
 # ----------------------------------------------------------------------------- pieces

@@ -58,6 +58,7 @@ from .config import RenderConfig
 from .gather import take_rows
 
 ROWS = 8  # pixel x, y; ray origin x, y, z; ray direction x, y, z
+SCAN = "doubling"  # how a chunk's running product and sum are taken (`_along_chunk`)
 INTERPRET = None  # None: interpret off a TPU; tests set False to lower the kernels for a TPU
 # Interpret mode (the kernels off a TPU) runs one grid step per tile, and a step's cost grows
 # with the tile count too (the interpreter carries the whole-grid arrays through its loop; the
@@ -212,7 +213,7 @@ def composite_pallas(
     if problem is not None:
         raise XprError(problem)
     dtype = attrs.dtype
-    b = config.chunk
+    b = config.chunk_for(True)
     table = jnp.concatenate([attrs, values], axis=-1)
     # one row gather of the sorted entries in whole chunks (slots past the kept entries, the
     # padding included, belong to no tile: the kernels mask them), indexed [E / B, B]
@@ -229,7 +230,7 @@ def composite_pallas(
     rows = pixel_rows(rays, grid, dtype)
     central = rays is not None and rays[0].shape[1] == 1
     static = _Static(
-        response, grid, config.chunk, config.alpha_min, config.t_min, signed, pixel_channels,
+        response, grid, b, config.alpha_min, config.t_min, signed, pixel_channels,
         num_attrs, num_values, rays is not None, central, interpret,
     )  # fmt: skip
     out = _core(static, lanes, rows, bins.tile_start, first, count)
@@ -320,6 +321,25 @@ def _takes_stack(response) -> bool:
         return False
 
 
+def _along_chunk(x, op):
+    """The inclusive scan of x [B, P] along a chunk's entries (axis 0) with `op` (multiply or
+    add): by doubling when `SCAN` is "doubling" (log2 B steps, each a sublane roll and one op
+    over the whole [B, P] array), else entry by entry (B steps on one [1, P] row each, a chain
+    of dependent operations, and the rows gathered back into [B, P])."""
+    b = x.shape[0]
+    if SCAN == "serial":
+        rows = [x[0:1]]
+        for k in range(1, b):
+            rows.append(op(rows[-1], x[k : k + 1]))
+        return jnp.concatenate(rows, axis=0)
+    entry = jax.lax.broadcasted_iota(jnp.int32, x.shape, 0)
+    shift = 1
+    while shift < b:
+        x = jnp.where(entry >= shift, op(pltpu.roll(x, np.int32(shift), 0), x), x)
+        shift *= 2
+    return x
+
+
 def _weights(st: _Static, alpha, ok, t_in):
     """The compositing of one chunk: used, w, T (before each lane), live, and T after it;
     `ok` [B, 1] the lanes that are the tile's entries."""
@@ -327,18 +347,15 @@ def _weights(st: _Static, alpha, ok, t_in):
     used = ok & (mag >= st.alpha_min)
     alpha = jnp.where(used, alpha, 0.0)
     keep = 1.0 - alpha
-    excl_rows, run = [], None
-    for k in range(st.chunk):  # the running product in list order, as `composite.running`
-        excl_rows.append(jnp.ones_like(t_in) if run is None else run)
-        run = keep[k : k + 1] if run is None else run * keep[k : k + 1]
-    excl = jnp.concatenate(excl_rows, axis=0)  # [B, P]
-    incl = excl * keep
+    incl = _along_chunk(keep, jnp.multiply)  # the running product along the list
+    first = jax.lax.broadcasted_iota(jnp.int32, keep.shape, 0) == 0
+    excl = jnp.where(first, 1.0, pltpu.roll(incl, np.int32(1), 0))  # [B, P]
     T = t_in * excl
     live = used
     if not st.signed:
         live = used & (t_in * incl >= st.t_min)
     w = jnp.where(live, alpha * T, 0.0)
-    return alpha, used, w, T, live, t_in * run
+    return alpha, used, w, T, live, t_in * incl[st.chunk - 1 :]
 
 
 def _lanes_of_tile(st: _Static, bounds_ref, first_ref, tile, j, lane):
@@ -538,11 +555,9 @@ def _backward_kernel(st: _Static, bounds_ref, first_ref, count_ref, rows_ref, la
         for k in range(st.k):
             gc = gc + ge[k] * extra[k]
         wg = w * gc
-        run, prefix = s_ref[...], []
-        for k in range(st.chunk):  # inclusive prefix of w (g . c) along the list
-            run = run + wg[k : k + 1]
-            prefix.append(run)
-        after = g_total - jnp.concatenate(prefix, axis=0)  # S_k
+        prefix = s_ref[...] + _along_chunk(wg, jnp.add)  # inclusive prefix of w (g . c)
+        run = prefix[st.chunk - 1 :]
+        after = g_total - prefix  # S_k
         d_alpha = jnp.where(live, T * gc - after / (1.0 - alpha), 0.0)
         d_extra = [w * ge[k] for k in range(st.k)]
         d_cols, d_rays = vjp_fn((d_alpha, d_extra))

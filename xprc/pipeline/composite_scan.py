@@ -63,7 +63,7 @@ def tile_chunks(bins: Bins, chunk: int):
 def layout(bins: Bins, grid: TileGrid, config: RenderConfig) -> Layout:
     """Chunks of one tile each, in (tile, depth) order, padded to a whole number of groups."""
     num_tiles = grid.num_tiles
-    b, g = config.chunk, config.group
+    b, g = config.chunk_for(False), config.group
     capacity = bins.tile.shape[0]
     counts, chunks, chunk_end = tile_chunks(bins, b)
     num_items = -(-(-(-capacity // b) + num_tiles) // g) * g
@@ -216,7 +216,7 @@ def composite_autodiff(
     """The forward scan, differentiated by JAX autodiff (the step is rematerialised)."""
     dtype = a_items.dtype
     num_tiles, pix = grid.num_tiles, grid.tile * grid.tile
-    g, b = config.group, config.chunk
+    g, b = config.group, config.chunk_for(False)
     num_values = v_items.shape[-1]
     xs = (
         lay.item_tile.reshape(-1, g),

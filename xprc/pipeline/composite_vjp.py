@@ -118,7 +118,7 @@ def _core_bwd(static, residuals, g_out):
     _, grid, config, signed, _ = static
     dtype = a_items.dtype
     num_tiles, pix = grid.num_tiles, grid.tile * grid.tile
-    g, b = config.group, config.chunk
+    g, b = config.group, config.chunk_for(False)
     num_values = v_items.shape[-1]
     t_min = config.t_min
     g_out = g_out.at[..., -1].set(0.0)  # the clamped-alpha count: no gradient

@@ -20,6 +20,7 @@ from ..method_info import MethodInfo
 from ..pipeline import RenderConfig, entry_bucket
 from ..pipeline.binning import TileGrid
 from ..pipeline.capacity import MemoryBudgetError, check_memory
+from ..pipeline.config import KERNEL_CHUNK, XLA_CHUNK
 from ..pipeline.render import xla_instead
 from ..runtime import check_views_camera
 from . import checkpoint as ckpt
@@ -346,6 +347,12 @@ class Run:
                 theirs[ckpt.IMAGES_KEY] = mine[ckpt.IMAGES_KEY]
         else:  # written before checkpoints recorded their spec and data
             self.log(f"{path} does not record its spec and data: assuming this run's", always=True)
+        if theirs.get("render.chunk") == XLA_CHUNK and mine.get("render.chunk") is None:
+            self.log(f"{path} was written when render.chunk defaulted to {XLA_CHUNK}; this run "
+                     f"takes the default (None: {XLA_CHUNK} on the XLA path, {KERNEL_CHUNK} in "
+                     "the Pallas kernels): the same maths, summed in another order",
+                     always=True)  # fmt: skip
+            theirs["render.chunk"] = None
         changed = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         if changed:
             said = "; ".join(f"{k}: {theirs.get(k)!r} -> {mine.get(k)!r}" for k in changed)
