@@ -142,13 +142,17 @@ def _bins_with_runs(capacity, ellipses, stable, monkeypatch):
     return bins, grid, n
 
 
+@pytest.mark.parametrize("by_column", [False, True])
 @pytest.mark.parametrize("stable", [False, True])
 @pytest.mark.parametrize("ellipses", [False, True])
 @pytest.mark.parametrize("capacity", [4096, 500, 97])  # 97 and 500 overflow
-def test_transpose_runs_equals_a_scatter_add(capacity, ellipses, stable, monkeypatch):
+def test_transpose_runs_equals_a_scatter_add(capacity, ellipses, stable, by_column, monkeypatch):
     """Per primitive, the sum of the kept entries' rows, against np.add.at in float64: with
-    and without culling, with the buffer overflowing (runs cut at the capacity), and with
-    either sort branch (the slot carried in the sort, or read from the unique key)."""
+    and without culling, with the buffer overflowing (runs cut at the capacity), with either
+    sort branch (the slot carried in the sort, or read from the unique key), and with its
+    gathers as rows or one column at a time (`take_columns` on a source of any size)."""
+    if by_column:
+        monkeypatch.setattr(gather, "WHOLE_SOURCE_BYTES", 0)
     bins, grid, n = _bins_with_runs(capacity, ellipses, stable, monkeypatch)
     assert (int(bins.needed) > capacity) == (capacity < 4096)
     prim = np.asarray(bins.prim)
@@ -170,6 +174,21 @@ def test_runs_sort_branches_agree_on_the_slots(monkeypatch):
     for a, b in zip(plain.runs, carried.runs, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     np.testing.assert_array_equal(np.sort(np.asarray(plain.runs.slot)), np.arange(700))
+
+
+@pytest.mark.parametrize("limit", [0, 2**40])
+def test_take_columns_as_rows_or_column_by_column(limit, monkeypatch):
+    """x[:, index], NaN and signed zeros included, bit for bit, whichever way it gathers."""
+    monkeypatch.setattr(gather, "WHOLE_SOURCE_BYTES", limit)
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(6, 3000)).astype(np.float32)
+    x[2, 5], x[0, 7] = np.nan, -0.0
+    index = rng.integers(0, 3000, 5000).astype(np.int32)
+    got = np.asarray(gather.take_columns(jnp.asarray(x), jnp.asarray(index)))
+    np.testing.assert_array_equal(got.view(np.int32), x[:, index].view(np.int32))
+    fresh = jax.jit(lambda x, i: gather.take_columns(x, i))  # (a jit of the function is cached)
+    text = fresh.lower(jnp.asarray(x), jnp.asarray(index)).as_text()
+    assert ("while" in text) == (limit == 0)  # one column at a time: a loop over the columns
 
 
 def test_inverse_permutation():

@@ -41,6 +41,9 @@ TRANSPOSE = "runs"
 # the runs (10.89 of temporaries) against 13.59 with the scatter-add, and the chip has 15.75; only
 # the latter was run there (docs/dev/tpu-log.md).
 RUNS_MAX_ENTRIES = 2**23
+# `take_columns` gathers a source of more bytes one column at a time (half what XLA placed in a
+# v5e's VMEM whole: 64 MiB as tiled; other arrays share it in a large program)
+WHOLE_SOURCE_BYTES = 32 * 2**20
 
 
 def wants_runs(capacity: int) -> bool:
@@ -113,13 +116,28 @@ def inverse_permutation(perm: jax.Array) -> jax.Array:
     return jax.lax.sort((perm.astype(jnp.int32), iota), num_keys=1)[1]
 
 
+def take_columns(x: jax.Array, index: jax.Array) -> jax.Array:
+    """x[:, index] for columns x [L, M] and int32 index [K] in [0, M): [L, K]. A source larger
+    than `WHOLE_SOURCE_BYTES` is gathered one column at a time (`lax.map`): on a TPU a gather
+    reads its source from VMEM when the source fits there and from HBM otherwise. Compiled for
+    a v5e, a source [M, 10] float32 sat in VMEM up to M = 1,048,576 and not from 2,097,152 on;
+    the 5,242,880 x 10 cotangents of one 1M-primitive view were gathered from HBM at 2.3 ns an
+    element, while each of their columns alone (21 MB) goes to VMEM, where the 1M-row lanes
+    table's gather took 0.6 ns an element (docs/dev/tpu-log.md, sixteenth session). The same
+    values either way."""
+    columns, m = x.shape
+    if -(-columns // 8) * 8 * m * x.dtype.itemsize <= WHOLE_SOURCE_BYTES:  # as a TPU tiles it
+        return x.T[index].T
+    return jax.lax.map(lambda column: column[index], x)
+
+
 def transpose_runs(g: jax.Array, runs, steps: int) -> jax.Array:
     """[N, L]: per primitive the sum of g [E, L] over its sorted entries (`runs`:
     binning.Runs, N = runs.order.size); `steps` >= ceil(log2) of the longest run. A run holds
     every slot of the primitive's rectangle, culled ones included: g must be zero at sorted
     entries that are not kept (culled, empty, past the capacity's kept entries)."""
     e = runs.slot.shape[0]
-    x = g[inverse_permutation(runs.slot)].T  # [L, E]: slots in their order before the sort
+    x = take_columns(g.T, inverse_permutation(runs.slot))  # [L, E]: slots in their order
     for k in range(steps):
         s = 2**k
         if s >= e:
@@ -128,7 +146,7 @@ def transpose_runs(g: jax.Array, runs, steps: int) -> jax.Array:
         x = x + jnp.where((runs.back >= s)[None, :], shifted, 0)
     end = jnp.minimum(runs.first + runs.count, e) - 1
     has = (runs.count > 0) & (runs.first < e)
-    sums = jnp.where(has[:, None], x.T[jnp.clip(end, 0, e - 1)], 0)  # [N, L] by depth rank
+    sums = jnp.where(has[:, None], take_columns(x, jnp.clip(end, 0, e - 1)).T, 0)  # [N, L]
     return sums[inverse_permutation(runs.order)]
 
 
