@@ -4,8 +4,8 @@ TPU runs as a Pallas kernel (a 4 ms saving on the garden frame: docs/tpu.md).
 - The kernel (interpreted on this CPU) equals a plain transpose, bit for bit, for row counts
   that are not whole blocks and 1 to 128 columns of int32 and float32 (NaN and -0 bits too).
 - `bin_and_sort` with the kernel gives the same bins as with the transpose (ellipse culling,
-  float bits read back from the integer rows), the kernel run in passes as on a TPU; the
-  passes (`gather_columns`) equal a NumPy gather.
+  float bits read back from the integer rows), with more entries than the kernel moves at once
+  gathered column by column as on a TPU; `gather_columns` both ways equals a NumPy gather.
 - The kernel passes Pallas's TPU (Mosaic) lowering, exported from this CPU.
 """
 
@@ -65,7 +65,7 @@ def test_bins_with_the_kernel_equal_bins_without(monkeypatch):
             jnp.asarray(rng.uniform(1, 9, n).astype(np.float32)), grid, 3000,
             jnp.asarray(ellipse), jnp.asarray(centre.astype(np.float32)))  # fmt: skip
     plain = bin_and_sort(*args)
-    # the kernel, in three passes of 1,024 slots (a TPU's passes: `gather_columns`)
+    # a TPU's way past `pass_rows` entries (here 1,024 of 3,000): column by column
     passes = functools.partial(gather_columns, use_kernel=True, pass_rows=BLOCK)
     monkeypatch.setattr(binning, "gather_columns", passes)
     kernel = bin_and_sort(*args)
@@ -75,9 +75,10 @@ def test_bins_with_the_kernel_equal_bins_without(monkeypatch):
 
 
 @pytest.mark.parametrize("entries,pass_rows", [(5000, 1024), (2048, 1024), (1000, 1024)])
-def test_gathered_columns_in_passes_equal_a_gather(entries, pass_rows):
-    """`gather_columns` in passes (a TPU's way, which never holds all the padded rows at once)
-    equals NumPy's table[index].T, for entry counts that are and are not whole passes."""
+def test_gathered_columns_equal_a_gather(entries, pass_rows):
+    """`gather_columns` with the kernel (at most `pass_rows` entries) and column by column (more:
+    a TPU's way at scale, which never holds the rows padded to 128 lanes) equals NumPy's
+    table[index].T."""
     rng = np.random.default_rng(entries)
     table = rng.integers(-(2**31), 2**31 - 1, (300, 11), dtype=np.int64).astype(np.int32)
     index = rng.integers(0, 300, entries).astype(np.int32)

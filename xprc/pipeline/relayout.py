@@ -15,9 +15,12 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from .gather import take_columns
+
 BLOCK = 1024  # rows per grid program
 LANES = 128
-# rows gathered and relaid out per pass on a TPU (`gather_columns`): a multiple of BLOCK
+# entries up to which `gather_columns` moves gathered rows by the kernel on a TPU (more: column
+# by column)
 PASS_ROWS = 1 << 20
 
 
@@ -55,23 +58,16 @@ def _kernel(out_rows: int, rows_ref, out_ref):
 def gather_columns(table, index, use_kernel=None, interpret=None, pass_rows: int = PASS_ROWS):
     """table[index] as columns [C, E]; table [N, C], index [E] int32 in [0, N).
 
-    With the kernel (a TPU) the rows [E, C] it moves take E x 512 bytes (each row padded to
-    128 lanes): 8 GiB at 16,777,216 entries, which the 3M-primitive training step could not
-    hold (docs/tpu.md). So they are gathered and relaid out `pass_rows` at a time, one pass
-    after the other, and only one pass's padded rows exist at once. Elsewhere, or at most
-    `pass_rows` entries: `rows_to_columns(table[index])` in one go. The result is the same."""
+    With the kernel (a TPU) and at most `pass_rows` entries: `rows_to_columns(table[index])`,
+    the rows gathered and moved into columns by the kernel. More entries are gathered one
+    column at a time (`gather.take_columns`), straight into lane-dense columns: the rows [E, C]
+    the kernel moves take E x 512 bytes (each padded to 128 lanes), 8 GiB at 16,777,216 entries,
+    which the 3M-primitive training step could not hold, and at a million primitives the row
+    gather came out column-major, copied to rows for the kernel and back to columns by it (9.4
+    of the 42.9 ms of the binning's gathers in the 1M view's profile: docs/dev/tpu-log.md,
+    sixteenth session). Off a TPU: `table[index].T`. The result is the same."""
     if use_kernel is None:
         use_kernel = jax.default_backend() == "tpu"
-    e, c = index.shape[0], table.shape[1]
-    if not use_kernel or e <= pass_rows:
+    if not use_kernel or index.shape[0] <= pass_rows:
         return rows_to_columns(table[index], use_kernel, interpret)
-    passes = -(-e // pass_rows)
-    index = jnp.pad(index, (0, passes * pass_rows - e))  # (row 0: read, then cut off)
-
-    def one_pass(i, out):
-        part = jax.lax.dynamic_slice_in_dim(index, i * pass_rows, pass_rows)
-        cols = rows_to_columns(table[part], use_kernel, interpret)
-        return jax.lax.dynamic_update_slice_in_dim(out, cols, i * pass_rows, axis=1)
-
-    out = jnp.zeros((c, passes * pass_rows), table.dtype)
-    return jax.lax.fori_loop(0, passes, one_pass, out)[:, :e]
+    return take_columns(table.T, index, by_column=True)
