@@ -107,7 +107,7 @@ def estimate_bytes(capacity: int, num_attrs: int, num_values: int, grid: TileGri
 
     Per entry: the binning arrays (keys, owners, indices: ~12 int32), the gathered attributes
     and values (float32), their cotangents, and the compositor's per-chunk sums
-    (pixels x (values + 1) per chunk of 32 entries), doubled for the backward pass.
+    (pixels x (values + 1) per 32 entries, the XLA path's chunk), doubled for the backward pass.
     """
     pix = grid.tile * grid.tile
     per_entry = 48 + 8 * (num_attrs + num_values) + (pix * 4 * (num_values + 1)) // 32
