@@ -10,7 +10,8 @@ The functions are those `benchmarks/stages.py` times (`benchmarks.run.public_ren
 of `xprc.render` with the fitted capacity), compiled, called once, then called --repeat times
 inside `jax.profiler.trace`. The trace is read back with `jax.profiler.ProfileData`: on a TPU
 the device plane's "XLA Ops" line (device time of every XLA operation, the Pallas kernels as
-custom calls), on a CPU the host events that carry an `hlo_op` (the runtime's thunks). Per
+custom calls; a while loop's time also holds its body's), on a CPU the host events that carry
+an `hlo_op` (the runtime's thunks, some nested, so a CPU's sums overcount). Per
 program it reports the module's device time per call, the largest operations, and the same
 time by kind (kernel, sort, gather, scatter, other fusions). Operation names are HLO text, cut
 to --width characters. Prints a table per program and writes benchmarks/results/profile_ops.json.
