@@ -132,6 +132,7 @@ def test_pallas_equals_xla_at_the_default_chunks(scan, monkeypatch):
     params = _scene(method, "random", 800, seed=6, opacity=1.0)
     xla = dataclasses.replace(XLA, chunk=None, max_entries=8192)
     assert (xla.chunk_for(True), xla.chunk_for(False)) == (64, 32)
+    assert xla.chunk_for(True, 2**23) == 64 and xla.chunk_for(True, 2**23 + 1) == 32
     out = render(method, params, _camera(), config=xla)
     kept = int(np.sum(out.stats["entries_per_tile"]))
     assert kept > 3 * 64 * 9 and int(out.stats["dropped"]) == 0  # tiles of several chunks

@@ -213,7 +213,7 @@ def composite_pallas(
     if problem is not None:
         raise XprError(problem)
     dtype = attrs.dtype
-    b = config.chunk_for(True)
+    b = config.chunk_for(True, bins.prim.shape[0])
     table = jnp.concatenate([attrs, values], axis=-1)
     # one row gather of the sorted entries in whole chunks (slots past the kept entries, the
     # padding included, belong to no tile: the kernels mask them), indexed [E / B, B]

@@ -24,7 +24,11 @@ def _keeps_the_cap(t_min) -> bool:
 
 
 XLA_CHUNK = 32  # RenderConfig.chunk's default on the XLA path
-KERNEL_CHUNK = 64  # and in the Pallas kernels
+KERNEL_CHUNK = 64  # and in the Pallas kernels, up to this many entries a view:
+# the kernels' lanes are stored [C, chunk] a chunk, and a TPU pads 64 lanes to 128: the 3M
+# training step (16,777,216 entries) took 14.25 GB by XLA's accounting at 64 against 13.59 at
+# 32, of the v5e's 15.75 (compiled for it from the CPU; docs/dev/tpu-log.md)
+KERNEL_CHUNK_MAX_ENTRIES = 2**23
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +50,8 @@ class RenderConfig:
     memory_budget: bytes a render may plan for its entry buffers; None: `default_memory_budget()`
                  (half the machine's memory, at most 16 GiB; env XPRC_MEMORY_BUDGET overrides).
     chunk:       primitives a tile composites per step (the inner vector width). None: 32 on the
-                 XLA path, 64 in the Pallas kernels (`chunk_for`): on a TPU v5e, garden frame,
+                 XLA path, 64 in the Pallas kernels up to 2^23 entries a view, 32 beyond (where
+                 its padding costs memory: `chunk_for`): on a TPU v5e, garden frame,
                  3DGS fwd+bwd 20.7 ms at 64 against 23.5 at 32, 3DGUT 31.2 against 32.5
                  (docs/dev/tpu-log.md); the XLA path pads each tile's list to whole chunks.
     group:       chunks processed per sequential step; a step whose tiles are all saturated is
@@ -135,12 +140,15 @@ class RenderConfig:
             ("pixel_outputs", lambda v: isinstance(v, (bool, np.bool_)), "True or False"),
         )  # fmt: skip
 
-    def chunk_for(self, kernels: bool) -> int:
+    def chunk_for(self, kernels: bool, capacity: int = 0) -> int:
         """The chunk: `chunk`, or where it is None the default of the Pallas kernels
-        (`kernels`) or of the XLA path."""
+        (`kernels`; for a `capacity` of entries over KERNEL_CHUNK_MAX_ENTRIES, XLA_CHUNK) or of
+        the XLA path."""
         if self.chunk is not None:
             return int(self.chunk)
-        return KERNEL_CHUNK if kernels else XLA_CHUNK
+        if kernels and capacity <= KERNEL_CHUNK_MAX_ENTRIES:
+            return KERNEL_CHUNK
+        return XLA_CHUNK
 
     def entry_capacity(self, num_primitives: int, num_tiles: int) -> int:
         """The static entry capacity: explicit, or derived from the scene size."""
