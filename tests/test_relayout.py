@@ -65,25 +65,25 @@ def test_bins_with_the_kernel_equal_bins_without(monkeypatch):
             jnp.asarray(rng.uniform(1, 9, n).astype(np.float32)), grid, 3000,
             jnp.asarray(ellipse), jnp.asarray(centre.astype(np.float32)))  # fmt: skip
     plain = bin_and_sort(*args)
-    # a TPU's way past `pass_rows` entries (here 1,024 of 3,000): column by column
-    passes = functools.partial(gather_columns, use_kernel=True, pass_rows=BLOCK)
-    monkeypatch.setattr(binning, "gather_columns", passes)
+    # a TPU's way past `kernel_rows` entries (here 1,024 of 3,000): column by column
+    by_column = functools.partial(gather_columns, use_kernel=True, kernel_rows=BLOCK)
+    monkeypatch.setattr(binning, "gather_columns", by_column)
     kernel = bin_and_sort(*args)
     assert int(plain.culled.sum()) > 0 and int(plain.fallback) > 0  # the paths were exercised
     for field, value in plain._asdict().items():
         np.testing.assert_array_equal(getattr(kernel, field), value, field)
 
 
-@pytest.mark.parametrize("entries,pass_rows", [(5000, 1024), (2048, 1024), (1000, 1024)])
-def test_gathered_columns_equal_a_gather(entries, pass_rows):
-    """`gather_columns` with the kernel (at most `pass_rows` entries) and column by column (more:
+@pytest.mark.parametrize("entries,kernel_rows", [(5000, 1024), (2048, 1024), (1000, 1024)])
+def test_gathered_columns_equal_a_gather(entries, kernel_rows):
+    """`gather_columns` with the kernel (at most `kernel_rows` entries) and column by column (more:
     a TPU's way at scale, which never holds the rows padded to 128 lanes) equals NumPy's
     table[index].T."""
     rng = np.random.default_rng(entries)
     table = rng.integers(-(2**31), 2**31 - 1, (300, 11), dtype=np.int64).astype(np.int32)
     index = rng.integers(0, 300, entries).astype(np.int32)
     got = gather_columns(jnp.asarray(table), jnp.asarray(index), use_kernel=True,
-                         pass_rows=pass_rows)  # fmt: skip
+                         kernel_rows=kernel_rows)  # fmt: skip
     np.testing.assert_array_equal(np.asarray(got), table[index].T)
 
 

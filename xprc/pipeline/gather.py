@@ -119,13 +119,12 @@ def inverse_permutation(perm: jax.Array) -> jax.Array:
 def take_columns(x: jax.Array, index: jax.Array, by_column: bool | None = None) -> jax.Array:
     """x[:, index] for columns x [L, M] and int32 index [K] in [0, M): [L, K]. `by_column`
     (None: when the source is larger than `WHOLE_SOURCE_BYTES`) gathers one column at a time
-    (`lax.map`), else as rows. On a TPU a gather
-    reads its source from VMEM when the source fits there and from HBM otherwise. Compiled for
-    a v5e, a source [M, 10] float32 sat in VMEM up to M = 1,048,576 and not from 2,097,152 on;
-    the 5,242,880 x 10 cotangents of one 1M-primitive view were gathered from HBM at 2.3 ns an
-    element, while each of their columns alone (21 MB) goes to VMEM, where the 1M-row lanes
-    table's gather took 0.6 ns an element (docs/dev/tpu-log.md, sixteenth session). The same
-    values either way."""
+    (`lax.map`), else as rows. On a TPU a gather reads its source from VMEM when the source
+    fits there and from HBM otherwise. Compiled for a v5e, a source [M, 10] float32 sat in VMEM
+    up to M = 1,048,576 and not from 2,097,152 on; the 5,242,880 x 10 cotangents of one
+    1M-primitive view were gathered from HBM at 2.3 ns an element, while each of their columns
+    alone (21 MB) goes to VMEM, where the 1M-row lanes table's gather took 0.6 ns an element
+    (docs/dev/tpu-log.md, sixteenth session). The same values either way."""
     columns, m = x.shape
     if by_column is None:  # the source's bytes as a TPU tiles it
         by_column = -(-columns // 8) * 8 * m * x.dtype.itemsize > WHOLE_SOURCE_BYTES

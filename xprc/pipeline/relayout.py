@@ -21,7 +21,7 @@ BLOCK = 1024  # rows per grid program
 LANES = 128
 # entries up to which `gather_columns` moves gathered rows by the kernel on a TPU (more: column
 # by column)
-PASS_ROWS = 1 << 20
+KERNEL_ROWS = 1 << 20
 
 
 def rows_to_columns(rows: jax.Array, use_kernel: bool | None = None, interpret: bool | None = None):
@@ -55,10 +55,10 @@ def _kernel(out_rows: int, rows_ref, out_ref):
     out_ref[...] = x.T[:out_rows]
 
 
-def gather_columns(table, index, use_kernel=None, interpret=None, pass_rows: int = PASS_ROWS):
+def gather_columns(table, index, use_kernel=None, interpret=None, kernel_rows: int = KERNEL_ROWS):
     """table[index] as columns [C, E]; table [N, C], index [E] int32 in [0, N).
 
-    With the kernel (a TPU) and at most `pass_rows` entries: `rows_to_columns(table[index])`,
+    With the kernel (a TPU) and at most `kernel_rows` entries: `rows_to_columns(table[index])`,
     the rows gathered and moved into columns by the kernel. More entries are gathered one
     column at a time (`gather.take_columns`), straight into lane-dense columns: the rows [E, C]
     the kernel moves take E x 512 bytes (each padded to 128 lanes), 8 GiB at 16,777,216 entries,
@@ -68,6 +68,6 @@ def gather_columns(table, index, use_kernel=None, interpret=None, pass_rows: int
     sixteenth session). Off a TPU: `table[index].T`. The result is the same."""
     if use_kernel is None:
         use_kernel = jax.default_backend() == "tpu"
-    if not use_kernel or index.shape[0] <= pass_rows:
+    if not use_kernel or index.shape[0] <= kernel_rows:
         return rows_to_columns(table[index], use_kernel, interpret)
     return take_columns(table.T, index, by_column=True)
